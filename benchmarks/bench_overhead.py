@@ -4,6 +4,7 @@
     python benchmarks/bench_overhead.py --adapters torch-cpu,keras --repeat 20
     python benchmarks/bench_overhead.py --profile       # cProfile of every pair over 10 %
     python benchmarks/bench_overhead.py --smoke         # reference adapters, tiny case only
+    python benchmarks/bench_overhead.py --suite cases   # the suite's own cases, totals per adapter
 
 ``pair`` is the wall time of ``harness.runner.run_pair`` (availability check, canonical ->
 native conversion through the layout, the adapter's ``_run``, output checks, the divergence
@@ -13,6 +14,11 @@ overhead = pair − forward, in % of pair (target < 10 %). The parts are timed o
 (``compare.divergence``). Each pair is run once first (framework import, graph tracing), then
 ``--repeat`` times; the table shows medians (the overhead is a difference of two times taken in
 the same call, so the median is steadier than a minimum).
+
+``--suite DIR`` measures what a run of that suite pays: every case x adapter pair of DIR's
+cases, each adapter warmed up once on the tiny case, then every pair ``--repeat`` times; per
+adapter the sums over its pairs of the per-pair medians (overhead % = total overhead / total
+pair time) and the worst single pair.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from harness import compare
 from harness.adapters import select
 from harness.prepare import prepare
 from harness.runner import run_pair
-from harness.spec import Case
+from harness.spec import Case, discover
 
 CASES = {
     "mid-lstm": dict(cell="lstm", input_size=64, hidden_size=128, num_layers=2,
@@ -81,6 +87,44 @@ def profile(prep, adapter, repeat: int) -> str:
     return s.getvalue()
 
 
+def timed_pair(prep, adapter, repeat: int) -> tuple[str, float, float] | None:
+    """(status, median pair seconds, median forward seconds), None when the pair does not run."""
+    pair, fwd = [], []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        r = run_pair(prep, adapter)
+        pair.append(time.perf_counter() - t)
+        fwd.append(r.seconds)
+        if r.status not in (compare.PASS, compare.DIVERGED, compare.BASELINE):
+            return None
+    return r.status, median(pair), median(fwd)
+
+
+def suite(folder: str, adapters, repeat: int) -> None:
+    """Totals per adapter over every pair of the suite's cases."""
+    warm = prepare(Case(name="tiny-lstm", **CASES["tiny-lstm"]))
+    for adapter in adapters:
+        run_pair(warm, adapter)
+    preps = [prepare(case) for case in discover([folder])]
+    totals = {a.name: [0, 0.0, 0.0, 0.0, ""] for a in adapters}  # pairs, pair, fwd, worst %
+    for prep in preps:
+        for adapter in adapters:
+            timed = timed_pair(prep, adapter, repeat)
+            if timed is None:
+                continue
+            _, pair, fwd = timed
+            t = totals[adapter.name]
+            t[0], t[1], t[2] = t[0] + 1, t[1] + pair, t[2] + fwd
+            if 100 * (pair - fwd) / pair > t[3]:
+                t[3], t[4] = 100 * (pair - fwd) / pair, prep.case.name
+        print(f"  {prep.case.name}: done", flush=True)
+    print_facts([("suite", f"{folder} ({len(preps)} cases)"), ("repeat", str(repeat))])
+    rows = [[name, n, pair, fwd, 1e3 * (pair - fwd) / n, 100 * (pair - fwd) / pair, worst,
+             where] for name, (n, pair, fwd, worst, where) in totals.items() if n]
+    print(table(rows, ["adapter", "pairs", "pair s", "forward s", "overhead ms/pair",
+                       "overhead %", "worst pair %", "worst case"]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--adapters", default=None, help="comma-separated (default: every CPU one)")
@@ -91,11 +135,15 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true",
                     help="print a cProfile of every pair whose overhead is over 10 %%")
     ap.add_argument("--smoke", action="store_true", help="reference adapters, tiny case, 2 runs")
+    ap.add_argument("--suite", metavar="DIR", help="totals over every pair of DIR's cases")
     args = ap.parse_args()
     if args.smoke:
         args.adapters, args.cases, args.repeat = "reference,noise-floor", "tiny-lstm", 2
     set_threads(args.threads)
     adapters = select(args.adapters.split(",") if args.adapters else None, device="cpu")
+    if args.suite:
+        suite(args.suite, adapters, args.repeat)
+        return
 
     rows, notes, over = [], [], []
     for label in args.cases.split(","):

@@ -20,12 +20,14 @@ Verdicts are decided here and nowhere else: :func:`verdict_of`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from harness.data import Gradients, Outputs
+from harness.data import Outputs
 from harness.dtypes import FORMATS, ulp
 from harness.params import block_shapes, key, layer_dirs
 from harness.spec import Case, Tol
@@ -55,7 +57,8 @@ class Tolerance:
     rtol: float
 
 
-def tolerance_for(case: Case, adapter: str, adapter_defaults: dict[str, Tol] | None = None) -> Tolerance:
+def tolerance_for(case: Case, adapter: str,
+                  adapter_defaults: dict[str, Tol] | None = None) -> Tolerance:
     """Dtype default < adapter default < case top level < case per dtype < case per adapter."""
     atol, rtol = DEFAULT_TOLERANCE[case.dtype].atol, DEFAULT_TOLERANCE[case.dtype].rtol
     layers = [
@@ -71,50 +74,164 @@ def tolerance_for(case: Case, adapter: str, adapter_defaults: dict[str, Tol] | N
     return Tolerance(atol, rtol)
 
 
-def _slices(case: Case, out: Outputs, ref: Outputs
-            ) -> list[tuple[str, int, int | None, np.ndarray, np.ndarray]]:
-    """(output, layer, direction, actual, reference) with arrays shaped [T or 1, B, F]."""
-    D, F = case.num_directions, case.out_size
-    dirs = case.directions
-    items = []
-    if out.y_layers is not None and ref.y_layers is not None and len(out.y_layers) == case.num_layers:
-        ys = list(enumerate(zip(out.y_layers, ref.y_layers, strict=True)))
+@dataclass(frozen=True)
+class _Group:
+    """Rows compared at once. The errors of ``a`` are viewed as ``shape``; ``reduce(x, ufunc)``
+    folds such an array into one value per row, in row order; ``counts`` are the elements per
+    row; ``labels`` the rows' (layer, direction, t), -1 for none; ``key`` names the group
+    within its reference."""
+
+    key: tuple
+    name: str | list[str]
+    a: np.ndarray  # as the adapter returned it (any strides)
+    r: Callable[[], np.ndarray]  # the reference's values, made only when needed
+    floor: Callable[[], np.ndarray] | None
+    shape: tuple[int, ...]
+    reduce: Callable[[np.ndarray, np.ufunc], np.ndarray]
+    counts: np.ndarray | int
+    labels: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _over(axes: tuple[int, ...], order: tuple[int, ...]):
+    """Reduce ``axes`` (axis 0 first: a pass over whole rows is the fast way), then transpose
+    what is left into row order."""
+    def reduce(x: np.ndarray, how: np.ufunc) -> np.ndarray:
+        rest = list(axes)
+        if rest[0] == 0:
+            x, rest = how.reduce(x, axis=0), [a - 1 for a in rest[1:]]
+        return how.reduce(x, axis=tuple(rest)).transpose(order).ravel() if rest else x.ravel()
+    return reduce
+
+
+def _grid(*columns) -> tuple[np.ndarray, ...]:
+    """Row labels of the outer product of ``columns`` (first varies slowest)."""
+    return tuple(g.ravel() for g in np.meshgrid(*columns, indexing="ij"))
+
+
+def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> list[_Group]:
+    """y [B, T, D*F] as [B, T, D, F] -> rows (direction, t) per layer; h_n, c_n, dh0, dc0
+    [L*D, B, F] as [L, D, B, F] -> rows (layer, direction); dx [B, T, I] -> rows t; the
+    parameter blocks, one flat array -> a row each."""
+    L, D, F, B, T = case.num_layers, case.num_directions, case.out_size, case.batch, case.seq_len
+    dirs = np.asarray(case.directions)
+    groups = []
+
+    def const(x):
+        return None if x is None else lambda: x
+
+    fl = floor.named() if floor is not None else {}
+    if out.y_layers is not None and ref.y_layers is not None and len(out.y_layers) == L:
+        fys = floor.y_layers if floor is not None and floor.y_layers else [None] * (L - 1) + [
+            fl.get("y")]
+        ys = list(zip(range(L), out.y_layers, ref.y_layers, fys, strict=True))
     else:
-        ys = [(case.num_layers - 1, (out.y, ref.y))]
-    for layer, (a, r) in ys:
-        for k, d in enumerate(dirs):
-            sl = slice(k * F, (k + 1) * F)
-            items.append(("y", layer, d, a[:, :, sl].transpose(1, 0, 2), r[:, :, sl].transpose(1, 0, 2)))
-    for name in ("h_n", "c_n"):
-        a, r = out.named().get(name), ref.named().get(name)
-        if a is None or r is None:
-            continue
-        for layer in range(case.num_layers):
-            for k, d in enumerate(dirs):
-                s = layer * D + k
-                items.append((name, layer, d, a[s][None], r[s][None]))
-    if out.grads is not None and ref.grads is not None:
-        items += _gradient_slices(case, out.grads, ref.grads)
-    return items
+        ys = [(L - 1, out.y, ref.y, fl.get("y"))]
+    d, t = _grid(dirs, np.arange(T))
+    for layer, a, r, f in ys:
+        groups.append(_Group(("y", layer), "y", a, const(r), const(f), (B, T, D, F),
+                             _over((0, 3), (1, 0)), B * F, (np.full(d.size, layer), d, t)))
+
+    def states(names, a, r, f):
+        layer, d = _grid(np.arange(L), dirs)
+        for name in names:
+            if a.get(name) is not None and r.get(name) is not None:
+                shape = (L, D, B, a[name].shape[-1])
+                groups.append(_Group((name,), name, a[name], const(r[name]), const(f.get(name)),
+                                     shape, _over((2, 3), (0, 1)), B * shape[-1],
+                                     (layer, d, np.full(layer.size, -1))))
+
+    states(("h_n", "c_n"), out.named(), ref.named(), fl)
+    if out.grads is None or ref.grads is None:
+        return groups
+    g, rg = out.grads, ref.grads
+    gf = floor.grads if floor is not None and floor.grads is not None else None
+    gfn = gf.named() if gf is not None else {}
+    groups.append(_Group(("dx",), "dx", g.dx, const(rg.dx), const(gfn.get("dx")), g.dx.shape,
+                         _over((0, 2), (0,)), B * case.input_size,
+                         (np.zeros(T, dtype=np.int64), np.full(T, -1), np.arange(T))))
+    states(("dh0", "dc0"), g.named(), rg.named(), gfn)
+    # every parameter block in one flat array, a row per block (np.ufunc.reduceat)
+    blocks = [(layer, d, b) for layer, d in layer_dirs(case) for b in block_shapes(case, layer)]
+    keys = [key(*blk) for blk in blocks]
+    sizes = np.array([rg.params[k].size for k in keys])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    def flat(params):
+        return lambda: np.concatenate([params[k].ravel() for k in keys])
+
+    layer, d, name = zip(*blocks, strict=True)
+    groups.append(_Group(("params",), [f"d{n}" for n in name], flat(g.params)(),
+                         flat(rg.params), flat(gf.params) if gf else None, (int(sizes.sum()),),
+                         lambda x, how: how.reduceat(x, starts), sizes,
+                         (np.array(layer), np.array(d), np.full(len(keys), -1))))
+    return groups
 
 
-def _gradient_slices(case: Case, g: Gradients, ref: Gradients
-                     ) -> list[tuple[str, int, int | None, np.ndarray, np.ndarray]]:
-    """dx per timestep [T, B, I]; dh0, dc0 and each parameter block as one step [1, ...]."""
-    items = [("dx", 0, None, g.dx.transpose(1, 0, 2), ref.dx.transpose(1, 0, 2))]
-    for name in ("dh0", "dc0"):
-        a, r = getattr(g, name), getattr(ref, name)
-        if a is None or r is None:
-            continue
-        for layer, d in layer_dirs(case):
-            s = layer * case.num_directions + case.directions.index(d)
-            items.append((name, layer, d, a[s][None], r[s][None]))
-    for layer, d in layer_dirs(case):
-        for block in block_shapes(case, layer):
-            k = key(layer, d, block)
-            a, r = g.params[k], ref.params[k]
-            items.append((f"d{block}", layer, d, a.reshape(1, 1, -1), r.reshape(1, 1, -1)))
-    return items
+@dataclass
+class _Baseline:
+    """What the metrics need of the reference, per group: the denominators of ``max_rel``
+    (max(|r|, eps)) and ``max_ulp`` (ulp(r)), |r| for the tolerance bound, and the noise
+    floor's maxima. The same for every adapter of a case, so it is kept (up to
+    ``KEEP_BYTES`` per reference) while the reference lives."""
+
+    ref: weakref.ref
+    floor: weakref.ref | None
+    groups: dict = field(default_factory=dict)
+    kept: int = 0
+
+
+KEEP_BYTES = 128 * 2**20
+_BASELINES: dict[int, _Baseline] = {}
+
+
+def _baseline(ref: Outputs, floor: Outputs | None) -> _Baseline:
+    b = _BASELINES.get(id(ref))
+    if b is None or b.ref() is not ref or (b.floor() if b.floor else None) is not floor:
+        b = _Baseline(weakref.ref(ref), weakref.ref(floor) if floor is not None else None)
+        _BASELINES[id(ref)] = b
+        weakref.finalize(ref, _BASELINES.pop, id(ref), None)
+    return b
+
+
+def _reference_side(g: _Group, b: _Baseline, dtype: str) -> dict[str, np.ndarray]:
+    part = b.groups.get(g.key)
+    if part is not None:
+        return part
+    r = np.ascontiguousarray(g.r())
+    abs_r = np.abs(r).reshape(g.shape)
+    part = {"r": r, "abs_r": abs_r, "den_rel": np.maximum(abs_r, FORMATS[dtype].eps),
+            "den_ulp": ulp(abs_r, dtype)}
+    if g.floor is not None:
+        fl = np.subtract(g.floor(), r, out=np.empty(r.shape)).reshape(g.shape)
+        part["floor"] = g.reduce(np.abs(fl, out=fl), np.maximum)
+    size = 4 * r.nbytes
+    if b.kept + size <= KEEP_BYTES:
+        b.groups[g.key], b.kept = part, b.kept + size
+    return part
+
+
+def _metrics(g: _Group, tol: Tolerance, part: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The metrics of one group, one value per row. Whole arrays and one temporary: every
+    pass over the data counts (benchmarks/bench_overhead.py)."""
+    r = part["r"]
+    err = np.subtract(g.a, r, out=np.empty(r.shape)).reshape(g.shape)  # C order: fast passes
+    np.abs(err, out=err)
+    tmp = np.empty_like(err)
+    m = {"max_abs": g.reduce(err, np.maximum), "mean_abs": g.reduce(err, np.add) / g.counts,
+         "max_rel": g.reduce(np.divide(err, part["den_rel"], out=tmp), np.maximum),
+         "max_ulp": g.reduce(np.divide(err, part["den_ulp"], out=tmp), np.maximum)}
+    bound = np.multiply(part["abs_r"], tol.rtol, out=tmp)
+    bound += tol.atol
+    m["tol_ratio"] = g.reduce(np.divide(err, bound, out=bound), np.maximum)
+    if "floor" in part:
+        fl, mx = part["floor"], m["max_abs"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m["noise_floor"] = fl
+            m["floor_ratio"] = np.where(fl > 0, mx / np.where(fl > 0, fl, 1.0),
+                                        np.where(mx > 0, np.inf, 1.0))
+    else:
+        m["noise_floor"] = m["floor_ratio"] = np.full(m["max_abs"].size, np.nan)
+    return m
 
 
 def divergence(
@@ -126,52 +243,24 @@ def divergence(
     floor: Outputs | None = None,
 ) -> pd.DataFrame:
     """The divergence rows of one case x adapter pair (vectorised over timesteps)."""
-    eps = FORMATS[case.dtype].eps
-    floors = {(n, la, d): a for n, la, d, a, _ in _slices(case, floor, ref)} if floor is not None else {}
-    # Columns gathered as arrays and made into one DataFrame at the end: a DataFrame per slice
-    # and a concat cost more than the arithmetic on a mid-size case (benchmarks/bench_overhead.py).
-    cols: dict[str, list] = {k: [] for k in ("output", "layer", "direction", "t", "max_abs",
-                                             "max_rel", "mean_abs", "max_ulp", "tol_ratio",
-                                             "noise_floor", "floor_ratio")}
-    for name, layer, d, a, r in _slices(case, out, ref):
-        err = np.abs(a - r)  # [T, B, F]
-        abs_r = np.abs(r)
-        axes = (1, 2)
-        n_t = err.shape[0]
-        max_abs = err.max(axis=axes)
-        cols["output"].append(np.full(n_t, name, dtype=object))
-        cols["layer"].append(np.full(n_t, layer, dtype=np.int64))
-        cols["direction"].append(np.full(n_t, -1 if d is None else d, dtype=np.int64))
-        cols["t"].append(np.arange(n_t) if name in PER_STEP else np.full(n_t, -1))
-        cols["max_abs"].append(max_abs)
-        cols["mean_abs"].append(err.mean(axis=axes))
-        # the ratios divide in place into their own temporary (fewer passes, same values)
-        rel = np.maximum(abs_r, eps)
-        cols["max_rel"].append(np.divide(err, rel, out=rel).max(axis=axes))
-        per_ulp = ulp(abs_r, case.dtype)  # ulp depends on |r| only
-        cols["max_ulp"].append(np.divide(err, per_ulp, out=per_ulp).max(axis=axes))
-        bound = tol.rtol * abs_r
-        bound += tol.atol
-        cols["tol_ratio"].append(np.divide(err, bound, out=bound).max(axis=axes))
-        if (name, layer, d) in floors:
-            fl = np.abs(floors[(name, layer, d)] - r).max(axis=axes)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(fl > 0, max_abs / np.where(fl > 0, fl, 1.0),
-                                 np.where(max_abs > 0, np.inf, 1.0))
-        else:
-            fl = ratio = np.full(n_t, np.nan)
-        cols["noise_floor"].append(fl)
-        cols["floor_ratio"].append(ratio)
-    data = {k: np.concatenate(v) for k, v in cols.items()}
-    for k in ("direction", "t"):  # -1 marks "none": no direction (dx), no timestep (states)
-        data[k] = pd.array(data[k], dtype="Int64")
-        data[k][data[k] < 0] = pd.NA
-    df = pd.DataFrame({k: (list(v) if k == "output" else v) for k, v in data.items()})
-    df.insert(0, "case", case.name)
-    df.insert(1, "adapter", adapter)
-    df["atol"], df["rtol"] = tol.atol, tol.rtol
-    df["verdict"] = np.where(df["tol_ratio"] <= 1.0, PASS, DIVERGED)
-    return df[COLUMNS]
+    baseline = _baseline(ref, floor)
+    names, labels, metrics = [], [], []
+    for g in _groups(case, out, ref, floor):
+        m = _metrics(g, tol, _reference_side(g, baseline, case.dtype))
+        metrics.append(m)
+        names += g.name if isinstance(g.name, list) else [g.name] * m["max_abs"].size
+        labels.append(g.labels)
+    data: dict = {"case": case.name, "adapter": adapter, "output": names,
+                  "layer": np.concatenate([lab[0] for lab in labels]).astype(np.int64)}
+    for i, k in ((1, "direction"), (2, "t")):  # -1: no direction (dx), no timestep (states)
+        v = np.concatenate([lab[i] for lab in labels]).astype(np.int64)
+        data[k] = pd.arrays.IntegerArray(v, v < 0)
+    for k in ("max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floor",
+              "floor_ratio"):
+        data[k] = np.concatenate([m[k] for m in metrics])
+    data["atol"], data["rtol"] = tol.atol, tol.rtol
+    data["verdict"] = np.where(data["tol_ratio"] <= 1.0, PASS, DIVERGED)
+    return pd.DataFrame(data, columns=COLUMNS)
 
 
 def verdict_of(rows: pd.DataFrame) -> str:

@@ -47,9 +47,16 @@ def round_to(a: np.ndarray, dtype: str) -> np.ndarray:
     return a.astype(FORMATS[dtype].numpy).astype(np.float64)
 
 
-def ulp(a: np.ndarray, dtype: str) -> np.ndarray:
-    """Spacing of ``dtype`` at each |a| (the normal spacing below the smallest normal)."""
+def ulp(a: np.ndarray, dtype: str, out: np.ndarray | None = None) -> np.ndarray:
+    """Spacing of ``dtype`` at each |a| (the normal spacing below the smallest normal).
+
+    2**floor(log2 |a|) is |a| with its float64 fraction bits cleared; times 2**-mantissa_bits
+    it is the spacing (exact: powers of two). ``out``: a float64 array to write into (may be
+    ``a`` itself)."""
     fmt = FORMATS[dtype]
-    mag = np.maximum(np.abs(np.asarray(a, dtype=np.float64)), fmt.tiny)
-    _, exp = np.frexp(mag)  # mag = m * 2**exp with m in [0.5, 1)
-    return np.ldexp(1.0, exp - 1 - fmt.mantissa_bits)
+    mag = np.abs(np.asarray(a, dtype=np.float64), out=out)
+    np.maximum(mag, fmt.tiny, out=mag)
+    bits = mag.view(np.uint64)
+    np.bitwise_and(bits, np.uint64(0x7FF0_0000_0000_0000), out=bits)
+    mag *= fmt.eps
+    return mag

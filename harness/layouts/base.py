@@ -105,35 +105,25 @@ class Layout:
 
     # ----------------------------------------------------------------------------------------
     def tensors(self, case: Case) -> list[NativeTensor]:
-        merged: dict[str, NativeTensor] = {}
-        single = case.num_layers == 1 and case.num_directions == 1
-        for layer, d in layer_dirs(case):
-            for t in self.describe(case, layer, d):
-                if self.scoped_names and not single:
-                    t = replace(t, name=f"layer{layer}/{DIRECTION_NAMES[d]}/{t.name}")
-                if t.name in merged:
-                    old = merged[t.name]
-                    assert old.shape == t.shape, (t.name, old.shape, t.shape)
-                    t = replace(old, placements=old.placements + t.placements)
-                merged[t.name] = t
-        return list(merged.values())
+        """The native tensors of the case (described once per layout and case, then kept)."""
+        return list(_described(self, case))
 
     def shapes(self, case: Case) -> dict[str, tuple[int, ...]]:
         return {t.name: t.shape for t in self.tensors(case)}
 
     def to_native(self, canonical: Canonical, case: Case) -> dict[str, np.ndarray]:
-        """Native tensors (float64) holding ``canonical``. Every element is placed exactly once."""
+        """Native tensors (float64) holding ``canonical``. Every element is placed exactly once
+        (checked when the description is made)."""
         native = {}
-        for t in self.tensors(case):
-            arr = np.zeros(t.shape)
-            covered = np.zeros(t.shape, dtype=np.int8)
+        for t in _described(self, case):
+            arr = np.empty(t.shape)
             for pl in t.placements:
-                value = sum(canonical[s] for s in pl.sources)
+                value = canonical[pl.sources[0]]
+                for s in pl.sources[1:]:
+                    value = value + canonical[s]
                 if pl.fold_forget_bias:
                     value = value + case.forget_bias
                 arr[pl.index] = _apply(pl.transform, value, arr[pl.index].shape)
-                covered[pl.index] += 1
-            assert (covered == 1).all(), f"{self.name}: {t.name} placements do not tile the tensor"
             native[t.name] = arr
         return native
 
@@ -208,6 +198,37 @@ class Layout:
                     "holds": pl.describe(case.forget_bias, scoped=scoped),
                 })
         return rows
+
+
+_DESCRIBED: dict[tuple[Layout, str], tuple[NativeTensor, ...]] = {}
+
+
+def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
+    """``layout.describe`` over every layer and direction, tensors of one name merged and
+    checked to tile their tensor, kept per (layout, case): a pair converts its weights, its
+    gradients and (for some adapters) builds its model from the same description."""
+    k = (layout, case.model_dump_json())
+    if k not in _DESCRIBED:
+        if len(_DESCRIBED) > 1024:
+            _DESCRIBED.clear()
+        merged: dict[str, NativeTensor] = {}
+        single = case.num_layers == 1 and case.num_directions == 1
+        for layer, d in layer_dirs(case):
+            for t in layout.describe(case, layer, d):
+                if layout.scoped_names and not single:
+                    t = replace(t, name=f"layer{layer}/{DIRECTION_NAMES[d]}/{t.name}")
+                if t.name in merged:
+                    old = merged[t.name]
+                    assert old.shape == t.shape, (t.name, old.shape, t.shape)
+                    t = replace(old, placements=old.placements + t.placements)
+                merged[t.name] = t
+        for t in merged.values():
+            covered = np.zeros(t.shape, dtype=np.int8)
+            for pl in t.placements:
+                covered[pl.index] += 1
+            assert (covered == 1).all(), f"{layout.name}: {t.name} placements do not tile it"
+        _DESCRIBED[k] = tuple(merged.values())
+    return _DESCRIBED[k]
 
 
 def _apply(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
