@@ -265,7 +265,7 @@ def divergence(
 
 def verdict_of(rows: pd.DataFrame) -> str:
     """A pair passes when every one of its rows is within tolerance."""
-    return PASS if (rows["verdict"] == PASS).all() else DIVERGED
+    return PASS if (rows["verdict"].to_numpy(dtype=object) == PASS).all() else DIVERGED
 
 
 def where(row: pd.Series) -> str:
