@@ -1,0 +1,127 @@
+"""The divergence's fast paths (whole arrays, cache-sized slabs, kept reference side, ULP by bit
+masking) against direct per-row NumPy on the same arrays, and against np.spacing."""
+
+from __future__ import annotations
+
+import gc
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from harness import compare
+from harness.compare import Tolerance, divergence
+from harness.data import Gradients, Outputs
+from harness.dtypes import FORMATS, ulp
+from harness.prepare import prepare
+from harness.spec import Case
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_ulp_is_the_spacing_of_the_format(dtype):
+    """ulp(|x|) is the distance from |x| to the next larger number of the format, for every
+    normal |x| of that format (np.spacing in the format itself)."""
+    fmt = FORMATS[dtype]
+    rng = np.random.default_rng(3)
+    lo, hi = fmt.min_exponent, -fmt.min_exponent
+    x = rng.uniform(1, 2, 4000) * 2.0 ** rng.integers(lo, hi, 4000)
+    x = np.concatenate([x, 2.0 ** np.arange(lo, hi)])  # binade edges
+    x = x.astype(fmt.numpy)  # representable numbers of the format
+    x = x[np.isfinite(x.astype(np.float64))]
+    spacing = (np.nextafter(x, np.asarray(np.inf, dtype=fmt.numpy)).astype(np.float64)
+               - x.astype(np.float64)) if dtype == "bfloat16" else np.spacing(x).astype(np.float64)
+    assert np.array_equal(ulp(x.astype(np.float64), dtype), spacing)
+    assert np.array_equal(ulp(-x.astype(np.float64), dtype), spacing)
+    # below the smallest normal: the normal spacing, and zero has one too
+    assert ulp(np.array([0.0, fmt.tiny / 4]), dtype).tolist() == [fmt.tiny * fmt.eps] * 2
+    assert ml_dtypes.finfo(ml_dtypes.bfloat16).nmant == FORMATS["bfloat16"].mantissa_bits
+
+
+def direct_rows(a: np.ndarray, r: np.ndarray, floor: np.ndarray, tol: Tolerance, dtype: str):
+    """max_abs, max_rel, mean_abs, max_ulp, tol_ratio, noise_floor of one [B, F] slice."""
+    err = np.abs(a - r)
+    fmt = FORMATS[dtype]
+    ulps = np.array([ulp(np.array([v]), dtype)[0] for v in r.ravel()]).reshape(r.shape)
+    return [err.max(), (err / np.maximum(np.abs(r), fmt.eps)).max(), err.mean(),
+            (err / ulps).max(), (err / (tol.atol + tol.rtol * np.abs(r))).max(),
+            np.abs(floor - r).max()]
+
+
+def noisy(out: Outputs, scale: float, order: str = "C") -> Outputs:
+    """The reference plus relative noise, every array in memory ``order`` (an adapter may
+    return transposed views)."""
+    rng = np.random.default_rng(7)
+
+    def j(x):
+        if x is None:
+            return None
+        return np.asarray(x * (1 + scale * rng.standard_normal(x.shape)), order=order)
+
+    g = out.grads
+    grads = None if g is None else Gradients(j(g.dx), j(g.dh0), j(g.dc0),
+                                             {k: j(v) for k, v in g.params.items()})
+    return Outputs(y=j(out.y), h_n=j(out.h_n), c_n=j(out.c_n),
+                   y_layers=[j(y) for y in out.y_layers], grads=grads)
+
+
+# B * T * F > compare.SLAB: the y and dx rows are computed over several slabs
+BIG = dict(cell="lstm", input_size=5, hidden_size=48, num_layers=2, bidirectional=True,
+           batch=40, seq_len=40, seq_lengths=[40, 17] * 20, dtype="float32", gradients=True)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_rows_equal_direct_computation_per_slice(order):
+    case = Case(name="big", **BIG)
+    assert case.batch * case.seq_len * case.out_size * 2 > compare.SLAB
+    prep = prepare(case)
+    ref, floor = prep.reference, prep.noise_floor
+    out = noisy(ref, 1e-6, order)
+    tol = Tolerance(1e-6, 1e-6)
+    rows = divergence(case, "x", out, ref, tol, floor)
+    metrics = ["max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floor"]
+    F = case.out_size
+    checked = 0
+    for layer in range(case.num_layers):
+        for d in case.directions:
+            for t in (0, 16, 17, case.seq_len - 1):
+                row = rows[(rows.output == "y") & (rows.layer == layer) & (rows.direction == d)
+                           & (rows.t == t)]
+                sl = (slice(None), t, slice(d * F, (d + 1) * F))
+                want = direct_rows(out.y_layers[layer][sl], ref.y_layers[layer][sl],
+                                   floor.y_layers[layer][sl], tol, case.dtype)
+                np.testing.assert_allclose(row[metrics].to_numpy()[0], want, rtol=1e-12)
+                checked += 1
+            s = layer * 2 + d
+            row = rows[(rows.output == "c_n") & (rows.layer == layer) & (rows.direction == d)]
+            want = direct_rows(out.c_n[s], ref.c_n[s], floor.c_n[s], tol, case.dtype)
+            np.testing.assert_allclose(row[metrics].to_numpy()[0], want, rtol=1e-12)
+            k = f"layer{layer}/{['forward', 'backward'][d]}/R_f"
+            row = rows[(rows.output == "dR_f") & (rows.layer == layer) & (rows.direction == d)]
+            want = direct_rows(out.grads.params[k], ref.grads.params[k],
+                               floor.grads.params[k], tol, case.dtype)
+            np.testing.assert_allclose(row[metrics].to_numpy()[0], want, rtol=1e-12)
+    for t in (0, 39):
+        row = rows[(rows.output == "dx") & (rows.t == t)]
+        want = direct_rows(out.grads.dx[:, t], ref.grads.dx[:, t], floor.grads.dx[:, t], tol,
+                           case.dtype)
+        np.testing.assert_allclose(row[metrics].to_numpy()[0], want, rtol=1e-12)
+    assert checked == 16
+    # every metric is nonzero somewhere: the noise reached each kind of row
+    assert (rows.groupby("output")["max_abs"].max() > 0).all()
+
+
+def test_kept_reference_side_gives_the_same_rows_and_is_dropped_with_the_reference():
+    case = Case(name="big", **BIG)
+    prep = prepare(case)
+    out = noisy(prep.reference, 1e-6)
+    first = divergence(case, "x", out, prep.reference, Tolerance(1e-6, 1e-6), prep.noise_floor)
+    again = divergence(case, "x", out, prep.reference, Tolerance(1e-6, 1e-6), prep.noise_floor)
+    other_tol = divergence(case, "x", out, prep.reference, Tolerance(1e-7, 0.0), prep.noise_floor)
+    assert first.equals(again)
+    assert not first["tol_ratio"].equals(other_tol["tol_ratio"])
+    assert first["max_ulp"].equals(other_tol["max_ulp"])
+    assert id(prep.reference) in compare._BASELINES
+    ref_id = id(prep.reference)
+    del prep, out
+    gc.collect()
+    assert ref_id not in compare._BASELINES
