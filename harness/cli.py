@@ -75,21 +75,36 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 1 if merged.result.failed else 0
 
 
+_FEATURES = ("peepholes", "projection", "cell_clip", "proj_clip", "gate_clip", "input_forget",
+             "variable_lengths")
+
+
+def _features(caps) -> str:
+    """The features column: the boolean capabilities an adapter has, then ``gradients``, with the
+    case features its backward pass is not compared for (``gradient_reasons``) in brackets."""
+    names = [k for k in _FEATURES if getattr(caps, k) is True]
+    if caps.gradients:
+        excluded = " or ".join(sorted(caps.gradient_reasons))
+        names.append(f"gradients (not with {excluded})" if excluded else "gradients")
+    return ",".join(names)
+
+
 def _cmd_adapters(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from harness.adapters import ADAPTERS
 
     rows = []
+    notes = []
     for a in ADAPTERS.values():
         reason = a.unavailable_reason()
         caps = a.capabilities.table()
         rows.append([a.name, a.device, "yes" if reason is None else f"no: {reason}",
                      a.layout_name or "-", caps["cells"], caps["directions"], caps["dtypes"],
-                     ",".join(k for k in ("peepholes", "projection", "cell_clip", "proj_clip",
-                                          "gate_clip", "input_forget", "variable_lengths",
-                                          "gradients")
-                              if caps[k] == "yes")])
+                     _features(a.capabilities)])
+        if a.capabilities.gradients:
+            notes += [f"  {a.name} with {feature}: {why}"
+                      for feature, why in sorted(a.capabilities.gradient_reasons.items())]
     if args.json:
         print(json.dumps({a.name: {"available": a.unavailable_reason() is None,
                                    "reason": a.unavailable_reason(), "device": a.device,
@@ -98,6 +113,9 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
         return 0
     print(tabulate(rows, headers=["adapter", "device", "available", "layout", "cells", "directions",
                                   "dtypes", "features"], tablefmt="github"))
+    if notes:
+        print("\nGradients not compared (forward only) for cases with these features:")
+        print("\n".join(notes))
     return 0
 
 

@@ -1,7 +1,8 @@
 """The project's exception types, raised at the boundary (case files, weight files, CLI).
 
 Each carries the offending file, the field (and line, where YAML gives one) and what was
-expected, and renders as one line: ``cases/x.yaml:12: hidden_size: expected an integer >= 1, got 0``.
+expected, and renders as one line:
+``cases/x.yaml:12: hidden_size: expected an integer >= 1, got 0``.
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        return bool(self.case_errors) or any(p.status in (compare.DIVERGED, compare.ERROR) for p in self.pairs)
+        return bool(self.case_errors) or any(p.status in (compare.DIVERGED, compare.ERROR)
+                                             for p in self.pairs)
 
 
 def selected_by_case(case: Case, adapter: Adapter) -> bool:
@@ -219,10 +220,12 @@ def _time_left(start: float, done: int, total: int) -> str:
 def describe(r: PairResult) -> str:
     if r.status == compare.PASS:
         w = r.worst
-        return f"pass  max_abs {w['max_abs']:.2e} ({w['tol_ratio']:.2g}x tolerance) {r.seconds:.2f}s"
+        return (f"pass  max_abs {w['max_abs']:.2e} ({w['tol_ratio']:.2g}x tolerance) "
+                f"{r.seconds:.2f}s")
     if r.status == compare.DIVERGED:
         f = r.first_diverging
-        return f"DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} ({f['tol_ratio']:.3g}x tolerance)"
+        return (f"DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} "
+                f"({f['tol_ratio']:.3g}x tolerance)")
     return f"{r.status}" + (f": {r.reason}" if r.reason else "")
 
 

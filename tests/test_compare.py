@@ -16,7 +16,8 @@ def case(**kw):
 
 
 def outputs(c, fill=0.5):
-    return Outputs(y=np.full((1, 3, 4), fill), h_n=np.full((4, 1, 2), fill), c_n=np.full((4, 1, 2), fill))
+    return Outputs(y=np.full((1, 3, 4), fill), h_n=np.full((4, 1, 2), fill),
+                   c_n=np.full((4, 1, 2), fill))
 
 
 def test_rows_per_output_layer_direction_t():

@@ -27,10 +27,12 @@ def planted(kind: str):
     def describe(case, layer, d):
         tensors = torch_layout.describe(case, layer, d)
         name = {"W": "weight_ih", "R": "weight_hh"}[kind]
-        return [fused(case, layer, d, t.name, kind, "igfo", axis=0) if t.name.startswith(name) else t
+        return [fused(case, layer, d, t.name, kind, "igfo", axis=0)
+                if t.name.startswith(name) else t
                 for t in tensors]
 
-    layout = dataclasses.replace(torch_layout.TORCH, name=f"torch-planted-{kind}", describe=describe)
+    layout = dataclasses.replace(torch_layout.TORCH, name=f"torch-planted-{kind}",
+                                 describe=describe)
 
     class Planted(TorchCPU):
         name = f"torch-planted-{kind}"
@@ -42,7 +44,8 @@ def planted(kind: str):
     return Planted()
 
 
-CASE = Case(name="planted", cell="lstm", input_size=3, hidden_size=4, batch=2, seq_len=6, dtype="float32")
+CASE = Case(name="planted", cell="lstm", input_size=3, hidden_size=4, batch=2, seq_len=6,
+            dtype="float32")
 
 
 def test_correct_layout_passes():

@@ -27,19 +27,22 @@ def test_matrix_expands_with_readable_names(tmp_path):
 
 
 def test_matrix_name_template(tmp_path):
-    p = write(tmp_path, "name: 'h{hidden_size}'\ncell: lstm\ninput_size: 2\nmatrix:\n  hidden_size: [1, 2]\n")
+    p = write(tmp_path, "name: 'h{hidden_size}'\ncell: lstm\ninput_size: 2\n"
+                        "matrix:\n  hidden_size: [1, 2]\n")
     assert [c.name for c in load_cases(p)] == ["h1", "h2"]
 
 
 @pytest.mark.parametrize("body, field, line, words", [
-    ("name: a\ncell: lstm\ninput_size: 2\nhidden_size: 0\n", "hidden_size", 4, "greater than or equal to 1"),
+    ("name: a\ncell: lstm\ninput_size: 2\nhidden_size: 0\n", "hidden_size", 4,
+     "greater than or equal to 1"),
     ("name: a\ncell: lsmt\ninput_size: 2\nhidden_size: 3\n", "cell", 2, "'lstm' or 'gru'"),
     ("name: a\ncell: lstm\ninput_size: 2\nhidden_size: 3\nhiden: 4\n", "hiden", 5, "unknown key"),
-    ("name: a\ncell: gru\ninput_size: 2\nhidden_size: 3\npeepholes: true\n", None, None, "only apply to cell: lstm"),
+    ("name: a\ncell: gru\ninput_size: 2\nhidden_size: 3\npeepholes: true\n", None, None,
+     "only apply to cell: lstm"),
     ("name: a\ncell: lstm\ninput_size: 2\nhidden_size: 3\nbatch: 2\nseq_lengths: [3]\n", None, None,
      "seq_lengths has 1 entries"),
-    ("name: a\ncell: lstm\ninput_size: 2\nhidden_size: 3\nmatrix:\n  dtype: [float32, float8]\n", "dtype", 6,
-     "float8"),
+    ("name: a\ncell: lstm\ninput_size: 2\nhidden_size: 3\nmatrix:\n  dtype: [float32, float8]\n",
+     "dtype", 6, "float8"),
 ])
 def test_bad_case_names_file_field_line(tmp_path, body, field, line, words):
     p = write(tmp_path, body)
@@ -91,5 +94,6 @@ def test_schema_is_json_schema_and_checks_the_bundled_cases():
     for f in sorted(Path(__file__).parent.parent.joinpath("cases").glob("*.yaml")):
         jsonschema.validate(yaml.safe_load(f.read_text()), schema)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"name": "x", "cell": "lstm", "input_size": 0, "hidden_size": 2}, schema)
+        jsonschema.validate({"name": "x", "cell": "lstm", "input_size": 0, "hidden_size": 2},
+                            schema)
     assert json.dumps(schema)

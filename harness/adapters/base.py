@@ -68,15 +68,20 @@ class Capabilities:
 
 
 # (capability, does the case need it?, does the adapter have it?, default reason)
-Requirement = tuple[str, Callable[[Case], bool], Callable[[Capabilities, Case], bool], Callable[[Case], str]]
+Requirement = tuple[str, Callable[[Case], bool], Callable[[Capabilities, Case], bool],
+                    Callable[[Case], str]]
 
 REQUIREMENTS: list[Requirement] = [
-    ("cells", lambda c: True, lambda a, c: c.cell in a.cells, lambda c: f"no {c.cell.upper()} support"),
+    ("cells", lambda c: True, lambda a, c: c.cell in a.cells,
+     lambda c: f"no {c.cell.upper()} support"),
     ("directions", lambda c: True, lambda a, c: c.dir_mode in a.directions,
      lambda c: f"no {c.dir_mode} direction"),
-    ("dtypes", lambda c: True, lambda a, c: c.dtype in a.dtypes, lambda c: f"no {c.dtype} support"),
-    ("peepholes", lambda c: c.peepholes, lambda a, c: a.peepholes, lambda c: "no peephole connections"),
-    ("projection", lambda c: c.proj_size > 0, lambda a, c: a.projection, lambda c: "no LSTM projection"),
+    ("dtypes", lambda c: True, lambda a, c: c.dtype in a.dtypes,
+     lambda c: f"no {c.dtype} support"),
+    ("peepholes", lambda c: c.peepholes, lambda a, c: a.peepholes,
+     lambda c: "no peephole connections"),
+    ("projection", lambda c: c.proj_size > 0, lambda a, c: a.projection,
+     lambda c: "no LSTM projection"),
     ("projection_layers", lambda c: c.proj_size > 0,
      lambda a, c: a.projection_layers is None or c.num_layers <= a.projection_layers,
      lambda c: f"no projection in a {c.num_layers}-layer stack"),
@@ -201,7 +206,8 @@ class Adapter:
             if got is None:
                 raise AdapterFault(f"returned no {name}")
             if tuple(got.shape) != shape:
-                raise AdapterFault(f"returned {name} of shape {list(got.shape)}, expected {list(shape)}")
+                raise AdapterFault(f"returned {name} of shape {list(got.shape)}, "
+                                   f"expected {list(shape)}")
             bad = ~np.isfinite(got)
             if bad.any():
                 raise AdapterFault(f"returned {int(bad.sum())} non-finite value(s) in {name}")

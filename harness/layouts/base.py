@@ -322,7 +322,8 @@ def grid(
             (s, y) = tile_shape(tile)
             names = (tile,) if isinstance(tile, str) else tuple(tile)
             if one_d:
-                idx = ((r,) if not (squeeze and len(rows) == 1) else ()) + (slice(col_off, col_off + s[0]),)
+                idx = ((r,) if not (squeeze and len(rows) == 1) else ()) + (
+                    slice(col_off, col_off + s[0]),)
                 where = ([str(r)] if not (squeeze and len(rows) == 1) else []) + [
                     f"{sym(col_sym)}:{sym(col_sym + y[0])}"]
                 col_off, col_sym = col_off + s[0], col_sym + y[0]
@@ -360,7 +361,8 @@ def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[s
     along the last axis (after ``transform``); rows instead with ``axis=0``."""
     axis = kw.pop("axis", -1)
     kinds = (kind,) if isinstance(kind, str) else kind
-    tiles = [tuple(f"{k}_{g}" for k in kinds) if len(kinds) > 1 else f"{kinds[0]}_{g}" for g in order]
+    tiles = [tuple(f"{k}_{g}" for k in kinds) if len(kinds) > 1 else f"{kinds[0]}_{g}"
+             for g in order]
     first = block_shapes(case, layer)[f"{kinds[0]}_{order[0]}"]
     if axis == 0 and len(first) == 2:
         return grid(case, layer, direction, name, [[t] for t in tiles], **kw)

@@ -9,7 +9,8 @@ from harness.spec import Case
 
 def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
     return [
-        NativeTensor(key(layer, d, name), shape, (Placement((...,), (key(layer, d, name),), where="[...]"),))
+        NativeTensor(key(layer, d, name), shape,
+                     (Placement((...,), (key(layer, d, name),), where="[...]"),))
         for name, shape in block_shapes(case, layer).items()
     ]
 

@@ -2,7 +2,7 @@
 
     weight_ih_l{k}[_reverse]  [4H, in_k]   gates i f g o (GRU r z n) stacked along rows
     weight_hh_l{k}[_reverse]  [4H, P or H]
-    bias_ih_l{k}, bias_hh_l{k} [4H]         both added (GRU: bias_hh's n block sits inside r ⊙ (...))
+    bias_ih_l{k}, bias_hh_l{k} [4H]         both added (GRU: bias_hh's n block is inside r ⊙ (...))
     weight_hr_l{k}[_reverse]  [P, H]        LSTM projection
 
 PyTorch has no runtime forget bias: a case's ``forget_bias`` is stored in ``bias_ih``'s f block.
@@ -36,6 +36,7 @@ TORCH = Layout(
     cells=("lstm", "gru"),
     describe=describe,
     runtime=lambda case: (
-        ["GRU: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)) (reset after)"] if case.cell == "gru" else []
+        ["GRU: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)) (reset after)"]
+        if case.cell == "gru" else []
     ),
 )

@@ -23,7 +23,8 @@ def write_report(result: RunResult, out: str | Path, *, outputs: bool = False) -
     write_text(out / "run.json", run_json(result))
     errors = [p for p in result.pairs if p.detail]
     if errors:
-        write_text(out / "errors.log", "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
+        write_text(out / "errors.log",
+                   "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
     write_text(out / "index.html", html_report(result, out))
     if outputs:
         save_outputs(result, out / "outputs")

@@ -10,7 +10,8 @@ from harness.spec import Case
 
 def mapping_markdown(layout: Layout, case: Case) -> str:
     lines = [f"### `{layout.name}`: {layout.title} — case `{case.name}`", ""]
-    lines.append(f"H={case.hidden_size}, I={case.input_size}" + (f", P={case.proj_size}" if case.proj_size else "")
+    lines.append(f"H={case.hidden_size}, I={case.input_size}"
+                 + (f", P={case.proj_size}" if case.proj_size else "")
                  + f", layers={case.num_layers}, {case.dir_mode}")
     lines.append("")
     lines.append(tabulate([list(r.values()) for r in layout.mapping(case)],

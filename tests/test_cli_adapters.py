@@ -1,0 +1,57 @@
+"""The ``adapters`` command: the table of adapters and capabilities, including the case features
+an adapter's backward pass is not compared for (``Capabilities.gradient_reasons``)."""
+
+from __future__ import annotations
+
+import json
+
+from harness.adapters import ADAPTERS, Capabilities
+from harness.cli import _features, main
+
+
+def table_rows(out: str) -> dict[str, list[str]]:
+    """adapter name -> its cells, from the github-format table in the command's output."""
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith("| ") and not line.startswith("| adapter "):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_adapters_table_shows_gradient_exclusions(capsys):
+    assert main(["adapters"]) == 0
+    out = capsys.readouterr().out
+    rows = table_rows(out)
+    assert list(rows) == list(ADAPTERS)
+    # tf-block's BlockLSTMGrad ignores cell_clip: gradients, but not with cell_clip
+    assert rows["tf-block"][-1] == ("peepholes,cell_clip,variable_lengths,"
+                                    "gradients (not with cell_clip)")
+    assert rows["tf-block-v2"][-1].endswith(",gradients (not with cell_clip)")
+    # no exclusions: plain "gradients"; no backward pass: not listed
+    assert rows["torch-cpu"][-1] == "projection,variable_lengths,gradients"
+    assert "gradients" not in rows["onnxruntime"][-1]
+    # the note under the table says why
+    note = out.split("Gradients not compared (forward only) for cases with these features:\n")[1]
+    assert note.splitlines() == [
+        "  tf-block with cell_clip: TF BlockLSTMGrad has no cell_clip and differentiates the "
+        "clip as the identity",
+        "  tf-block-v2 with cell_clip: TF BlockLSTMGradV2 has no cell_clip and differentiates "
+        "the clip as the identity",
+    ]
+
+
+def test_adapters_json_keeps_gradient_exclusions(capsys):
+    assert main(["adapters", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tf-block"]["capabilities"]["gradients"] == "yes, except with cell_clip"
+    assert doc["torch-cpu"]["capabilities"]["gradients"] == "yes"
+
+
+def test_features_lists_several_exclusions_sorted():
+    caps = Capabilities(peepholes=True, gradients=True,
+                        gradient_reasons={"gate_clip": "why", "cell_clip": "why"})
+    assert _features(caps) == ("peepholes,variable_lengths,"
+                               "gradients (not with cell_clip or gate_clip)")
+    # reasons without a backward pass at all: no gradients entry
+    assert _features(Capabilities(gradient_reasons={"cell_clip": "why"})) == "variable_lengths"
