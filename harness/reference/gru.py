@@ -17,6 +17,8 @@ in place (nothing in float64).
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
+
 import numpy as np
 
 from harness.reference.functions import (
@@ -42,11 +44,12 @@ def gru_direction(
     c0: None = None,
     q: Rounding = exact,
     out: np.ndarray | None = None,
+    helper: Executor | None = None,
 ) -> tuple[np.ndarray, np.ndarray, None]:
     """Run one GRU direction over time-ordered input.
 
     x [B, T, in], valid [B, T] bool, h0 [B, H]. Returns y [B, T, H] (zero where not valid),
-    h_n [B, H], and None (a GRU has no cell state). ``out``: where to write y, as in
+    h_n [B, H], and None (a GRU has no cell state). ``out``, ``helper``: as in
     ``lstm_direction``. NumPy or CuPy arrays (all of one kind).
     """
     xp = array_namespace(x)
@@ -66,7 +69,8 @@ def gru_direction(
     W = xp.stack([p[f"W_{g}"] for g in GATES])
     bW = xp.stack([p[f"bW_{g}"] for g in GATES])
     RT = xp.stack([p[f"R_{g}"] for g in GATES]).transpose(0, 2, 1)  # R_k.T, views
-    bR = xp.stack([p[f"bR_{g}"] for g in GATES])[:, None, :]  # [3, 1, H]
+    # bR_k repeated for every row [3, B, H]: adding it is twice as fast as broadcasting [3, 1, H]
+    bR = xp.repeat(xp.stack([p[f"bR_{g}"] for g in GATES])[:, None, :], B, axis=1)
 
     # Buffers: Rh = R_k h + bR_k per gate [3, B, H], then the gates in place, each gate's
     # [B, H] contiguous; the state and the next.
@@ -82,7 +86,8 @@ def gru_direction(
     masked = not valid.all()
     if masked:
         y[...] = 0.0
-    for t, Wx_t in enumerate(input_projections(x, W, bW, q_)):  # Wx_t = W_k x_t + bW_k [3, B, H]
+    projections = input_projections(x, W, bW, q_, helper=helper)
+    for t, Wx_t in enumerate(projections):  # Wx_t = W_k x_t + bW_k [3, B, H]
         if case.reset_after:  # R_k h + bR_k of the three gates at once
             xp.matmul(h, RT, out=Rh)
             q_(Rh)

@@ -22,6 +22,8 @@ rounded as in the equations above); in float64 it does nothing.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
+
 import numpy as np
 
 from harness.reference.functions import (
@@ -49,14 +51,16 @@ def lstm_direction(
     c0: np.ndarray,
     q: Rounding = exact,
     out: np.ndarray | None = None,
+    helper: Executor | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run one LSTM direction over time-ordered input.
 
     x [B, T, in], valid [B, T] bool (steps to run; the state is held elsewhere),
     h0 [B, P or H], c0 [B, H]. Returns y [B, T, P or H] (zero where not valid), h_n, c_n.
     ``out``: where to write y (any view of that shape, e.g. this direction's features of the
-    layer's output, time-reversed for a reverse direction). NumPy or CuPy arrays (all of one
-    kind).
+    layer's output, time-reversed for a reverse direction). ``helper``: an executor on which
+    the input projection is computed ahead of the recurrence (``harness.reference.parallel``).
+    NumPy or CuPy arrays (all of one kind).
     """
     xp = array_namespace(x)
     sigma = RECURRENT_ACTIVATIONS_INTO[case.recurrent_activation]
@@ -94,7 +98,8 @@ def lstm_direction(
     masked = not valid.all()
     if masked:
         y[...] = 0.0
-    for t, Wx_t in enumerate(input_projections(x, W, b, q_)):  # Wx_t = W_k x_t + b_k [4, B, H]
+    projections = input_projections(x, W, b, q_, helper=helper)
+    for t, Wx_t in enumerate(projections):  # Wx_t = W_k x_t + b_k [4, B, H]
         # pre-activations: a_k = W_k x + b_k + R_k h
         xp.matmul(h, RT, out=a)
         q_(a)
