@@ -188,7 +188,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repeats (2 and 1)")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, one repeat")
     ap.add_argument("--repeat", type=int, default=None,
-                    help="rounds per measurement (default 7 small, 3 seed000)")
+                    help="rounds per measurement (default 15 small, 3 seed000)")
     ap.add_argument("--threads", default=None,
                     help="comma-separated thread counts (default: 1 and the usable cores)")
     ap.add_argument("--cells", default="lstm,gru")
@@ -223,7 +223,7 @@ def main() -> None:
         for cell in args.cells.split(","):
             for label in shapes:
                 repeat = args.repeat or (1 if args.smoke else
-                                         (2 if args.quick else 7) if label.startswith("B32")
+                                         (2 if args.quick else 15) if label.startswith("B32")
                                          else (1 if args.quick else 3))
                 if n == 1:  # interleaved in this process
                     fns, err, plan = timed_functions(cell, label,

@@ -11,10 +11,12 @@ Metrics over the batch and feature axes of that slice (over the whole block for 
   relative error stays defined where the reference is zero
 - ``mean_abs`` mean |a − r|
 - ``max_ulp``  max |a − r| / ulp(r) in the case dtype
-- ``tol_ratio`` max |a − r| / (atol + rtol·|r|): the row passes when it is ≤ 1
+- ``tol_ratio`` max |a − r| / (atol + rtol·|r|): the row passes when it is ≤ 1 (an element
+  equal to the reference counts 0, also where atol = 0 and r = 0)
 - ``noise_floor`` max_abs of the noise-floor reference (the reference rounded to the case dtype)
   on the same slice, and ``floor_ratio`` = max_abs / noise_floor
 
+All of them come from one pass over each output (:mod:`harness.metrics_kernel`, compiled).
 Verdicts are decided here and nowhere else: :func:`verdict_of`.
 """
 
@@ -28,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from harness.data import Outputs
-from harness.dtypes import FORMATS, ulp
 from harness.params import block_shapes, key, layer_dirs
 from harness.spec import Case, Tol
 
@@ -76,32 +77,33 @@ def tolerance_for(case: Case, adapter: str,
 
 @dataclass(frozen=True)
 class _Group:
-    """Rows compared at once. The errors of ``a`` are viewed as ``shape``; ``reduce(x, ufunc)``
-    folds such an array into one value per row, in row order; ``counts`` are the elements per
-    row; ``labels`` the rows' (layer, direction, t), -1 for none; ``key`` names the group
-    within its reference."""
+    """Rows compared at once. ``view`` turns ``a``, the reference and the noise floor (arrays
+    of the output's shape) into what the kernel reads (:mod:`harness.metrics_kernel`): either
+    [P, R1, R2, Q] with a row per (R1, R2), listed in row order after ``transpose`` (R1, R2),
+    or flat with a row per segment from ``starts``. ``counts``: elements per row; ``labels``:
+    the rows' (layer, direction, t), -1 for none; ``key`` names the group within its
+    reference."""
 
     key: tuple
     name: str | list[str]
     a: np.ndarray  # as the adapter returned it (any strides)
     r: Callable[[], np.ndarray]  # the reference's values, made only when needed
     floor: Callable[[], np.ndarray] | None
-    shape: tuple[int, ...]
-    reduce: Callable[[np.ndarray, np.ufunc], np.ndarray]
+    view: Callable[[np.ndarray], np.ndarray]
     counts: np.ndarray | int
     labels: tuple[np.ndarray, np.ndarray, np.ndarray]
-    slabs: bool = False  # rows reduce over axis 0, which ``a`` and ``shape`` share
+    transpose: bool = False
+    starts: np.ndarray | None = None
 
+    def metrics(self, a: np.ndarray, r: np.ndarray, bits: np.ndarray, dtype: str,
+                tol: Tolerance) -> np.ndarray:
+        """[5, rows] :data:`harness.metrics_kernel.METRICS` of viewed ``a`` against ``r``."""
+        from harness import metrics_kernel
 
-def _over(axes: tuple[int, ...], order: tuple[int, ...]):
-    """Reduce ``axes`` (axis 0 first: a pass over whole rows is the fast way), then transpose
-    what is left into row order."""
-    def reduce(x: np.ndarray, how: np.ufunc) -> np.ndarray:
-        rest = list(axes)
-        if rest[0] == 0:
-            x, rest = how.reduce(x, axis=0), [a - 1 for a in rest[1:]]
-        return how.reduce(x, axis=tuple(rest)).transpose(order).ravel() if rest else x.ravel()
-    return reduce
+        if self.starts is not None:
+            return metrics_kernel.segments(a, r, bits, self.starts, dtype, tol.atol, tol.rtol)
+        m = metrics_kernel.rows(a, r, bits, dtype, tol.atol, tol.rtol)
+        return (m.transpose(0, 2, 1) if self.transpose else m).reshape(5, -1)
 
 
 def _grid(*columns) -> tuple[np.ndarray, ...]:
@@ -111,8 +113,8 @@ def _grid(*columns) -> tuple[np.ndarray, ...]:
 
 def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> list[_Group]:
     """y [B, T, D*F] as [B, T, D, F] -> rows (direction, t) per layer; h_n, c_n, dh0, dc0
-    [L*D, B, F] as [L, D, B, F] -> rows (layer, direction); dx [B, T, I] -> rows t; the
-    parameter blocks, one flat array -> a row each."""
+    [L*D, B, F] as [B, L, D, F] -> rows (layer, direction); dx [B, T, I] as [B, T, 1, I] ->
+    rows t; the parameter blocks, one flat array -> a row each."""
     L, D, F, B, T = case.num_layers, case.num_directions, case.out_size, case.batch, case.seq_len
     dirs = np.asarray(case.directions)
     groups = []
@@ -129,18 +131,18 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
         ys = [(L - 1, out.y, ref.y, fl.get("y"))]
     d, t = _grid(dirs, np.arange(T))
     for layer, a, r, f in ys:
-        groups.append(_Group(("y", layer), "y", a, const(r), const(f), (B, T, D, F),
-                             _over((0, 3), (1, 0)), B * F, (np.full(d.size, layer), d, t),
-                             slabs=True))
+        groups.append(_Group(("y", layer), "y", a, const(r), const(f),
+                             lambda x: x.reshape(B, T, D, F), B * F,
+                             (np.full(d.size, layer), d, t), transpose=True))
 
     def states(names, a, r, f):
         layer, d = _grid(np.arange(L), dirs)
         for name in names:
             if a.get(name) is not None and r.get(name) is not None:
-                shape = (L, D, B, a[name].shape[-1])
+                n = a[name].shape[-1]
                 groups.append(_Group((name,), name, a[name], const(r[name]), const(f.get(name)),
-                                     shape, _over((2, 3), (0, 1)), B * shape[-1],
-                                     (layer, d, np.full(layer.size, -1))))
+                                     lambda x, n=n: x.reshape(L, D, B, n).transpose(2, 0, 1, 3),
+                                     B * n, (layer, d, np.full(layer.size, -1))))
 
     states(("h_n", "c_n"), out.named(), ref.named(), fl)
     if out.grads is None or ref.grads is None:
@@ -148,11 +150,11 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
     g, rg = out.grads, ref.grads
     gf = floor.grads if floor is not None and floor.grads is not None else None
     gfn = gf.named() if gf is not None else {}
-    groups.append(_Group(("dx",), "dx", g.dx, const(rg.dx), const(gfn.get("dx")), g.dx.shape,
-                         _over((0, 2), (0,)), B * case.input_size,
-                         (np.zeros(T, dtype=np.int64), np.full(T, -1), np.arange(T)), slabs=True))
+    groups.append(_Group(("dx",), "dx", g.dx, const(rg.dx), const(gfn.get("dx")),
+                         lambda x: x.reshape(B, T, 1, -1), B * case.input_size,
+                         (np.zeros(T, dtype=np.int64), np.full(T, -1), np.arange(T))))
     states(("dh0", "dc0"), g.named(), rg.named(), gfn)
-    # every parameter block in one flat array, a row per block (np.ufunc.reduceat)
+    # every parameter block in one flat array, a row (segment) per block
     blocks = [(layer, d, b) for layer, d in layer_dirs(case) for b in block_shapes(case, layer)]
     keys = [key(*blk) for blk in blocks]
     sizes = np.array([rg.params[k].size for k in keys])
@@ -163,18 +165,17 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
 
     layer, d, name = zip(*blocks, strict=True)
     groups.append(_Group(("params",), [f"d{n}" for n in name], flat(g.params)(),
-                         flat(rg.params), flat(gf.params) if gf else None, (int(sizes.sum()),),
-                         lambda x, how: how.reduceat(x, starts), sizes,
-                         (np.array(layer), np.array(d), np.full(len(keys), -1))))
+                         flat(rg.params), flat(gf.params) if gf else None, lambda x: x, sizes,
+                         (np.array(layer), np.array(d), np.full(len(keys), -1)),
+                         starts=starts))
     return groups
 
 
 @dataclass
 class _Baseline:
-    """What the metrics need of the reference, per group: the denominators of ``max_rel``
-    (max(|r|, eps)) and ``max_ulp`` (ulp(r)), |r| for the tolerance bound, and the noise
-    floor's maxima. The same for every adapter of a case, so it is kept (up to
-    ``KEEP_BYTES`` per reference) while the reference lives."""
+    """What the metrics need of the reference, per group: its values viewed for the kernel,
+    their bits, and the noise floor's maxima. The same for every adapter of a case, so it is
+    kept (up to ``KEEP_BYTES`` per reference) while the reference lives."""
 
     ref: weakref.ref
     floor: weakref.ref | None
@@ -182,7 +183,7 @@ class _Baseline:
     kept: int = 0
 
 
-KEEP_BYTES = 128 * 2**20
+KEEP_BYTES = 256 * 2**20
 _BASELINES: dict[int, _Baseline] = {}
 
 
@@ -195,61 +196,36 @@ def _baseline(ref: Outputs, floor: Outputs | None) -> _Baseline:
     return b
 
 
+_NO_TOLERANCE = Tolerance(1.0, 0.0)  # the noise floor's maxima need max_abs only
+
+
 def _reference_side(g: _Group, b: _Baseline, dtype: str) -> dict[str, np.ndarray]:
     part = b.groups.get(g.key)
     if part is not None:
         return part
-    r = np.ascontiguousarray(g.r())
-    abs_r = np.abs(r).reshape(g.shape)
-    part = {"r": r, "abs_r": abs_r, "den_rel": np.maximum(abs_r, FORMATS[dtype].eps),
-            "den_ulp": ulp(abs_r, dtype)}
+    r = g.view(np.ascontiguousarray(g.r(), dtype=np.float64))
+    part = {"r": r, "bits": r.view(np.uint64)}
     if g.floor is not None:
-        fl = np.subtract(g.floor(), r, out=np.empty(r.shape)).reshape(g.shape)
-        part["floor"] = g.reduce(np.abs(fl, out=fl), np.maximum)
-    size = 4 * r.nbytes
-    if b.kept + size <= KEEP_BYTES:
-        b.groups[g.key], b.kept = part, b.kept + size
+        part["floor"] = g.metrics(g.view(g.floor()), r, part["bits"], dtype, _NO_TOLERANCE)[0]
+    if b.kept + r.nbytes <= KEEP_BYTES:
+        b.groups[g.key], b.kept = part, b.kept + r.nbytes
     return part
 
 
-SLAB = 1 << 16  # elements per slab: the arrays of one slab stay in cache across the passes
-
-
-def _metrics(g: _Group, tol: Tolerance, part: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The metrics of one group, one value per row.
-
-    Six passes over the errors, each made on slabs of ~``SLAB`` elements along axis 0 when the
-    rows reduce over it (y, dx): a slab's errors and ratios are still in cache for the next
-    pass, and the slabs' partial maxima and sums combine exactly (benchmarks/bench_overhead.py:
-    ~2.5x faster than whole-array passes on a mid-size case)."""
-    r = part["r"]
-    n = r.shape[0]
-    step = max(1, SLAB * n // r.size) if g.slabs else n
-    slabs = [slice(lo, min(lo + step, n)) for lo in range(0, n, step)]
-    err = np.empty((min(step, n), *g.shape[1:]) if g.slabs else g.shape)
-    tmp = np.empty_like(err)
-    m: dict[str, np.ndarray] = {}
-    for sl in slabs:
-        e, t = (err[:sl.stop - sl.start], tmp[:sl.stop - sl.start]) if g.slabs else (err, tmp)
-        np.subtract(g.a[sl], r[sl], out=e.reshape(r[sl].shape))  # C order: fast passes
-        np.abs(e, out=e)
-        bound = np.multiply(part["abs_r"][sl], tol.rtol, out=t)
-        bound += tol.atol
-        slab = {"max_abs": g.reduce(e, np.maximum), "sum_abs": g.reduce(e, np.add),
-                "tol_ratio": g.reduce(np.divide(e, bound, out=t), np.maximum),
-                "max_rel": g.reduce(np.divide(e, part["den_rel"][sl], out=t), np.maximum),
-                "max_ulp": g.reduce(np.divide(e, part["den_ulp"][sl], out=t), np.maximum)}
-        m = slab if not m else {k: (np.add if k == "sum_abs" else np.maximum)(m[k], v)
-                                for k, v in slab.items()}
-    m["mean_abs"] = m.pop("sum_abs") / g.counts
+def _metrics(g: _Group, tol: Tolerance, part: dict[str, np.ndarray],
+             dtype: str) -> dict[str, np.ndarray]:
+    """The metrics of one group, one value per row, in one pass over the errors."""
+    mx, total, tol_ratio, rel, ulps = g.metrics(g.view(g.a), part["r"], part["bits"], dtype, tol)
+    m = {"max_abs": mx, "mean_abs": total / g.counts, "tol_ratio": tol_ratio, "max_rel": rel,
+         "max_ulp": ulps}
     if "floor" in part:
-        fl, mx = part["floor"], m["max_abs"]
+        fl = part["floor"]
         with np.errstate(divide="ignore", invalid="ignore"):
             m["noise_floor"] = fl
             m["floor_ratio"] = np.where(fl > 0, mx / np.where(fl > 0, fl, 1.0),
                                         np.where(mx > 0, np.inf, 1.0))
     else:
-        m["noise_floor"] = m["floor_ratio"] = np.full(m["max_abs"].size, np.nan)
+        m["noise_floor"] = m["floor_ratio"] = np.full(mx.size, np.nan)
     return m
 
 
@@ -265,7 +241,7 @@ def divergence(
     baseline = _baseline(ref, floor)
     names, labels, metrics = [], [], []
     for g in _groups(case, out, ref, floor):
-        m = _metrics(g, tol, _reference_side(g, baseline, case.dtype))
+        m = _metrics(g, tol, _reference_side(g, baseline, case.dtype), case.dtype)
         metrics.append(m)
         names += g.name if isinstance(g.name, list) else [g.name] * m["max_abs"].size
         labels.append(g.labels)

@@ -208,6 +208,7 @@ class Adapter:
             if tuple(got.shape) != shape:
                 raise AdapterFault(f"returned {name} of shape {list(got.shape)}, "
                                    f"expected {list(shape)}")
-            bad = ~np.isfinite(got)
-            if bad.any():
-                raise AdapterFault(f"returned {int(bad.sum())} non-finite value(s) in {name}")
+            if not np.isfinite(np.add.reduce(got, axis=None)):  # one pass, no temporary
+                bad = int(np.count_nonzero(~np.isfinite(got)))  # or the sum overflowed
+                if bad:
+                    raise AdapterFault(f"returned {bad} non-finite value(s) in {name}")
