@@ -95,14 +95,13 @@ class _Group:
     transpose: bool = False
     starts: np.ndarray | None = None
 
-    def metrics(self, a: np.ndarray, r: np.ndarray, bits: np.ndarray, dtype: str,
-                tol: Tolerance) -> np.ndarray:
+    def metrics(self, a: np.ndarray, r: np.ndarray, dtype: str, tol: Tolerance) -> np.ndarray:
         """[5, rows] :data:`harness.metrics_kernel.METRICS` of viewed ``a`` against ``r``."""
         from harness import metrics_kernel
 
         if self.starts is not None:
-            return metrics_kernel.segments(a, r, bits, self.starts, dtype, tol.atol, tol.rtol)
-        m = metrics_kernel.rows(a, r, bits, dtype, tol.atol, tol.rtol)
+            return metrics_kernel.segments(a, r, self.starts, dtype, tol.atol, tol.rtol)
+        m = metrics_kernel.rows(a, r, dtype, tol.atol, tol.rtol)
         return (m.transpose(0, 2, 1) if self.transpose else m).reshape(5, -1)
 
 
@@ -173,8 +172,8 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
 
 @dataclass
 class _Baseline:
-    """What the metrics need of the reference, per group: its values viewed for the kernel,
-    their bits, and the noise floor's maxima. The same for every adapter of a case, so it is
+    """What the metrics need of the reference, per group: its values viewed for the kernel
+    and the noise floor's maxima. The same for every adapter of a case, so it is
     kept (up to ``KEEP_BYTES`` per reference) while the reference lives."""
 
     ref: weakref.ref
@@ -204,9 +203,9 @@ def _reference_side(g: _Group, b: _Baseline, dtype: str) -> dict[str, np.ndarray
     if part is not None:
         return part
     r = g.view(np.ascontiguousarray(g.r(), dtype=np.float64))
-    part = {"r": r, "bits": r.view(np.uint64)}
+    part = {"r": r}
     if g.floor is not None:
-        part["floor"] = g.metrics(g.view(g.floor()), r, part["bits"], dtype, _NO_TOLERANCE)[0]
+        part["floor"] = g.metrics(g.view(g.floor()), r, dtype, _NO_TOLERANCE)[0]
     if b.kept + r.nbytes <= KEEP_BYTES:
         b.groups[g.key], b.kept = part, b.kept + r.nbytes
     return part
@@ -215,7 +214,7 @@ def _reference_side(g: _Group, b: _Baseline, dtype: str) -> dict[str, np.ndarray
 def _metrics(g: _Group, tol: Tolerance, part: dict[str, np.ndarray],
              dtype: str) -> dict[str, np.ndarray]:
     """The metrics of one group, one value per row, in one pass over the errors."""
-    mx, total, tol_ratio, rel, ulps = g.metrics(g.view(g.a), part["r"], part["bits"], dtype, tol)
+    mx, total, tol_ratio, rel, ulps = g.metrics(g.view(g.a), part["r"], dtype, tol)
     m = {"max_abs": mx, "mean_abs": total / g.counts, "tol_ratio": tol_ratio, "max_rel": rel,
          "max_ulp": ulps}
     if "floor" in part:

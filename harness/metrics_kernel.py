@@ -20,8 +20,9 @@ Two shapes of rows:
   reducing over P and Q;
 * :func:`segments`: flat arrays cut at ``starts``, one row per segment.
 
-The kernels are compiled for one signature each (float64, any strides) on first use and kept
-in Numba's on-disk cache, so a process pays ~0.1 s to load them, and ~2 s the very first time.
+The kernels have one signature each (float64, any strides), compiled when this module is
+first imported (``harness.compare`` imports it on its first divergence) and kept in Numba's
+on-disk cache: a process pays ~0.1 s to load them, ~2 s the very first time.
 """
 
 from __future__ import annotations
@@ -54,6 +55,18 @@ _FLAGS = dict(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc"})
 
 
 @numba.njit(inline="always", error_model="numpy", fastmath={"reassoc"})
+def _max_quotient(m, e, d):
+    """max(m, e / d) for e > 0, with the quotient computed only when the product test allows
+    a new maximum; m itself for e = 0 (d = 0 then gives 0, not 0/0). One exit: an early
+    return made the kernel ~1.5x slower."""
+    if e >= m * d and e > 0.0:
+        x = e / d  # d = 0 (atol = 0 at r = 0): inf
+        if x > m:
+            m = x
+    return m
+
+
+@numba.njit(inline="always", error_model="numpy", fastmath={"reassoc"})
 def _span(a, r, bits, m, table, atol, rtol, eps):
     """The row's metrics ``m`` (max_abs, sum_abs, tol_ratio, max_rel, max_ulp) with the
     elements of 1-D ``a`` and ``r`` (``bits``: r's float64 bits) added."""
@@ -65,21 +78,9 @@ def _span(a, r, bits, m, table, atol, rtol, eps):
         if e > mx:
             mx = e
         ar = abs(rv)
-        b = ar * rtol + atol
-        if e >= mt * b and e > 0.0:
-            x = e / b  # b = 0 (atol = 0 at r = 0): inf
-            if x > mt:
-                mt = x
-        d = ar if ar > eps else eps
-        if e >= mr * d and e > 0.0:
-            x = e / d
-            if x > mr:
-                mr = x
-        u = table[(bits[q] >> 52) & 0x7FF]
-        if e >= mu * u and e > 0.0:
-            x = e / u
-            if x > mu:
-                mu = x
+        mt = _max_quotient(mt, e, ar * rtol + atol)
+        mr = _max_quotient(mr, e, ar if ar > eps else eps)
+        mu = _max_quotient(mu, e, table[(bits[q] >> 52) & 0x7FF])
     return mx, s, mt, mr, mu
 
 
@@ -111,32 +112,33 @@ def _segments(a, r, bits, starts, table, atol, rtol, eps, out):
 
 
 _pool: ThreadPoolExecutor | None = None
+_pool_size = 0
 
 
-def _threads(a: np.ndarray, outer: int) -> int:
-    """Threads for one rows() call: 1 below :data:`MIN_THREADED` elements, else as many as
-    BLAS would use (``--threads 1`` or ``OMP_NUM_THREADS=1``: one), at most ``outer``."""
-    if a.size < MIN_THREADED or outer < 2:
+def _threads(a: np.ndarray) -> int:
+    """Threads for one rows() call on ``a`` (outermost axis first): 1 below
+    :data:`MIN_THREADED` elements, else as many as BLAS would use (``--threads 1`` or
+    ``OMP_NUM_THREADS=1``: one), at most one per index of the outermost axis."""
+    if a.size < MIN_THREADED or a.shape[0] < 2:
         return 1
     from harness.reference.parallel import blas_threads
 
-    return min(blas_threads(), outer)
+    return min(blas_threads(), a.shape[0])
 
 
-def rows(a: np.ndarray, r: np.ndarray, bits: np.ndarray, dtype: str, atol: float,
-         rtol: float) -> np.ndarray:
+def rows(a: np.ndarray, r: np.ndarray, dtype: str, atol: float, rtol: float) -> np.ndarray:
     """[5, R1, R2] the :data:`METRICS` of ``a`` against ``r`` (both [P, R1, R2, Q], float64,
-    any strides), reducing over P and Q; ``bits``: ``r.view(np.uint64)``. The spans along Q
+    any strides), reducing over P and Q. The spans along Q
     are visited in ``a``'s memory order (an adapter's time-major output is read front to
     back). A large array is cut along its outermost axis into pieces that run side by side on
     threads (the kernel runs without the GIL), each into an accumulator of its own."""
-    global _pool
-    a = np.asarray(a, dtype=np.float64)
+    global _pool, _pool_size
+    a, bits = np.asarray(a, dtype=np.float64), r.view(np.uint64)
     P, R1, R2, _ = r.shape
     order = sorted(range(3), key=lambda k: -abs(a.strides[k]))
     outer = (*order, 3)
     a, r, bits = a.transpose(outer), r.transpose(outer), bits.transpose(outer)
-    n = _threads(a, a.shape[0])
+    n = _threads(a)
     out = np.zeros((n, 5, R1, R2))
     cuts = [a.shape[0] * k // n for k in range(n + 1)]
 
@@ -151,8 +153,9 @@ def rows(a: np.ndarray, r: np.ndarray, bits: np.ndarray, dtype: str, atol: float
     if n == 1:
         piece(0)
     else:
-        if _pool is None or _pool._max_workers < n - 1:
+        if _pool_size < n - 1:
             _pool = ThreadPoolExecutor(n - 1, thread_name_prefix="rnn-harness-metrics")
+            _pool_size = n - 1
         done = [_pool.submit(piece, k) for k in range(1, n)]
         piece(0)  # this thread takes a piece too
         for d in done:
@@ -162,11 +165,11 @@ def rows(a: np.ndarray, r: np.ndarray, bits: np.ndarray, dtype: str, atol: float
     return total
 
 
-def segments(a: np.ndarray, r: np.ndarray, bits: np.ndarray, starts: np.ndarray, dtype: str,
-             atol: float, rtol: float) -> np.ndarray:
+def segments(a: np.ndarray, r: np.ndarray, starts: np.ndarray, dtype: str, atol: float,
+             rtol: float) -> np.ndarray:
     """[5, len(starts)] the :data:`METRICS` of flat ``a`` against flat ``r``, one row per
     segment ``[starts[k], starts[k + 1])`` (the last one to the end)."""
     out = np.empty((5, starts.size))
-    _segments(np.asarray(a, dtype=np.float64), r, bits, starts.astype(np.int64),
+    _segments(np.asarray(a, dtype=np.float64), r, r.view(np.uint64), starts.astype(np.int64),
               _TABLES[dtype], atol, rtol, FORMATS[dtype].eps, out)
     return out

@@ -47,7 +47,7 @@ def awkward(shape, dtype, seed):
 @pytest.mark.parametrize("atol, rtol", [(1e-5, 1e-5), (0.0, 1e-3), (1e-7, 0.0)])
 def test_rows_are_numpy_metrics_bit_for_bit(dtype, atol, rtol):
     a, r = awkward((7, 5, 3, 33), dtype, seed=len(dtype))
-    got = metrics_kernel.rows(a, r, r.view(np.uint64), dtype, atol, rtol)
+    got = metrics_kernel.rows(a, r, dtype, atol, rtol)
     want = numpy_metrics(a, r, dtype, atol, rtol, axes=(0, 3))
     for k in (0, 2, 3, 4):
         np.testing.assert_array_equal(got[k], want[k], err_msg=metrics_kernel.METRICS[k])
@@ -59,8 +59,7 @@ def test_rows_read_any_strides():
     a, r = awkward((6, 4, 2, 20), "float32", seed=1)
     a_t = np.asfortranarray(a)  # an adapter may return transposed views
     r_t = np.ascontiguousarray(r.transpose(3, 2, 1, 0)).transpose(3, 2, 1, 0)
-    got = metrics_kernel.rows(a_t[::2], r_t[::2], r_t[::2].view(np.uint64), "float32", 1e-5,
-                              1e-5)
+    got = metrics_kernel.rows(a_t[::2], r_t[::2], "float32", 1e-5, 1e-5)
     want = numpy_metrics(a[::2], r[::2], "float32", 1e-5, 1e-5, axes=(0, 3))
     np.testing.assert_array_equal(got[[0, 2, 3, 4]], want[[0, 2, 3, 4]])
 
@@ -69,7 +68,7 @@ def test_segments_are_numpy_metrics_per_segment():
     a, r = awkward((1, 1, 1, 1000), "float16", seed=5)
     a, r = a.ravel(), r.ravel()
     starts = np.array([0, 1, 400, 401, 999])
-    got = metrics_kernel.segments(a, r, r.view(np.uint64), starts, "float16", 1e-3, 1e-3)
+    got = metrics_kernel.segments(a, r, starts, "float16", 1e-3, 1e-3)
     bounds = list(starts) + [r.size]
     for k, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
         want = numpy_metrics(a[lo:hi], r[lo:hi], "float16", 1e-3, 1e-3, axes=0)
@@ -81,7 +80,7 @@ def test_exact_outputs_give_zero_even_with_zero_tolerance():
     """a == r with atol = rtol = 0: every ratio is 0 (not 0/0)."""
     r = np.zeros((2, 3, 1, 4))
     r[0, 0, 0, 0] = 1.5
-    got = metrics_kernel.rows(r.copy(), r, r.view(np.uint64), "float32", 0.0, 0.0)
+    got = metrics_kernel.rows(r.copy(), r, "float32", 0.0, 0.0)
     assert not got.any()
 
 
