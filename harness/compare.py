@@ -17,7 +17,7 @@ Metrics over the batch and feature axes of that slice (over the whole block for 
   on the same slice, and ``floor_ratio`` = max_abs / noise_floor
 
 All of them come from one pass over each output (:mod:`harness.metrics_kernel`, compiled).
-Verdicts are decided here and nowhere else: :func:`verdict_of`.
+Verdicts are decided here and nowhere else: :attr:`Rows.verdict` and :func:`verdict_of`.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ class _Group:
     """Rows compared at once. ``view`` turns ``a``, the reference and the noise floor (arrays
     of the output's shape) into what the kernel reads (:mod:`harness.metrics_kernel`): either
     [P, R1, R2, Q] with a row per (R1, R2), listed in row order after ``transpose`` (R1, R2),
-    or flat with a row per segment from ``starts``. ``counts``: elements per row; ``labels``:
-    the rows' (layer, direction, t), -1 for none; ``key`` names the group within its
+    or flat with a row per segment from ``starts``. ``counts``: elements per row; ``labels``
+    makes the rows' (layer, direction, t), -1 for none; ``key`` names the group within its
     reference."""
 
     key: tuple
@@ -91,7 +91,7 @@ class _Group:
     floor: Callable[[], np.ndarray] | None
     view: Callable[[np.ndarray], np.ndarray]
     counts: np.ndarray | int
-    labels: tuple[np.ndarray, np.ndarray, np.ndarray]
+    labels: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]
     transpose: bool = False
     starts: np.ndarray | None = None
 
@@ -128,20 +128,26 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
         ys = list(zip(range(L), out.y_layers, ref.y_layers, fys, strict=True))
     else:
         ys = [(L - 1, out.y, ref.y, fl.get("y"))]
-    d, t = _grid(dirs, np.arange(T))
+    def y_labels(layer):
+        d, t = _grid(dirs, np.arange(T))
+        return np.full(d.size, layer), d, t
+
     for layer, a, r, f in ys:
         groups.append(_Group(("y", layer), "y", a, const(r), const(f),
                              lambda x: x.reshape(B, T, D, F), B * F,
-                             (np.full(d.size, layer), d, t), transpose=True))
+                             lambda layer=layer: y_labels(layer), transpose=True))
+
+    def state_labels():
+        layer, d = _grid(np.arange(L), dirs)
+        return layer, d, np.full(layer.size, -1)
 
     def states(names, a, r, f):
-        layer, d = _grid(np.arange(L), dirs)
         for name in names:
             if a.get(name) is not None and r.get(name) is not None:
                 n = a[name].shape[-1]
                 groups.append(_Group((name,), name, a[name], const(r[name]), const(f.get(name)),
                                      lambda x, n=n: x.reshape(L, D, B, n).transpose(2, 0, 1, 3),
-                                     B * n, (layer, d, np.full(layer.size, -1))))
+                                     B * n, state_labels))
 
     states(("h_n", "c_n"), out.named(), ref.named(), fl)
     if out.grads is None or ref.grads is None:
@@ -151,7 +157,7 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
     gfn = gf.named() if gf is not None else {}
     groups.append(_Group(("dx",), "dx", g.dx, const(rg.dx), const(gfn.get("dx")),
                          lambda x: x.reshape(B, T, 1, -1), B * case.input_size,
-                         (np.zeros(T, dtype=np.int64), np.full(T, -1), np.arange(T))))
+                         lambda: (np.zeros(T, dtype=np.int64), np.full(T, -1), np.arange(T))))
     states(("dh0", "dc0"), g.named(), rg.named(), gfn)
     # every parameter block in one flat array, a row (segment) per block
     blocks = [(layer, d, b) for layer, d in layer_dirs(case) for b in block_shapes(case, layer)]
@@ -165,7 +171,7 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
     layer, d, name = zip(*blocks, strict=True)
     groups.append(_Group(("params",), [f"d{n}" for n in name], flat(g.params)(),
                          flat(rg.params), flat(gf.params) if gf else None, lambda x: x, sizes,
-                         (np.array(layer), np.array(d), np.full(len(keys), -1)),
+                         lambda: (np.array(layer), np.array(d), np.full(len(keys), -1)),
                          starts=starts))
     return groups
 
@@ -180,6 +186,7 @@ class _Baseline:
     floor: weakref.ref | None
     groups: dict = field(default_factory=dict)
     kept: int = 0
+    plans: dict = field(default_factory=dict)  # group keys -> _Plan
 
 
 KEEP_BYTES = 256 * 2**20
@@ -211,21 +218,135 @@ def _reference_side(g: _Group, b: _Baseline, dtype: str) -> dict[str, np.ndarray
     return part
 
 
-def _metrics(g: _Group, tol: Tolerance, part: dict[str, np.ndarray],
-             dtype: str) -> dict[str, np.ndarray]:
-    """The metrics of one group, one value per row, in one pass over the errors."""
-    mx, total, tol_ratio, rel, ulps = g.metrics(g.view(g.a), part["r"], dtype, tol)
-    m = {"max_abs": mx, "mean_abs": total / g.counts, "tol_ratio": tol_ratio, "max_rel": rel,
-         "max_ulp": ulps}
-    if "floor" in part:
-        fl = part["floor"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m["noise_floor"] = fl
-            m["floor_ratio"] = np.where(fl > 0, mx / np.where(fl > 0, fl, 1.0),
-                                        np.where(mx > 0, np.inf, 1.0))
-    else:
-        m["noise_floor"] = m["floor_ratio"] = np.full(mx.size, np.nan)
-    return m
+@dataclass
+class Rows:
+    """The divergence rows of one pair as columns, one value per row in every array, in row
+    order. A run keeps them this way (a pair builds no DataFrame); :func:`frame_of` makes one
+    DataFrame of many pairs' rows (:data:`COLUMNS`), :meth:`frame` of this pair's.
+
+    ``layer``, ``direction``, ``t``: int64, -1 for none (no direction: dx; no timestep:
+    final states, parameters); ``metrics``: ``max_abs``, ``max_rel``, ``mean_abs``,
+    ``max_ulp``, ``tol_ratio``, ``noise_floor``, ``floor_ratio`` (float64)."""
+
+    case: str
+    adapter: str
+    output: list[str]
+    layer: np.ndarray
+    direction: np.ndarray
+    t: np.ndarray
+    metrics: dict[str, np.ndarray]
+    atol: float
+    rtol: float
+
+    def __len__(self) -> int:
+        return len(self.output)
+
+    @property
+    def verdict(self) -> str:
+        """PASS when every row is within tolerance (a NaN ratio is not): :func:`verdict_of`
+        without a DataFrame."""
+        return PASS if bool((self.metrics["tol_ratio"] <= 1.0).all()) else DIVERGED
+
+    def frame(self) -> pd.DataFrame:
+        return frame_of([self])
+
+
+METRIC_COLUMNS = ("max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floor",
+                  "floor_ratio")
+
+
+def frame_of(blocks: list[Rows]) -> pd.DataFrame:
+    """One DataFrame (:data:`COLUMNS`) of the rows of ``blocks``, in their order: one
+    concatenation per column, so a run pays for one frame, not one per pair."""
+    if not blocks:
+        return pd.DataFrame(columns=COLUMNS)
+    n = [len(b) for b in blocks]
+
+    def each(values) -> np.ndarray:  # one value per block, repeated over its rows
+        return np.repeat(np.asarray(values, dtype=object), n)
+
+    def cat(arrays) -> np.ndarray:
+        return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+
+    data: dict = {"case": each([b.case for b in blocks]),
+                  "adapter": each([b.adapter for b in blocks]),
+                  "output": [o for b in blocks for o in b.output],
+                  "layer": cat([b.layer for b in blocks])}
+    for k in ("direction", "t"):  # -1: missing (pandas' nullable integers)
+        v = cat([getattr(b, k) for b in blocks])
+        data[k] = pd.arrays.IntegerArray(v, v < 0)
+    for k in METRIC_COLUMNS:
+        data[k] = cat([b.metrics[k] for b in blocks])
+    data["atol"] = np.repeat([b.atol for b in blocks], n)
+    data["rtol"] = np.repeat([b.rtol for b in blocks], n)
+    data["verdict"] = np.where(data["tol_ratio"] <= 1.0, PASS, DIVERGED)
+    return pd.DataFrame(data, columns=COLUMNS)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a pair's rows share with every other adapter's rows of the case (with the same
+    groups): the rows' labels, elements per row, the noise floor's max_abs per row (NaN: no
+    floor) and each group's columns [lo, hi)."""
+
+    output: list[str]
+    layer: np.ndarray
+    direction: np.ndarray
+    t: np.ndarray
+    counts: np.ndarray
+    floor: np.ndarray
+    spans: list[tuple[int, int]]
+
+
+def _plan(groups: list[_Group], parts: list[dict[str, np.ndarray]], b: _Baseline) -> _Plan:
+    keys = tuple(g.key for g in groups)
+    plan = b.plans.get(keys)
+    if plan is not None:
+        return plan
+    output, labels, counts, floors, spans, lo = [], [], [], [], [], 0
+    for g, part in zip(groups, parts, strict=True):
+        lab = g.labels()
+        n = lab[0].size
+        output += g.name if isinstance(g.name, list) else [g.name] * n
+        labels.append(lab)
+        counts.append(np.broadcast_to(np.asarray(g.counts, dtype=np.float64), (n,)))
+        floors.append(part["floor"] if "floor" in part else np.full(n, np.nan))
+        spans.append((lo, lo + n))
+        lo += n
+    layer, direction, t = (np.concatenate([lab[i] for lab in labels]).astype(np.int64)
+                           for i in range(3))
+    plan = _Plan(output, layer, direction, t, np.concatenate(counts), np.concatenate(floors),
+                 spans)
+    b.plans[keys] = plan
+    return plan
+
+
+def rows_of(
+    case: Case,
+    adapter: str,
+    out: Outputs,
+    ref: Outputs,
+    tol: Tolerance,
+    floor: Outputs | None = None,
+) -> Rows:
+    """The divergence rows of one case x adapter pair (vectorised over timesteps): one kernel
+    pass per output, the rest shared by the case's adapters (:class:`_Plan`)."""
+    baseline = _baseline(ref, floor)
+    groups = _groups(case, out, ref, floor)
+    parts = [_reference_side(g, baseline, case.dtype) for g in groups]
+    plan = _plan(groups, parts, baseline)
+    m = np.empty((5, len(plan.output)))
+    for g, part, (lo, hi) in zip(groups, parts, plan.spans, strict=True):
+        m[:, lo:hi] = g.metrics(g.view(g.a), part["r"], case.dtype, tol)
+    mx, total, tol_ratio, rel, ulps = m
+    fl = plan.floor
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(fl > 0, mx / fl, np.where(mx > 0, np.inf, 1.0))
+    ratio[np.isnan(fl)] = np.nan  # no noise floor for that output
+    return Rows(case.name, adapter, plan.output, plan.layer, plan.direction, plan.t,
+                {"max_abs": mx, "max_rel": rel, "mean_abs": total / plan.counts,
+                 "max_ulp": ulps, "tol_ratio": tol_ratio, "noise_floor": fl,
+                 "floor_ratio": ratio}, tol.atol, tol.rtol)
 
 
 def divergence(
@@ -236,25 +357,8 @@ def divergence(
     tol: Tolerance,
     floor: Outputs | None = None,
 ) -> pd.DataFrame:
-    """The divergence rows of one case x adapter pair (vectorised over timesteps)."""
-    baseline = _baseline(ref, floor)
-    names, labels, metrics = [], [], []
-    for g in _groups(case, out, ref, floor):
-        m = _metrics(g, tol, _reference_side(g, baseline, case.dtype), case.dtype)
-        metrics.append(m)
-        names += g.name if isinstance(g.name, list) else [g.name] * m["max_abs"].size
-        labels.append(g.labels)
-    data: dict = {"case": case.name, "adapter": adapter, "output": names,
-                  "layer": np.concatenate([lab[0] for lab in labels]).astype(np.int64)}
-    for i, k in ((1, "direction"), (2, "t")):  # -1: no direction (dx), no timestep (states)
-        v = np.concatenate([lab[i] for lab in labels]).astype(np.int64)
-        data[k] = pd.arrays.IntegerArray(v, v < 0)
-    for k in ("max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floor",
-              "floor_ratio"):
-        data[k] = np.concatenate([m[k] for m in metrics])
-    data["atol"], data["rtol"] = tol.atol, tol.rtol
-    data["verdict"] = np.where(data["tol_ratio"] <= 1.0, PASS, DIVERGED)
-    return pd.DataFrame(data, columns=COLUMNS)
+    """:func:`rows_of` as a DataFrame (:data:`COLUMNS`)."""
+    return rows_of(case, adapter, out, ref, tol, floor).frame()
 
 
 def verdict_of(rows: pd.DataFrame) -> str:

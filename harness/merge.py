@@ -257,9 +257,11 @@ def merge_reports(out: str | Path, folders: list[str | Path], *,
         entries += [(p, r) for p in r.run.get("pairs", [])]
     entries.sort(key=lambda e: place(e[0]["case"], e[0]["adapter"]))
     pairs = [PairResult(p["case"], p["adapter"], p["status"], p.get("reason") or "",
-                        float(p.get("seconds") or 0.0), rows_of.get((p["case"], p["adapter"])),
-                        None, details.get(pair_id(p["case"], p["adapter"]), ""))
+                        float(p.get("seconds") or 0.0),
+                        detail=details.get(pair_id(p["case"], p["adapter"]), ""))
              for p, _ in entries]
+    for p in pairs:
+        p.rows = rows_of.get((p.case, p.adapter))
 
     ran = {p.case for p in pairs}
     cases_doc: dict[str, dict] = {}

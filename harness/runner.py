@@ -33,9 +33,22 @@ class PairResult:
     status: str  # pass | DIVERGED | not applicable | unavailable | error | baseline
     reason: str = ""
     seconds: float = 0.0
-    rows: pd.DataFrame | None = None
+    block: compare.Rows | None = None  # the divergence rows as run_pair computed them
     outputs: Outputs | None = None
     detail: str = ""  # traceback of an error, for errors.log
+    _frame: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def rows(self) -> pd.DataFrame | None:
+        """The divergence rows as a DataFrame (:data:`harness.compare.COLUMNS`), made from
+        ``block`` when first asked for (a run builds none while it runs), or as set (merge)."""
+        if self._frame is None and self.block is not None:
+            self._frame = self.block.frame()
+        return self._frame
+
+    @rows.setter
+    def rows(self, frame: pd.DataFrame | None) -> None:
+        self._frame, self.block = frame, None
 
     @property
     def worst(self) -> pd.Series | None:
@@ -62,9 +75,11 @@ class RunResult:
 
     @property
     def divergence(self) -> pd.DataFrame:
+        """Every pair's rows in one DataFrame (one build from the blocks, not one per pair)."""
+        blocks = [p.block for p in self.pairs if p.block is not None]
+        if all(p._frame is None for p in self.pairs if p.block is None):
+            return compare.frame_of(blocks)
         frames = [p.rows for p in self.pairs if p.rows is not None]
-        if not frames:
-            return pd.DataFrame(columns=compare.COLUMNS)
         return pd.concat(frames, ignore_index=True)
 
     @property
@@ -121,8 +136,8 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
         r.status, r.reason = compare.BASELINE, "the float64 reference all others are compared with"
         return r
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
-    r.rows = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
-    r.status = compare.verdict_of(r.rows)
+    r.block = compare.rows_of(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
+    r.status = r.block.verdict
     r.reason = adapter.gradient_note(case) or ""
     return r
 

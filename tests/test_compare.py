@@ -57,3 +57,33 @@ def test_tolerance_override_order():
     assert tolerance_for(c, "y") == Tolerance(1e-4, 0.0)
     assert tolerance_for(c, "x") == Tolerance(1e-3, 0.0)
     assert tolerance_for(case(), "y").atol == 1e-5
+
+
+def test_a_runs_rows_make_one_frame_equal_to_the_pairs_frames():
+    """Rows kept as columns while a run goes: one frame of many pairs is the concatenation
+    of each pair's frame (same values, dtypes and order), and the verdict needs no frame."""
+    import pandas as pd
+
+    from harness.compare import frame_of, rows_of
+    from harness.runner import PairResult, RunResult
+
+    c = case()
+    ref, good, bad = outputs(c), outputs(c), outputs(c)
+    bad.h_n[3, 0, 1] += 1.0
+    blocks = [rows_of(c, "a", good, ref, Tolerance(1e-5, 0)),
+              rows_of(c, "b", bad, ref, Tolerance(1e-6, 1e-6))]
+    assert [b.verdict for b in blocks] == [PASS, DIVERGED]
+    whole = frame_of(blocks)
+    parts = pd.concat([b.frame() for b in blocks], ignore_index=True)
+    pd.testing.assert_frame_equal(whole, parts)
+    assert list(whole["adapter"]) == ["a"] * 14 + ["b"] * 14
+    assert list(whole["rtol"].unique()) == [0.0, 1e-6]
+
+    pairs = [PairResult("c", "a", PASS, block=blocks[0]), PairResult("c", "b", DIVERGED,
+                                                                     block=blocks[1])]
+    assert pairs[1].rows["verdict"].eq(DIVERGED).any()  # a pair's frame, made when asked
+    result = RunResult([c], [], pairs)
+    pd.testing.assert_frame_equal(result.divergence, whole)
+    pairs[0].rows = parts.iloc[:14]  # a frame read back from a report (merge) is kept as is
+    assert pairs[0].block is None
+    pd.testing.assert_frame_equal(result.divergence, whole)

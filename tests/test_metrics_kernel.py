@@ -90,3 +90,64 @@ def test_ulp_table_is_ulp_at_every_exponent(dtype):
     x = x[np.isfinite(x)]
     idx = (x.view(np.uint64) >> np.uint64(52)) & np.uint64(0x7FF)
     np.testing.assert_array_equal(metrics_kernel.ulp_table(dtype)[idx], ulp(x, dtype))
+
+
+@pytest.mark.parametrize("q", [1, 31, 32, 64, 100])
+def test_blocks_and_remainders_of_every_length(q):
+    """Spans shorter than a block, exactly one, several, and with a remainder: the SIMD
+    pre-pass and the element-by-element pass agree with NumPy wherever a row's maximum is."""
+    a, r = awkward((5, 3, 2, q), "float32", seed=q)
+    a[2, 1, 0, -1] = r[2, 1, 0, -1] + 1e3  # a maximum in the last element of the last span
+    got = metrics_kernel.rows(a, r, "float32", 1e-6, 1e-6)
+    want = numpy_metrics(a, r, "float32", 1e-6, 1e-6, axes=(0, 3))
+    np.testing.assert_array_equal(got[[0, 2, 3, 4]], want[[0, 2, 3, 4]])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-13)
+
+
+@pytest.mark.parametrize("view", ["time-major", "reversed", "sliced"])
+def test_outer_axes_at_any_strides_with_a_contiguous_last_axis(view):
+    """An adapter's time-major output seen batch-major (outer axes permuted, last axis
+    contiguous: read in place), a reversed view (negative stride: copied) and a slice."""
+    a, r = awkward((4, 6, 2, 40), "float64", seed=3)
+    if view == "time-major":
+        a = np.ascontiguousarray(a.transpose(1, 2, 0, 3)).transpose(2, 0, 1, 3)
+    elif view == "reversed":
+        a, r = a[::-1], r[::-1]
+    else:
+        a, r = a[:, 1:5], r[:, 1:5]
+    got = metrics_kernel.rows(a, np.ascontiguousarray(r), "float64", 1e-9, 1e-9)
+    want = numpy_metrics(a, r, "float64", 1e-9, 1e-9, axes=(0, 3))
+    np.testing.assert_array_equal(got[[0, 2, 3, 4]], want[[0, 2, 3, 4]])
+
+
+def test_non_finite_outputs_show_in_the_sums():
+    """A NaN or Inf in ``a`` makes its row's sum non-finite (the maxima skip NaN)."""
+    a, r = awkward((3, 2, 2, 50), "float32", seed=9)
+    a[1, 0, 1, 7], a[2, 1, 0, 40] = np.nan, np.inf
+    got = metrics_kernel.rows(a, r, "float32", 1e-5, 1e-5)
+    assert np.isnan(got[1, 0, 1]) and np.isinf(got[1, 1, 0])
+    assert np.isfinite(np.delete(got[1].ravel(), [1, 2])).all()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_the_pre_pass_spacing_is_the_tables_or_zero(dtype):
+    """The SIMD pass's ULP from the exponent bits equals the table wherever it is a normal
+    float64, and is 0 (every element through to the exact pass) elsewhere, never above."""
+    import numba
+
+    table, _, emin, digits = metrics_kernel._format(dtype)
+
+    @numba.njit
+    def spacing(x):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = metrics_kernel._ulp_bits(x[i], emin, digits)
+        return out
+
+    x = np.abs(np.ldexp(1.5, np.arange(-1074, 1024)))
+    x = np.concatenate([[0.0], x[np.isfinite(x)]])
+    got = spacing(x)
+    want = table[x.view(np.uint64) >> np.uint64(52)]
+    normal = want >= np.finfo(np.float64).tiny
+    np.testing.assert_array_equal(got[normal], want[normal])
+    assert (got[~normal] == 0).all() and (got <= want).all()
