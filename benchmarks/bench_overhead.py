@@ -62,9 +62,12 @@ def parts(prep, adapter) -> dict[str, float]:
     fns = {
         "to_native": lambda: adapter.layout.to_native(prep.canonical, case) if native else None,
         "check": lambda: adapter._check(case, out),
-        "divergence": lambda: None if adapter.baseline else compare.divergence(
+        "divergence": lambda: None if adapter.baseline else compare.rows_of(
             case, adapter.name, out, prep.reference, tol, prep.noise_floor),
     }
+    if not adapter.baseline:  # made once per run for all pairs (report), not by the pair
+        block = compare.rows_of(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
+        fns["frame"] = lambda: compare.frame_of([block])
     result = {}
     for name, fn in fns.items():
         times = []

@@ -94,6 +94,7 @@ class _Group:
     labels: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]
     transpose: bool = False
     starts: np.ndarray | None = None
+    reads: tuple[str, ...] = ()  # the adapter's outputs (saved names) ``a`` holds whole
 
     def metrics(self, a: np.ndarray, r: np.ndarray, dtype: str, tol: Tolerance) -> np.ndarray:
         """[5, rows] :data:`harness.metrics_kernel.METRICS` of viewed ``a`` against ``r``."""
@@ -135,7 +136,8 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
     for layer, a, r, f in ys:
         groups.append(_Group(("y", layer), "y", a, const(r), const(f),
                              lambda x: x.reshape(B, T, D, F), B * F,
-                             lambda layer=layer: y_labels(layer), transpose=True))
+                             lambda layer=layer: y_labels(layer), transpose=True,
+                             reads=("y",) if a is out.y else ()))
 
     def state_labels():
         layer, d = _grid(np.arange(L), dirs)
@@ -147,7 +149,7 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
                 n = a[name].shape[-1]
                 groups.append(_Group((name,), name, a[name], const(r[name]), const(f.get(name)),
                                      lambda x, n=n: x.reshape(L, D, B, n).transpose(2, 0, 1, 3),
-                                     B * n, state_labels))
+                                     B * n, state_labels, reads=(name,)))
 
     states(("h_n", "c_n"), out.named(), ref.named(), fl)
     if out.grads is None or ref.grads is None:
@@ -157,7 +159,8 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
     gfn = gf.named() if gf is not None else {}
     groups.append(_Group(("dx",), "dx", g.dx, const(rg.dx), const(gfn.get("dx")),
                          lambda x: x.reshape(B, T, 1, -1), B * case.input_size,
-                         lambda: (np.zeros(T, dtype=np.int64), np.full(T, -1), np.arange(T))))
+                         lambda: (np.zeros(T, dtype=np.int64), np.full(T, -1), np.arange(T)),
+                         reads=("dx",)))
     states(("dh0", "dc0"), g.named(), rg.named(), gfn)
     # every parameter block in one flat array, a row (segment) per block
     blocks = [(layer, d, b) for layer, d in layer_dirs(case) for b in block_shapes(case, layer)]
@@ -172,7 +175,7 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
     groups.append(_Group(("params",), [f"d{n}" for n in name], flat(g.params)(),
                          flat(rg.params), flat(gf.params) if gf else None, lambda x: x, sizes,
                          lambda: (np.array(layer), np.array(d), np.full(len(keys), -1)),
-                         starts=starts))
+                         starts=starts, reads=tuple(f"grad/{k}" for k in keys)))
     return groups
 
 
@@ -237,6 +240,7 @@ class Rows:
     metrics: dict[str, np.ndarray]
     atol: float
     rtol: float
+    reads: frozenset[str] = frozenset()  # the adapter's outputs every element of which was read
 
     def __len__(self) -> int:
         return len(self.output)
@@ -247,8 +251,45 @@ class Rows:
         without a DataFrame."""
         return PASS if bool((self.metrics["tol_ratio"] <= 1.0).all()) else DIVERGED
 
+    @property
+    def finite(self) -> bool:
+        """No NaN or Inf in what was read: every row's sum of errors is finite (a NaN or Inf
+        in the adapter's output makes its row's sum one; so may an overflowing sum)."""
+        return bool(np.isfinite(self.metrics["mean_abs"]).all())
+
     def frame(self) -> pd.DataFrame:
         return frame_of([self])
+
+    def row(self, i: int) -> dict:
+        """Row ``i`` as the frame has it (:data:`COLUMNS`; NA for no direction or timestep)."""
+        def label(v) -> int | None:
+            return pd.NA if v < 0 else int(v)
+
+        m = self.metrics
+        row = {"case": self.case, "adapter": self.adapter, "output": self.output[i],
+               "layer": int(self.layer[i]), "direction": label(self.direction[i]),
+               "t": label(self.t[i]), **{k: float(m[k][i]) for k in METRIC_COLUMNS},
+               "atol": self.atol, "rtol": self.rtol,
+               "verdict": PASS if m["tol_ratio"][i] <= 1.0 else DIVERGED}
+        return {k: row[k] for k in COLUMNS}
+
+    def worst(self) -> dict | None:
+        """The row furthest beyond (or closest to) its tolerance (first of equals; NaN
+        ratios skipped), without a frame."""
+        ratio = self.metrics["tol_ratio"]
+        if np.isnan(ratio).all():  # no rows, or no ratio at all
+            return None
+        return self.row(int(np.nanargmax(ratio)))
+
+    def first_diverging(self) -> dict | None:
+        """:func:`first_divergence` without a frame."""
+        bad = ~(self.metrics["tol_ratio"] <= 1.0)
+        if not bad.any():
+            return None
+        y = np.flatnonzero(bad & (np.asarray(self.output) == "y"))
+        if y.size:
+            return self.row(int(y[np.lexsort((self.direction[y], self.layer[y], self.t[y]))[0]]))
+        return self.row(int(np.flatnonzero(bad)[0]))
 
 
 METRIC_COLUMNS = ("max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floor",
@@ -346,7 +387,8 @@ def rows_of(
     return Rows(case.name, adapter, plan.output, plan.layer, plan.direction, plan.t,
                 {"max_abs": mx, "max_rel": rel, "mean_abs": total / plan.counts,
                  "max_ulp": ulps, "tol_ratio": tol_ratio, "noise_floor": fl,
-                 "floor_ratio": ratio}, tol.atol, tol.rtol)
+                 "floor_ratio": ratio}, tol.atol, tol.rtol,
+                frozenset(name for g in groups for name in g.reads))
 
 
 def divergence(

@@ -1,8 +1,9 @@
 """Running an adapter's pairs under a time limit, in this process or in a worker process.
 
 Both executors offer ``unavailable_reason(adapter)`` and ``call(adapter, case, canonical,
-inputs) -> (Outputs, seconds)``; a pair that cannot finish raises :class:`PairFailure`, which the
-runner turns into an error row while the rest of the run goes on.
+inputs, *, check_finite) -> (Outputs, seconds)`` (``Adapter.run``'s arguments); a pair that
+cannot finish raises :class:`PairFailure`, which the runner turns into an error row while the
+rest of the run goes on.
 
 - :class:`InProcess` (the default). Without a timeout the adapter runs right here, in the main
   thread. With one, each adapter runs in a daemon thread of its own (its "lane"), and a pair
@@ -120,9 +121,10 @@ class InProcess:
         # which only the main thread can do
         return adapter.unavailable_reason()
 
-    def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs
-             ) -> tuple[Outputs, float]:
-        return self._run(adapter, f"case {case.name}", lambda: adapter.run(case, canonical, inputs))
+    def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs, *,
+             check_finite: bool = True) -> tuple[Outputs, float]:
+        return self._run(adapter, f"case {case.name}",
+                         lambda: adapter.run(case, canonical, inputs, check_finite=check_finite))
 
     def close(self) -> None:
         """Nothing to stop: a hung lane is a daemon thread and ends with the process."""
@@ -166,9 +168,9 @@ def _worker_main(conn: Any, adapter: Adapter, parent: int) -> None:
             return
         if message[0] == "stop":
             return
-        _, case, canonical, inputs = message
+        _, case, canonical, inputs, check_finite = message
         try:
-            out, seconds = adapter.run(case, canonical, inputs)
+            out, seconds = adapter.run(case, canonical, inputs, check_finite=check_finite)
             reply: tuple = ("ok", out, seconds)
         except NotApplicable as exc:
             reply = ("raised", "not applicable", type(exc).__name__, str(exc), "")
@@ -273,11 +275,11 @@ class Isolated:
             self._worker(adapter)
         return self._reasons[adapter.name]
 
-    def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs
-             ) -> tuple[Outputs, float]:
+    def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs, *,
+             check_finite: bool = True) -> tuple[Outputs, float]:
         worker = self._worker(adapter)
         start = time.perf_counter()
-        reply = worker.request(("run", case, canonical, inputs), self.timeout)
+        reply = worker.request(("run", case, canonical, inputs, check_finite), self.timeout)
         if reply[0] == "ok":
             return reply[1], reply[2]
         _, kind, type_name, message, detail = reply

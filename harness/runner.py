@@ -19,6 +19,7 @@ import pandas as pd
 
 from harness import compare, isolation
 from harness.adapters import Adapter
+from harness.adapters.base import AdapterFault
 from harness.data import Outputs
 from harness.errors import HarnessError, NotApplicable, Unavailable
 from harness.prepare import Prepared, prepare
@@ -51,13 +52,19 @@ class PairResult:
         self._frame, self.block = frame, None
 
     @property
-    def worst(self) -> pd.Series | None:
+    def worst(self) -> pd.Series | dict | None:
+        """The row furthest beyond its tolerance (from the block while no frame is made:
+        progress lines need no DataFrame)."""
+        if self._frame is None and self.block is not None:
+            return self.block.worst()
         if self.rows is None or self.rows.empty:
             return None
         return self.rows.loc[self.rows["tol_ratio"].idxmax()]
 
     @property
-    def first_diverging(self) -> pd.Series | None:
+    def first_diverging(self) -> pd.Series | dict | None:
+        if self._frame is None and self.block is not None:
+            return self.block.first_diverging()
         return compare.first_divergence(self.rows) if self.rows is not None else None
 
 
@@ -75,12 +82,21 @@ class RunResult:
 
     @property
     def divergence(self) -> pd.DataFrame:
-        """Every pair's rows in one DataFrame (one build from the blocks, not one per pair)."""
-        blocks = [p.block for p in self.pairs if p.block is not None]
-        if all(p._frame is None for p in self.pairs if p.block is None):
-            return compare.frame_of(blocks)
-        frames = [p.rows for p in self.pairs if p.rows is not None]
-        return pd.concat(frames, ignore_index=True)
+        """Every pair's rows in one DataFrame, built once from the pairs' blocks; a pair whose
+        frame was not made yet gets its slice of it (the reports then read each pair's rows
+        without building a frame per pair)."""
+        if any(p.block is None and p._frame is not None for p in self.pairs):  # merged reports
+            frames = [p.rows for p in self.pairs if p.rows is not None]
+            return pd.concat(frames, ignore_index=True)
+        with_rows = [p for p in self.pairs if p.block is not None]
+        whole = compare.frame_of([p.block for p in with_rows])
+        lo = 0
+        for p in with_rows:
+            hi = lo + len(p.block)
+            if p._frame is None:
+                p._frame = whole.iloc[lo:hi].reset_index(drop=True)
+            lo = hi
+        return whole
 
     @property
     def failed(self) -> bool:
@@ -116,8 +132,9 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     if reason:
         r.status, r.reason = compare.UNAVAILABLE, reason
         return r
-    try:
-        out, r.seconds = executor.call(adapter, case, prep.canonical, prep.inputs)
+    try:  # NaN/Inf: seen below in the divergence's sums (the baseline has none)
+        out, r.seconds = executor.call(adapter, case, prep.canonical, prep.inputs,
+                                       check_finite=adapter.baseline)
     except isolation.PairFailure as exc:  # timed out, worker died, or raised in a worker
         r.reason, r.detail = str(exc), exc.detail
         return r
@@ -131,13 +148,18 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
         r.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         r.detail = traceback.format_exc()
         return r
-    r.outputs = out
     if adapter.baseline:
+        r.outputs = out
         r.status, r.reason = compare.BASELINE, "the float64 reference all others are compared with"
         return r
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
-    r.block = compare.rows_of(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
-    r.status = r.block.verdict
+    block = compare.rows_of(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
+    try:  # what the divergence did not read, or all of it where a sum is not finite
+        adapter.check_finite(case, out, block.reads if block.finite else frozenset())
+    except AdapterFault as exc:
+        r.reason, r.detail = f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        return r
+    r.outputs, r.block, r.status = out, block, block.verdict
     r.reason = adapter.gradient_note(case) or ""
     return r
 

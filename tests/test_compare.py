@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from harness.compare import DIVERGED, PASS, Tolerance, divergence, first_divergence, tolerance_for
 from harness.data import Outputs
@@ -62,7 +63,6 @@ def test_tolerance_override_order():
 def test_a_runs_rows_make_one_frame_equal_to_the_pairs_frames():
     """Rows kept as columns while a run goes: one frame of many pairs is the concatenation
     of each pair's frame (same values, dtypes and order), and the verdict needs no frame."""
-    import pandas as pd
 
     from harness.compare import frame_of, rows_of
     from harness.runner import PairResult, RunResult
@@ -87,3 +87,48 @@ def test_a_runs_rows_make_one_frame_equal_to_the_pairs_frames():
     pairs[0].rows = parts.iloc[:14]  # a frame read back from a report (merge) is kept as is
     assert pairs[0].block is None
     pd.testing.assert_frame_equal(result.divergence, whole)
+
+
+def test_worst_and_first_diverging_rows_without_a_frame():
+    """A pair's worst and first diverging rows from its block are the rows the frame gives."""
+    from harness.compare import rows_of
+    from harness.runner import PairResult
+
+    c = case()
+    ref = outputs(c)
+    cases = [outputs(c) for _ in range(4)]
+    cases[1].y[0, 2, 0] += 1e-3  # one diverging y row
+    cases[2].y[0, 1, 3] += 1e-3  # two: the earlier step wins, whatever the size
+    cases[2].y[0, 2, 0] += 1.0
+    cases[3].c_n[1, 0, 0] += 1.0  # a state row only
+    for out in cases:
+        block = rows_of(c, "a", out, ref, Tolerance(1e-5, 0))
+        frame = block.frame()
+        with_block = PairResult("c", "a", block.verdict, block=block)
+        with_frame = PairResult("c", "a", block.verdict)
+        with_frame.rows = frame
+        for get in ("worst", "first_diverging"):
+            got, want = getattr(with_block, get), getattr(with_frame, get)
+            if want is None:
+                assert got is None
+                continue
+            assert list(got) == list(frame.columns)
+            for k in frame.columns:
+                assert (pd.isna(got[k]) and pd.isna(want[k])) or got[k] == want[k], (get, k)
+
+
+def test_rows_say_what_they_read_and_whether_it_was_finite():
+    """The runner leaves NaN/Inf in what the divergence read to its sums: ``reads`` names
+    those outputs, ``finite`` is False when one held a NaN or Inf."""
+    from harness.compare import rows_of
+
+    c = case()
+    ref, out = outputs(c), outputs(c)
+    block = rows_of(c, "a", out, ref, Tolerance(1e-5, 0))
+    assert block.reads == {"y", "h_n", "c_n"} and block.finite
+    out.c_n[2, 0, 1] = np.nan
+    assert not rows_of(c, "a", out, ref, Tolerance(1e-5, 0)).finite
+    layered = Outputs(y=np.full((1, 3, 4), 0.5), h_n=out.h_n, c_n=ref.c_n,
+                      y_layers=[np.full((1, 3, 4), 0.5)] * 2)  # y is not the last layer's array
+    ref.y_layers = [ref.y, ref.y]
+    assert rows_of(c, "a", layered, ref, Tolerance(1e-5, 0)).reads == {"h_n", "c_n"}

@@ -176,15 +176,18 @@ class Adapter:
         return get_layout(self.layout_name) if self.layout_name else None
 
     # Running -------------------------------------------------------------------------------
-    def run(self, case: Case, canonical: Canonical, inputs: Inputs) -> tuple[Outputs, float]:
-        """Run and check; returns the outputs (float64) and the seconds ``_run`` took."""
+    def run(self, case: Case, canonical: Canonical, inputs: Inputs, *,
+            check_finite: bool = True) -> tuple[Outputs, float]:
+        """Run and check; returns the outputs (float64) and the seconds ``_run`` took.
+        ``check_finite=False`` leaves NaN/Inf to the caller (``harness.runner.run_pair`` sees
+        them in the divergence's sums, which read every element anyway)."""
         native = self.layout.to_native(canonical, case) if self.layout else canonical.tensors
         start = time.perf_counter()
         out = self._run(case, native, inputs)
         seconds = time.perf_counter() - start
         if out.grads is not None and self.layout is not None:
             out.grads.params = self.layout.grads_from_native(out.grads.params, case).tensors
-        self._check(case, out)
+        self._check(case, out, check_finite)
         return out, seconds
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
@@ -193,7 +196,8 @@ class Adapter:
         ``Outputs.grads`` with ``params`` keyed by native tensor name."""
         raise NotImplementedError
 
-    def _check(self, case: Case, out: Outputs) -> None:
+    def _expected(self, case: Case, out: Outputs) -> dict[str, tuple[tuple[int, ...], np.ndarray]]:
+        """Every output the case asks of this adapter: saved name -> (shape, what came back)."""
         expected = dict(output_shapes(case))
         got_all = out.named()
         if self.computes_gradients(case):
@@ -201,13 +205,24 @@ class Adapter:
                 raise AdapterFault("returned no gradients for a gradient case")
             expected |= gradient_shapes(case)
             got_all = got_all | out.grads.named()
-        for name, shape in expected.items():
-            got = got_all.get(name)
+        return {name: (shape, got_all.get(name)) for name, shape in expected.items()}
+
+    def _check(self, case: Case, out: Outputs, finite: bool = True) -> None:
+        for name, (shape, got) in self._expected(case, out).items():
             if got is None:
                 raise AdapterFault(f"returned no {name}")
             if tuple(got.shape) != shape:
                 raise AdapterFault(f"returned {name} of shape {list(got.shape)}, "
                                    f"expected {list(shape)}")
+        if finite:
+            self.check_finite(case, out)
+
+    def check_finite(self, case: Case, out: Outputs, skip: frozenset[str] = frozenset()) -> None:
+        """AdapterFault naming the first output (saved name) with NaN or Inf, ``skip`` left
+        out (outputs already seen to be finite)."""
+        for name, (_, got) in self._expected(case, out).items():
+            if name in skip or got is None:
+                continue
             if not np.isfinite(np.add.reduce(got, axis=None)):  # one pass, no temporary
                 bad = int(np.count_nonzero(~np.isfinite(got)))  # or the sum overflowed
                 if bad:
