@@ -12,14 +12,16 @@ from harness.params import generate
 from harness.spec import Case
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("shape", [(128, 256), (16, 16), (100, 37), (1, 5), (33, 1)])
-def test_transposed_copy_into_a_slice_touches_only_the_slice(shape):
+def test_transposed_copy_into_a_slice_touches_only_the_slice(shape, dtype):
+    """Into float32 too: each value rounded as NumPy's cast rounds it."""
     rng = np.random.default_rng(0)
     src = rng.standard_normal(shape)
-    base = np.zeros((2, 300, 400))
+    base = np.zeros((2, 300, 400), dtype=dtype)
     dst = base[1, 7:7 + shape[1], 50:50 + shape[0]]
     assert transpose_into(dst, src)
-    np.testing.assert_array_equal(dst, src.T)
+    np.testing.assert_array_equal(dst, src.T.astype(dtype))
     dst[...] = 0.0
     assert not base.any()
 
@@ -28,22 +30,25 @@ def test_views_it_cannot_write_are_left_to_numpy():
     src = np.ones((4, 3))
     assert not transpose_into(np.zeros((6, 8))[:, ::2][:3], src)  # rows not contiguous
     assert not transpose_into(np.zeros((3, 4)), src)  # no base array
-    assert not transpose_into(np.zeros((3, 5), dtype=np.float32)[:, :4], src)
+    assert not transpose_into(np.zeros((3, 5), dtype=np.float16)[:, :4], src)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 @pytest.mark.parametrize("layout", ["keras", "tf-block", "tf-legacy", "onnx", "torch"])
-def test_large_layouts_are_numpys_copies(layout, monkeypatch):
+def test_large_layouts_are_numpys_copies(layout, dtype, monkeypatch):
     """Blocks of 160 x 192 and up go through the compiled copy: every native tensor is the
-    same as with NumPy's copies only."""
+    same as with NumPy's copies only, and in the case dtype the same as float64 natives cast
+    (the adapters' ``native_in_case_dtype``)."""
     from harness.layouts import base
 
     case = Case(name="big", cell="lstm", input_size=192, hidden_size=160, num_layers=2,
                 bidirectional=True, batch=1, seq_len=2, dtype="float64")
     canonical = generate(case)
     lay = get_layout(layout)
-    got = lay.to_native(canonical, case)
+    got = lay.to_native(canonical, case, dtype)
     monkeypatch.setattr(base, "TRANSPOSE_MIN_SIZE", np.inf)
-    want = lay.to_native(canonical, case)
+    want = {k: v.astype(dtype) for k, v in lay.to_native(canonical, case).items()}
     assert got.keys() == want.keys()
     for k in want:
+        assert got[k].dtype == dtype
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)

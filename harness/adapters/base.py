@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.data import Inputs, Outputs, gradient_shapes, output_shapes
+from harness.dtypes import FORMATS
 from harness.errors import Unavailable
 from harness.layouts import get_layout
 from harness.layouts.base import Layout
@@ -122,6 +123,9 @@ class Adapter:
     capabilities: Capabilities = Capabilities()
     tolerances: dict[str, Tol] = {}  # per-dtype defaults of this adapter (e.g. TF32)
     baseline: bool = False  # the float64 reference itself: compared with nothing
+    # native tensors handed to ``_run`` in the case dtype (float16/32/64; bfloat16 as float64)
+    # rather than float64: half the bytes to write for float32, no cast left to the adapter
+    native_in_case_dtype: bool = False
 
     _availability: str | None | bool = False  # False: not checked yet
 
@@ -181,7 +185,8 @@ class Adapter:
         """Run and check; returns the outputs (float64) and the seconds ``_run`` took.
         ``check_finite=False`` leaves NaN/Inf to the caller (``harness.runner.run_pair`` sees
         them in the divergence's sums, which read every element anyway)."""
-        native = self.layout.to_native(canonical, case) if self.layout else canonical.tensors
+        native = (self.layout.to_native(canonical, case, self.native_dtype(case)) if self.layout
+                  else canonical.tensors)
         start = time.perf_counter()
         out = self._run(case, native, inputs)
         seconds = time.perf_counter() - start
@@ -189,6 +194,12 @@ class Adapter:
             out.grads.params = self.layout.grads_from_native(out.grads.params, case).tensors
         self._check(case, out, check_finite)
         return out, seconds
+
+    def native_dtype(self, case: Case) -> type:
+        """The NumPy type of the native tensors ``_run`` gets (:attr:`native_in_case_dtype`)."""
+        if self.native_in_case_dtype and case.dtype != "bfloat16":
+            return FORMATS[case.dtype].numpy
+        return np.float64
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         """Run the case; for a gradient case (:meth:`computes_gradients`) also the backward pass

@@ -39,6 +39,7 @@ class Keras(Adapter):
     title = "tf_keras LSTM/GRU (CPU)"
     framework = "keras"
     layout_name = "keras"
+    native_in_case_dtype = True
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         recurrent_activations=frozenset(ACTIVATIONS),

@@ -50,6 +50,7 @@ class Keras3(Adapter):
     title = "Keras 3 LSTM/GRU, TensorFlow backend (CPU)"
     framework = "keras"
     layout_name = "keras"
+    native_in_case_dtype = True
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         recurrent_activations=frozenset(ACTIVATIONS),

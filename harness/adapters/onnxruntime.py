@@ -143,6 +143,7 @@ class OnnxRuntime(Adapter):
     title = "ONNX LSTM/GRU nodes in ONNX Runtime (CPU)"
     framework = "onnx"
     layout_name = "onnx"
+    native_in_case_dtype = True
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         # ORT's CPU LSTM/GRU kernels reject double ("does not support double yet"). A float16

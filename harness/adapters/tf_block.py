@@ -76,9 +76,10 @@ def reverse_within_lengths(lengths: np.ndarray, T: int) -> np.ndarray:
 
 
 def to_tf(a: np.ndarray, dtype: Any) -> Any:
-    """A constant in the case dtype; every value is already rounded to it, so the cast is exact."""
+    """A constant in the case dtype; every value is already rounded to it, so the cast is exact
+    (none where ``a`` already is in the case dtype)."""
     tf = import_tf()
-    return tf.cast(tf.constant(np.asarray(a, dtype=np.float64)), dtype)
+    return tf.cast(tf.constant(a), dtype)
 
 
 def to_f64(a: Any) -> np.ndarray:
@@ -169,6 +170,7 @@ class TFBlockLSTM(Adapter):
     title = "TensorFlow BlockLSTM raw op (CPU)"
     framework = "tensorflow"
     layout_name = "tf-block"
+    native_in_case_dtype = True
     op_name = "BlockLSTM"
     gradient_op: str | None = None  # None: the gradient TF registers for op_name
     capabilities = Capabilities(

@@ -47,6 +47,7 @@ class TFLegacy(Adapter):
     title = "TF1 LSTMCell / GRUCell (tf_keras legacy cells, unrolled, CPU)"
     framework = "tensorflow"
     layout_name = "tf-legacy"
+    native_in_case_dtype = True
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         peepholes=True,

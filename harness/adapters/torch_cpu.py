@@ -31,6 +31,7 @@ class TorchCPU(Adapter):
     title = "PyTorch nn.LSTM/nn.GRU (CPU)"
     framework = "torch"
     layout_name = "torch"
+    native_in_case_dtype = True
     capabilities = Capabilities(
         projection=True,
         gru_reset_after=frozenset({True}),

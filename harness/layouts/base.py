@@ -112,12 +112,14 @@ class Layout:
     def shapes(self, case: Case) -> dict[str, tuple[int, ...]]:
         return {t.name: t.shape for t in self.tensors(case)}
 
-    def to_native(self, canonical: Canonical, case: Case) -> dict[str, np.ndarray]:
-        """Native tensors (float64) holding ``canonical``. Every element is placed exactly once
-        (checked when the description is made)."""
+    def to_native(self, canonical: Canonical, case: Case,
+                  dtype: type = np.float64) -> dict[str, np.ndarray]:
+        """Native tensors holding ``canonical``, float64 or ``dtype`` (a summed or folded block is
+        added up in float64 and rounded once, where it is stored). Every element is placed
+        exactly once (checked when the description is made)."""
         native = {}
         for t in _described(self, case):
-            arr = np.empty(t.shape)
+            arr = np.empty(t.shape, dtype=dtype)
             for pl in t.placements:
                 value = canonical[pl.sources[0]]
                 for s in pl.sources[1:]:
