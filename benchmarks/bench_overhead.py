@@ -10,15 +10,19 @@
 native conversion through the layout, the adapter's ``_run``, output checks, the divergence
 rows and the verdict); ``forward`` is the ``_run`` time it reports (``PairResult.seconds``);
 overhead = pair − forward, in % of pair (target < 10 %). The parts are timed on their own:
-``to_native`` (the layout), ``check`` (shapes, finiteness), ``divergence``
-(``compare.divergence``). Each pair is run once first (framework import, graph tracing), then
+``to_native`` (the layout), ``check`` (shapes; NaN/Inf come from the divergence's sums),
+``divergence`` (``compare.rows_of``). ``frame`` is not part of the pair: the pandas DataFrame
+of one pair's rows on its own, an upper bound of what the reports pay for it later
+(``RunResult.divergence`` builds one frame for all pairs; ``--suite`` times that and adds it to
+the overhead). Each pair is run once first (framework import, graph tracing), then
 ``--repeat`` times; the table shows medians (the overhead is a difference of two times taken in
 the same call, so the median is steadier than a minimum).
 
 ``--suite DIR`` measures what a run of that suite pays: every case x adapter pair of DIR's
 cases, each adapter warmed up once on the tiny case, then every pair ``--repeat`` times; per
 adapter the sums over its pairs of the per-pair medians (overhead % = total overhead / total
-pair time) and the worst single pair.
+pair time), the same with the adapter's share of the run's one frame (``with frame %``, by
+rows) and the worst single pair.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from _common import print_facts, set_threads, table
 from harness import compare
 from harness.adapters import select
 from harness.prepare import prepare
-from harness.runner import run_pair
+from harness.runner import RunResult, run_pair
 from harness.spec import Case, discover
 
 CASES = {
@@ -56,12 +60,13 @@ def median(xs: list[float]) -> float:
 def parts(prep, adapter) -> dict[str, float]:
     """Seconds of the overhead's parts, each timed on its own (median of 5)."""
     case = prep.case
-    native = adapter.layout.to_native(prep.canonical, case) if adapter.layout else None
+    dtype = adapter.native_dtype(case)
+    native = adapter.layout.to_native(prep.canonical, case, dtype) if adapter.layout else None
     out, _ = adapter.run(case, prep.canonical, prep.inputs)
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
     fns = {
-        "to_native": lambda: adapter.layout.to_native(prep.canonical, case) if native else None,
-        "check": lambda: adapter._check(case, out),
+        "to_native": lambda: native and adapter.layout.to_native(prep.canonical, case, dtype),
+        "check": lambda: adapter._check(case, out, adapter.baseline),  # finite: in the sums
         "divergence": lambda: None if adapter.baseline else compare.rows_of(
             case, adapter.name, out, prep.reference, tol, prep.noise_floor),
     }
@@ -79,6 +84,12 @@ def parts(prep, adapter) -> dict[str, float]:
     return result
 
 
+def _seconds(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
 def profile(prep, adapter, repeat: int) -> str:
     prof = cProfile.Profile()
     prof.enable()
@@ -90,8 +101,9 @@ def profile(prep, adapter, repeat: int) -> str:
     return s.getvalue()
 
 
-def timed_pair(prep, adapter, repeat: int) -> tuple[str, float, float] | None:
-    """(status, median pair seconds, median forward seconds), None when the pair does not run."""
+def timed_pair(prep, adapter, repeat: int) -> tuple[str, float, float, object] | None:
+    """(status, median pair seconds, median forward seconds, the last PairResult), None when
+    the pair does not run."""
     pair, fwd = [], []
     for _ in range(repeat):
         t = time.perf_counter()
@@ -100,7 +112,7 @@ def timed_pair(prep, adapter, repeat: int) -> tuple[str, float, float] | None:
         fwd.append(r.seconds)
         if r.status not in (compare.PASS, compare.DIVERGED, compare.BASELINE):
             return None
-    return r.status, median(pair), median(fwd)
+    return r.status, median(pair), median(fwd), r
 
 
 def suite(folder: str, adapters, repeat: int) -> None:
@@ -110,22 +122,34 @@ def suite(folder: str, adapters, repeat: int) -> None:
         run_pair(warm, adapter)
     preps = [prepare(case) for case in discover([folder])]
     totals = {a.name: [0, 0.0, 0.0, 0.0, ""] for a in adapters}  # pairs, pair, fwd, worst %
+    results = []
     for prep in preps:
         for adapter in adapters:
             timed = timed_pair(prep, adapter, repeat)
             if timed is None:
                 continue
-            _, pair, fwd = timed
+            _, pair, fwd, r = timed
+            results.append(r)
             t = totals[adapter.name]
             t[0], t[1], t[2] = t[0] + 1, t[1] + pair, t[2] + fwd
             if 100 * (pair - fwd) / pair > t[3]:
                 t[3], t[4] = 100 * (pair - fwd) / pair, prep.case.name
         print(f"  {prep.case.name}: done", flush=True)
-    print_facts([("suite", f"{folder} ({len(preps)} cases)"), ("repeat", str(repeat))])
-    rows = [[name, n, pair, fwd, 1e3 * (pair - fwd) / n, 100 * (pair - fwd) / pair, worst,
-             where] for name, (n, pair, fwd, worst, where) in totals.items() if n]
+    # the run's one DataFrame of every pair's rows (divergence.csv, the reports' slices),
+    # charged to the adapters in proportion to their rows
+    run = RunResult([p.case for p in preps], adapters, results)
+    frame = median([_seconds(lambda: run.divergence) for _ in range(5)])
+    n_rows = {a.name: 0 for a in adapters}
+    for r in results:
+        n_rows[r.adapter] += len(r.block) if r.block is not None else 0
+    share = {k: frame * v / max(1, sum(n_rows.values())) for k, v in n_rows.items()}
+    print_facts([("suite", f"{folder} ({len(preps)} cases)"), ("repeat", str(repeat)),
+                 ("one frame of all rows", f"{1e3 * frame:.1f} ms ({len(results)} pairs)")])
+    rows = [[name, n, pair, fwd, 1e3 * (pair - fwd) / n, 100 * (pair - fwd) / pair,
+             100 * (pair - fwd + share[name]) / (pair + share[name]), worst, where]
+            for name, (n, pair, fwd, worst, where) in totals.items() if n]
     print(table(rows, ["adapter", "pairs", "pair s", "forward s", "overhead ms/pair",
-                       "overhead %", "worst pair %", "worst case"]))
+                       "overhead %", "with frame %", "worst pair %", "worst case"]))
 
 
 def main() -> None:
@@ -168,13 +192,15 @@ def main() -> None:
             part = parts(prep, adapter)
             rows.append([label, adapter.name, r.status, 1e3 * median(pair), 1e3 * median(fwd),
                          1e3 * median(overheads), pct, 1e3 * part["to_native"],
-                         1e3 * part["check"], 1e3 * part["divergence"]])
+                         1e3 * part["check"], 1e3 * part["divergence"],
+                         1e3 * part.get("frame", 0.0)])
             print(f"  {label} x {adapter.name}: overhead {pct:.1f} %", flush=True)
             if pct > 10:
                 over.append((label, adapter, prep))
     print_facts([("repeat", str(args.repeat))])
     print(table(rows, ["case", "adapter", "status", "pair ms", "forward ms", "overhead ms",
-                       "overhead %", "to_native ms", "check ms", "divergence ms"]))
+                       "overhead %", "to_native ms", "check ms", "divergence ms",
+                       "frame ms (report)"]))
     for note in notes:
         print("  skipped:", note)
     if over:
