@@ -179,6 +179,23 @@ def test_reused_folder_keeps_only_this_runs_plots(report, tmp_path):
     assert not (folder / "plots" / "999-stale.png").exists()
 
 
+def test_plots_drawn_in_worker_processes_are_the_same_files(report, tmp_path, monkeypatch):
+    """A large report draws its plots in spawned worker processes: same page, same PNG bytes
+    as drawn here."""
+    from harness.report import html, plots
+
+    result, out, _ = report
+    monkeypatch.setattr(plots, "MIN_PARALLEL", 1)
+    here, there = tmp_path / "here", tmp_path / "there"
+    page_here = html.html_report(result, here, workers=1)
+    page_there = html.html_report(result, there, workers=2)
+    assert page_here == page_there
+    names = sorted(f.name for f in (here / "plots").glob("*.png"))
+    assert names and names == sorted(f.name for f in (there / "plots").glob("*.png"))
+    for name in names:
+        assert (here / "plots" / name).read_bytes() == (there / "plots" / name).read_bytes()
+
+
 def test_plots_need_rows_with_nonzero_errors(tmp_path):
     empty = pd.DataFrame(columns=["output", "layer", "direction", "t", "max_abs", "noise_floor",
                                   "atol", "rtol", "verdict"])

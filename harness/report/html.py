@@ -19,7 +19,7 @@ import pandas as pd
 
 from harness import compare
 from harness.report.layouts_md import mapping_markdown
-from harness.report.plots import error_plot, gradient_blocks, gradient_plot, layer_heatmap
+from harness.report.plots import draw_pairs
 from harness.report.summary import _case_line as case_line
 from harness.report.summary import headers, pair_row, split_rows
 from harness.runner import PairResult, RunResult
@@ -144,28 +144,34 @@ def _figure(src: str, alt: str, caption: str) -> str:
             f"<figcaption>{caption}</figcaption></figure>")
 
 
-def _plots(p: PairResult, case, plots: Path, n: int) -> str:
-    """Write the pair's plots; return their <figure>s (empty when the pair has no rows)."""
+def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple | None:
+    """The arguments of :func:`harness.report.plots.draw_pair` for the pair (None: no rows)."""
     if p.rows is None or p.rows.empty:
+        return None
+    return (p.rows, plots, f"{n:03d}-{_slug(p.case)}--{_slug(p.adapter)}",
+            f"{p.case} :: {p.adapter} ({case.dtype})")
+
+
+def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
+    """The pair's <figure>s for the plots ``drawn`` (empty when the pair has no rows)."""
+    if job is None:
         return ""
-    stem = f"{n:03d}-{_slug(p.case)}--{_slug(p.adapter)}"
-    title = f"{p.case} :: {p.adapter} ({case.dtype})"
+    _, _, stem, title = job
     who = escape(p.adapter)
     figs = []
-    if error_plot(p.rows, plots / f"{stem}.png", title):
+    if drawn[0]:
         figs.append(_figure(f"{stem}.png", f"error against timestep, {title}",
                             f"{who}: error against timestep"))
     else:
         figs.append(f'<p class="meta">{who}: every forward error is exactly 0.</p>')
-    if layer_heatmap(p.rows, plots / f"{stem}-layers.png", f"{title}: every layer's y"):
+    if drawn[1]:
         figs.append(_figure(f"{stem}-layers.png", f"layer x timestep, {title}",
                             f"{who}: every layer's <code>y</code>, layer x timestep"))
-    if gradient_plot(p.rows, plots / f"{stem}-grad.png", f"{title}: dx, dh0, dc0"):
+    if drawn[2]:
         figs.append(_figure(f"{stem}-grad.png", f"gradient error against timestep, {title}",
                             f"{who}: <code>dx</code> against timestep, <code>dh0</code>/"
                             "<code>dc0</code> at the left"))
-    if gradient_blocks(p.rows, plots / f"{stem}-grad-blocks.png",
-                       f"{title}: parameter gradients"):
+    if drawn[3]:
         figs.append(_figure(f"{stem}-grad-blocks.png", f"parameter gradient errors, {title}",
                             f"{who}: parameter gradients, layer/direction x block"))
     return "\n".join(figs) + _gradient_table(p)
@@ -243,9 +249,10 @@ def _layouts(result: RunResult) -> str:
     return "\n".join(parts) or "<p>No layout ran.</p>"
 
 
-def html_report(result: RunResult, out: Path) -> str:
+def html_report(result: RunResult, out: Path, workers: int | None = None) -> str:
     """The text of index.html; writes the plots into ``out/plots/`` (old PNGs there are removed,
-    so a reused folder shows only this run). Reads ``out/run.json`` for the environment."""
+    so a reused folder shows only this run), in ``workers`` processes for a large report
+    (:func:`harness.report.plots.draw_pairs`). Reads ``out/run.json`` for the environment."""
     out = Path(out)
     plots = out / "plots"
     if plots.is_dir():
@@ -284,7 +291,14 @@ def html_report(result: RunResult, out: Path) -> str:
     by_case: dict[str, list[PairResult]] = {}
     for p in result.pairs:
         by_case.setdefault(p.case, []).append(p)
+    jobs: dict[int, tuple | None] = {}  # every pair's plots, drawn before the page is written
     n = 0
+    for case in result.cases:
+        for p in by_case.get(case.name, []):
+            n += 1
+            jobs[id(p)] = _plot_job(p, case, plots, n)
+    drawn = dict(zip([k for k, job in jobs.items() if job],
+                     draw_pairs([job for job in jobs.values() if job], workers), strict=True))
     for case in result.cases:
         pairs = by_case.get(case.name, [])
         body.append(f'<section id="{_slug("case-" + case.name)}"><h3>{escape(case.name)}</h3>')
@@ -295,8 +309,7 @@ def html_report(result: RunResult, out: Path) -> str:
                    + (["num"] if case.gradients else []) + ["num", "reason"] for p in pairs]
         body.append(_table(headers(case.gradients), rows, classes))
         for p in pairs:
-            n += 1
-            body.append(_plots(p, case, plots, n))
+            body.append(_plots(p, jobs[id(p)], drawn.get(id(p), ())))
         body.append("</section>")
     body += ['<h2 id="layouts">Layout mapping tables</h2>',
              "<p>Which slice of which native tensor holds which canonical block, at each case's "

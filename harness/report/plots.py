@@ -9,10 +9,15 @@ decides a verdict. matplotlib is imported lazily so that importing :mod:`harness
 - :func:`gradient_plot` (gradient cases): ``dx`` per timestep and the initial-state gradients
   ``dh0``/``dc0``; its rows have no direction (``dx``: both directions add into it);
 - :func:`gradient_blocks` (gradient cases): the parameter gradients, layer/direction x block.
+
+:func:`draw_pairs` draws every pair's plots; a large report's go to worker processes side by
+side (matplotlib draws in one thread per process, and the plots are most of a full report's
+time).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +26,7 @@ import pandas as pd
 from harness.compare import FORWARD
 
 DPI = 80
+MIN_PARALLEL = 48  # pairs from which draw_pairs uses worker processes (~1.5 s to start them)
 DIRECTION = {0: "fwd", 1: "rev"}
 STATE_MARKERS = {"h_n": "o", "c_n": "s"}
 INITIAL_MARKERS = {"dh0": "o", "dc0": "s"}
@@ -309,3 +315,41 @@ def gradient_blocks(rows: pd.DataFrame, path: Path, title: str) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
     return True
+
+
+def draw_pair(rows: pd.DataFrame, folder: Path, stem: str, title: str) -> tuple[bool, ...]:
+    """Every plot of one pair's rows into ``folder`` as ``stem*.png``: whether each of
+    :func:`error_plot`, :func:`layer_heatmap`, :func:`gradient_plot` and
+    :func:`gradient_blocks` wrote its file."""
+    return (error_plot(rows, folder / f"{stem}.png", title),
+            layer_heatmap(rows, folder / f"{stem}-layers.png", f"{title}: every layer's y"),
+            gradient_plot(rows, folder / f"{stem}-grad.png", f"{title}: dx, dh0, dc0"),
+            gradient_blocks(rows, folder / f"{stem}-grad-blocks.png",
+                            f"{title}: parameter gradients"))
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def draw_pairs(jobs: list[tuple[pd.DataFrame, Path, str, str]],
+               workers: int | None = None) -> list[tuple[bool, ...]]:
+    """:func:`draw_pair` of every job (its arguments), results in order. From
+    :data:`MIN_PARALLEL` jobs on, in ``workers`` spawned processes (default: one per usable
+    CPU); here when there is one, or when the processes cannot be started."""
+    workers = usable_cpus() if workers is None else workers
+    if workers > 1 and len(jobs) >= MIN_PARALLEL:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            with ProcessPoolExecutor(min(workers, len(jobs)),
+                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                return list(pool.map(draw_pair, *zip(*jobs, strict=True), chunksize=4))
+        except (BrokenProcessPool, OSError):
+            pass  # e.g. no semaphores in a sandbox: draw them here
+    return [draw_pair(*job) for job in jobs]
