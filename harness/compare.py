@@ -362,14 +362,8 @@ def _plan(groups: list[_Group], parts: list[dict[str, np.ndarray]], b: _Baseline
     return plan
 
 
-def rows_of(
-    case: Case,
-    adapter: str,
-    out: Outputs,
-    ref: Outputs,
-    tol: Tolerance,
-    floor: Outputs | None = None,
-) -> Rows:
+def rows_of(case: Case, adapter: str, out: Outputs, ref: Outputs, tol: Tolerance,
+            floor: Outputs | None = None) -> Rows:
     """The divergence rows of one case x adapter pair (vectorised over timesteps): one kernel
     pass per output, the rest shared by the case's adapters (:class:`_Plan`)."""
     baseline = _baseline(ref, floor)
@@ -391,14 +385,8 @@ def rows_of(
                 frozenset(name for g in groups for name in g.reads))
 
 
-def divergence(
-    case: Case,
-    adapter: str,
-    out: Outputs,
-    ref: Outputs,
-    tol: Tolerance,
-    floor: Outputs | None = None,
-) -> pd.DataFrame:
+def divergence(case: Case, adapter: str, out: Outputs, ref: Outputs, tol: Tolerance,
+               floor: Outputs | None = None) -> pd.DataFrame:
     """:func:`rows_of` as a DataFrame (:data:`COLUMNS`)."""
     return rows_of(case, adapter, out, ref, tol, floor).frame()
 
