@@ -38,7 +38,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = runner.run(cases, chosen, progress=progress, keep_outputs=args.save_outputs,
                         timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
                         shard=shard, jobs=jobs)
-    out = write_report(result, args.out, outputs=args.save_outputs)
+    out = write_report(result, args.out, outputs=args.save_outputs, plot_workers=None)
     counts: dict[str, int] = {}
     for p in result.pairs:
         counts[p.status] = counts.get(p.status, 0) + 1
@@ -63,7 +63,8 @@ def _jobs(value: int) -> int:
 def _cmd_merge(args: argparse.Namespace) -> int:
     from harness.merge import merge_reports
 
-    merged = merge_reports(args.out, args.shards, allow_partial=args.allow_partial)
+    merged = merge_reports(args.out, args.shards, allow_partial=args.allow_partial,
+                           plot_workers=None)
     for line in merged.warnings:
         print(f"rnn-harness: warning: {line}", file=sys.stderr)
     counts: dict[str, int] = {}

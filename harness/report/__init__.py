@@ -13,8 +13,11 @@ from harness.report.summary import summary_markdown
 from harness.runner import RunResult
 
 
-def write_report(result: RunResult, out: str | Path, *, outputs: bool = False) -> Path:
-    """Write divergence.csv, summary.md, layouts.md, run.json (and outputs/) atomically per file."""
+def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
+                 plot_workers: int | None = 1) -> Path:
+    """Write divergence.csv, summary.md, layouts.md, run.json (and outputs/) atomically per file.
+    ``plot_workers``: processes drawing a large report's plots (None: one per usable CPU; the
+    CLI's choice, since a spawned process imports the caller's ``__main__`` script)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "divergence.csv", result.divergence.to_csv(index=False, float_format="%.6g"))
@@ -25,7 +28,7 @@ def write_report(result: RunResult, out: str | Path, *, outputs: bool = False) -
     if errors:
         write_text(out / "errors.log",
                    "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
-    write_text(out / "index.html", html_report(result, out))
+    write_text(out / "index.html", html_report(result, out, plot_workers))
     if outputs:
         save_outputs(result, out / "outputs")
     return out

@@ -338,8 +338,10 @@ def usable_cpus() -> int:
 def draw_pairs(jobs: list[tuple[pd.DataFrame, Path, str, str]],
                workers: int | None = None) -> list[tuple[bool, ...]]:
     """:func:`draw_pair` of every job (its arguments), results in order. From
-    :data:`MIN_PARALLEL` jobs on, in ``workers`` spawned processes (default: one per usable
-    CPU); here when there is one, or when the processes cannot be started."""
+    :data:`MIN_PARALLEL` jobs on, in ``workers`` spawned processes (None: one per usable CPU);
+    here when there is one, or when the processes cannot be started. A spawned process imports
+    the caller's ``__main__``: a script calling this with workers must guard its top level with
+    ``if __name__ == "__main__"`` (``python -m harness`` and the console script are)."""
     workers = usable_cpus() if workers is None else workers
     if workers > 1 and len(jobs) >= MIN_PARALLEL:
         import multiprocessing
