@@ -14,7 +14,7 @@ and peepholes are nonzero. Everything is rounded to the case dtype and kept as f
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -74,9 +74,24 @@ class Canonical:
     """Canonical tensors of a case, keyed as in the ``canonical`` weight-file contract."""
 
     tensors: dict[str, np.ndarray]
+    _cast: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __getitem__(self, k: str) -> np.ndarray:
         return self.tensors[k]
+
+    def cast(self, dtype: type) -> dict[str, np.ndarray]:
+        """The tensors cast to ``dtype``, made once and kept (a case's adapters copy their
+        natives from it: half the bytes to read for float32). The tensors are not to change
+        afterwards."""
+        dtype = np.dtype(dtype)
+        if dtype == np.float64:
+            return self.tensors
+        if dtype not in self._cast:
+            self._cast[dtype] = {k: v.astype(dtype) for k, v in self.tensors.items()}
+        return self._cast[dtype]
+
+    def __getstate__(self) -> dict:  # sent to a worker process without the casts
+        return {"tensors": self.tensors, "_cast": {}}
 
     def get(self, layer: int, direction: int, name: str) -> np.ndarray | None:
         return self.tensors.get(key(layer, direction, name))

@@ -52,3 +52,19 @@ def test_large_layouts_are_numpys_copies(layout, dtype, monkeypatch):
     for k in want:
         assert got[k].dtype == dtype
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+def test_casts_are_made_once_and_stay_out_of_pickles():
+    """A case's adapters copy their natives from one cast of the canonical tensors; a worker
+    process gets the tensors without it."""
+    import pickle
+
+    case = Case(name="c", cell="gru", input_size=3, hidden_size=4, batch=1, seq_len=2,
+                dtype="float32")
+    canonical = generate(case)
+    assert canonical.cast(np.float64) is canonical.tensors
+    cast = canonical.cast(np.float32)
+    assert canonical.cast(np.dtype("float32")) is cast
+    assert all(cast[k].dtype == np.float32 and (cast[k] == v).all()
+               for k, v in canonical.tensors.items())
+    assert pickle.loads(pickle.dumps(canonical))._cast == {}

@@ -114,13 +114,18 @@ class Layout:
 
     def to_native(self, canonical: Canonical, case: Case,
                   dtype: type = np.float64) -> dict[str, np.ndarray]:
-        """Native tensors holding ``canonical``, float64 or ``dtype`` (a summed or folded block is
-        added up in float64 and rounded once, where it is stored). Every element is placed
+        """Native tensors holding ``canonical``, float64 or ``dtype``: a block copied as it is
+        comes from ``canonical.cast(dtype)``, a summed or folded one is added up in float64 and
+        rounded once, where it is stored (one rounding either way). Every element is placed
         exactly once (checked when the description is made)."""
         native = {}
+        cast = canonical.cast(dtype)
         for t in _described(self, case):
             arr = np.empty(t.shape, dtype=dtype)
             for pl in t.placements:
+                if len(pl.sources) == 1 and not pl.fold_forget_bias:
+                    _place(arr[pl.index], pl.transform, cast[pl.sources[0]])
+                    continue
                 value = canonical[pl.sources[0]]
                 for s in pl.sources[1:]:
                     value = value + canonical[s]

@@ -17,8 +17,8 @@ import numpy as np
 TILE = 16
 
 
-@numba.njit(["void(f8[::1], i8, i8, f8[:,::1])", "void(f4[::1], i8, i8, f8[:,::1])"],
-            nogil=True, cache=True)
+@numba.njit(["void(f8[::1], i8, i8, f8[:,::1])", "void(f4[::1], i8, i8, f8[:,::1])",
+             "void(f4[::1], i8, i8, f4[:,::1])"], nogil=True, cache=True)
 def _transpose(dst, offset, row, src):
     """dst[offset + j*row + i] = src[i, j] for every (i, j) of ``src``, tile by tile (full
     tiles with constant trip counts, which the compiler unrolls); a float32 ``dst`` gets each
@@ -39,9 +39,9 @@ def _transpose(dst, offset, row, src):
 
 
 def transpose_into(dst: np.ndarray, src: np.ndarray) -> bool:
-    """``dst[...] = src.T`` for 2-D ``src`` (float64) and ``dst`` (float64 or float32), where
-    ``dst`` is a view with contiguous rows into a C-contiguous array; False (nothing copied)
-    for any other ``dst``."""
+    """``dst[...] = src.T`` for 2-D ``src`` and ``dst`` (float64 into float64 or float32,
+    float32 into float32), where ``dst`` is a view with contiguous rows into a C-contiguous
+    array; False (nothing copied) for any other ``dst``."""
     base = dst.base
     size = dst.itemsize
     if (base is None or dst.dtype not in (np.float64, np.float32) or base.dtype != dst.dtype
@@ -49,7 +49,9 @@ def transpose_into(dst: np.ndarray, src: np.ndarray) -> bool:
             or dst.strides[1] != size or dst.strides[0] % size or dst.strides[0] < 0
             or dst.shape != src.shape[::-1]):
         return False
+    if src.dtype != dst.dtype:
+        src = src.astype(np.float64, copy=False)
     offset = dst.__array_interface__["data"][0] - base.__array_interface__["data"][0]
     _transpose(base.reshape(-1), offset // size, dst.strides[0] // size,
-               np.ascontiguousarray(src, dtype=np.float64))
+               np.ascontiguousarray(src))
     return True
