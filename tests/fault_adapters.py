@@ -53,6 +53,19 @@ class ReturnsNaN(Correct):
         return out
 
 
+class ReturnsNaNBesideLayers(Correct):
+    """NaN in ``y`` only, while ``y_layers`` (what the divergence reads) stay finite: a
+    framework whose ``y`` is a copy of its last layer's (Keras)."""
+
+    name = "fault-nan-unread"
+
+    def _run(self, case, native, inputs):
+        out = super()._run(case, native, inputs)
+        out.y = out.y.copy()
+        out.y[-1, 0, -1] = np.nan
+        return out
+
+
 class ReturnsInf(Correct):
     name = "fault-inf"
 

@@ -24,6 +24,7 @@ from fault_adapters import (
     Raises,
     ReturnsInf,
     ReturnsNaN,
+    ReturnsNaNBesideLayers,
     Segfaults,
     Silent,
     Sleeps,
@@ -60,8 +61,8 @@ def assert_report_complete(result: runner.RunResult, out: Path) -> None:
 
 
 def test_in_process_faults_are_error_rows(tmp_path):
-    adapters = [Reference(), Raises(), ReturnsNaN(), ReturnsInf(), WrongShape(), Silent(),
-                NotInstalled(), Correct()]
+    adapters = [Reference(), Raises(), ReturnsNaN(), ReturnsNaNBesideLayers(), ReturnsInf(),
+                WrongShape(), Silent(), NotInstalled(), Correct()]
     result = runner.run(CASES, adapters, progress=None)
     got = pairs(result)
     for case in ("first", "second"):
@@ -70,6 +71,9 @@ def test_in_process_faults_are_error_rows(tmp_path):
         assert "Traceback" in got[case, "fault-raises"].detail
         assert got[case, "fault-unavailable"].status == compare.UNAVAILABLE
     assert got["first", "fault-nan"].reason == "AdapterFault: returned 1 non-finite value(s) in y"
+    # NaN where the divergence does not read (y beside y_layers): the exact check finds it
+    assert got["first", "fault-nan-unread"].reason == (
+        "AdapterFault: returned 1 non-finite value(s) in y")
     assert got["first", "fault-inf"].reason == "AdapterFault: returned 6 non-finite value(s) in h_n"
     assert got["first", "fault-shape"].reason == (
         "AdapterFault: returned y of shape [3, 2, 3], expected [2, 3, 3]")
