@@ -96,13 +96,15 @@ class _Group:
     starts: np.ndarray | None = None
     reads: tuple[str, ...] = ()  # the adapter's outputs (saved names) ``a`` holds whole
 
-    def metrics(self, a: np.ndarray, r: np.ndarray, dtype: str, tol: Tolerance) -> np.ndarray:
-        """[5, rows] :data:`harness.metrics_kernel.METRICS` of viewed ``a`` against ``r``."""
+    def metrics(self, a: np.ndarray, r: np.ndarray, dtype: str, tol: Tolerance,
+                memo: dict | None = None) -> np.ndarray:
+        """[5, rows] :data:`harness.metrics_kernel.METRICS` of viewed ``a`` against ``r``
+        (``memo``: kept with ``r``, see :func:`harness.metrics_kernel.rows`)."""
         from harness import metrics_kernel
 
         if self.starts is not None:
             return metrics_kernel.segments(a, r, self.starts, dtype, tol.atol, tol.rtol)
-        m = metrics_kernel.rows(a, r, dtype, tol.atol, tol.rtol)
+        m = metrics_kernel.rows(a, r, dtype, tol.atol, tol.rtol, memo)
         return (m.transpose(0, 2, 1) if self.transpose else m).reshape(5, -1)
 
 
@@ -213,7 +215,7 @@ def _reference_side(g: _Group, b: _Baseline, dtype: str) -> dict[str, np.ndarray
     if part is not None:
         return part
     r = g.view(np.ascontiguousarray(g.r(), dtype=np.float64))
-    part = {"r": r}
+    part = {"r": r, "calls": {}}
     if g.floor is not None:
         part["floor"] = g.metrics(g.view(g.floor()), r, dtype, _NO_TOLERANCE)[0]
     if b.kept + r.nbytes <= KEEP_BYTES:
@@ -372,7 +374,7 @@ def rows_of(case: Case, adapter: str, out: Outputs, ref: Outputs, tol: Tolerance
     plan = _plan(groups, parts, baseline)
     m = np.empty((5, len(plan.output)))
     for g, part, (lo, hi) in zip(groups, parts, plan.spans, strict=True):
-        m[:, lo:hi] = g.metrics(g.view(g.a), part["r"], case.dtype, tol)
+        m[:, lo:hi] = g.metrics(g.view(g.a), part["r"], case.dtype, tol, part["calls"])
     mx, total, tol_ratio, rel, ulps = m
     fl = plan.floor
     with np.errstate(divide="ignore", invalid="ignore"):

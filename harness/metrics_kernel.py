@@ -37,6 +37,7 @@ on-disk cache: a process pays ~0.1 s to load them, ~2 s the very first time.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -182,18 +183,53 @@ def _format(dtype: str) -> tuple:
     return _TABLES[dtype], fmt.eps, fmt.min_exponent + 1023, fmt.mantissa_bits
 
 
-def _flat(x: np.ndarray) -> tuple[np.ndarray, list[int]]:
-    """(1-D contiguous view of ``x``'s memory from its first element, the strides of its
-    three outer axes in elements) of a non-empty [X, Y, Z, Q] float64 array; a copy where the
-    last axis is not contiguous or a stride is negative."""
-    if not x.flags.c_contiguous and ((x.shape[3] > 1 and x.strides[3] != 8)
-                                     or min(x.strides) < 0 or any(s % 8 for s in x.strides)):
-        x = np.ascontiguousarray(x)
+@dataclass(frozen=True)
+class _Call:
+    """What a rows() call needs besides the values of ``a``, the same for every ``a`` of one
+    shape and strides against one ``r`` (kept by the caller: ``memo``). ``order``: a's axes,
+    outer ones by falling stride; ``copy``: a is copied first (its last axis not contiguous, a
+    negative stride); ``extent``: elements of a's flat view (0: a reshape will do)."""
+
+    order: tuple[int, ...]
+    copy: bool
+    extent: int
+    fr: np.ndarray  # r, flat, in a's order
+    steps: np.ndarray  # [3, 3]: strides in elements of a, r and the accumulator's rows
+    shape: np.ndarray
+    threads: int
+
+
+def _steps(x: np.ndarray) -> tuple[bool, int, list[int]]:
+    """(copy, extent, outer strides in elements) of a non-empty [X, Y, Z, Q] float64 array:
+    its memory is read through a 1-D contiguous view from its first element (extent elements;
+    0: it is C-contiguous, a reshape), or it is copied first where its last axis is not
+    contiguous or a stride is negative."""
+    copy = not x.flags.c_contiguous and ((x.shape[3] > 1 and x.strides[3] != 8)
+                                         or min(x.strides) < 0 or any(s % 8 for s in x.strides))
+    if copy or x.flags.c_contiguous:  # the strides of a C-contiguous array of x's shape
+        strides = [int(np.prod(x.shape[k + 1:])) for k in range(4)]
+        return copy, 0, [s if n > 1 else 0 for n, s in zip(x.shape, strides, strict=True)][:3]
     steps = [s // 8 if n > 1 else 0 for n, s in zip(x.shape, x.strides, strict=True)]
-    if x.flags.c_contiguous:
-        return x.reshape(-1), steps[:3]
-    extent = 1 + sum((n - 1) * s for n, s in zip(x.shape, steps, strict=True))
-    return as_strided(x, (extent,), (8,)), steps[:3]
+    return False, 1 + sum((n - 1) * s for n, s in zip(x.shape, steps, strict=True)), steps[:3]
+
+
+def _flat(x: np.ndarray, copy: bool, extent: int) -> np.ndarray:
+    """The 1-D view (or copy) of ``x`` that :func:`_steps` describes."""
+    if copy:
+        return np.ascontiguousarray(x).reshape(-1)
+    return x.reshape(-1) if extent == 0 else as_strided(x, (extent,), (8,))
+
+
+def _call(a: np.ndarray, r: np.ndarray) -> _Call:
+    P, R1, R2, _ = r.shape
+    order = (*sorted(range(3), key=lambda k: -abs(a.strides[k])), 3)
+    a, r = a.transpose(order), r.transpose(order)
+    copy, extent, sa = _steps(a)
+    r_copy, r_extent, sr = _steps(r)
+    sc = (0, R2, 1)  # a row's place in the accumulator along P, R1, R2
+    return _Call(order, copy, extent, _flat(r, r_copy, r_extent),
+                 np.array([sa, sr, [sc[k] for k in order[:3]]], dtype=np.int64),
+                 np.array(a.shape, dtype=np.int64), _threads(a))
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -211,31 +247,34 @@ def _threads(a: np.ndarray) -> int:
     return min(blas_threads(), a.shape[0])
 
 
-def rows(a: np.ndarray, r: np.ndarray, dtype: str, atol: float, rtol: float) -> np.ndarray:
+def rows(a: np.ndarray, r: np.ndarray, dtype: str, atol: float, rtol: float,
+         memo: dict | None = None) -> np.ndarray:
     """[5, R1, R2] the :data:`METRICS` of ``a`` against ``r`` (both [P, R1, R2, Q], float64,
-    any strides), reducing over P and Q. The spans along Q
-    are visited in ``a``'s memory order (an adapter's time-major output is read front to
-    back). A large array is cut along its outermost axis into pieces that run side by side on
-    threads (the kernel runs without the GIL), each into an accumulator of its own."""
+    any strides), reducing over P and Q. The spans along Q are visited in ``a``'s memory order
+    (an adapter's time-major output is read front to back). A large array is cut along its
+    outermost axis into pieces that run side by side on threads (the kernel runs without the
+    GIL), each into an accumulator of its own. ``memo``: a dict kept with ``r`` for the calls
+    against it (what does not depend on a's values is worked out once per a's layout)."""
     global _pool, _pool_size
     a = np.asarray(a, dtype=np.float64)
     P, R1, R2, _ = r.shape
     if a.size == 0:
         return np.zeros((5, R1, R2))
-    order = sorted(range(3), key=lambda k: -abs(a.strides[k]))
-    a, r = a.transpose(*order, 3), r.transpose(*order, 3)
-    (fa, sa), (fr, sr) = _flat(a), _flat(r)
-    sc = (0, R2, 1)  # a row's place in the accumulator along P, R1, R2
-    steps = np.array([sa, sr, [sc[k] for k in order]], dtype=np.int64)
-    shape = np.array(a.shape, dtype=np.int64)
+    key = (a.shape, a.strides)
+    call = memo.get(key) if memo is not None else None
+    if call is None:
+        call = _call(a, r)
+        if memo is not None:
+            memo[key] = call
+    fa = _flat(a.transpose(call.order), call.copy, call.extent)
     table, eps, emin, digits = _format(dtype)
-    n = _threads(a)
+    n = call.threads
     out = np.zeros((n, 5, R1 * R2))
-    cuts = [a.shape[0] * k // n for k in range(n + 1)]
+    X = call.shape[0]
 
     def piece(k: int) -> None:
-        _rows(fa, fr, steps, shape, cuts[k], cuts[k + 1], table, atol, rtol, eps, emin,
-              digits, out[k])
+        _rows(fa, call.fr, call.steps, call.shape, X * k // n, X * (k + 1) // n, table, atol,
+              rtol, eps, emin, digits, out[k])
 
     if n == 1:
         piece(0)

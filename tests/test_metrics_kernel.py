@@ -151,3 +151,16 @@ def test_the_pre_pass_spacing_is_the_tables_or_zero(dtype):
     normal = want >= np.finfo(np.float64).tiny
     np.testing.assert_array_equal(got[normal], want[normal])
     assert (got[~normal] == 0).all() and (got <= want).all()
+
+
+def test_a_memo_kept_with_the_reference_gives_the_same_rows():
+    """What rows() works out once per layout of ``a`` (kept in ``memo``) serves later calls
+    with other values and another layout alike."""
+    a, r = awkward((4, 6, 2, 40), "float32", seed=11)
+    memo: dict = {}
+    time_major = np.ascontiguousarray(a.transpose(1, 2, 0, 3)).transpose(2, 0, 1, 3)
+    for x in (a, a * 1.5, time_major, time_major[::1] + 1.0, a[:, :, :, :]):
+        got = metrics_kernel.rows(x, r, "float32", 1e-5, 1e-5, memo)
+        want = metrics_kernel.rows(np.array(x), r, "float32", 1e-5, 1e-5)
+        np.testing.assert_array_equal(got, want)
+    assert len(memo) == 2  # batch-major and time-major
