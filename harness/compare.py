@@ -264,7 +264,7 @@ class Rows:
 
     def row(self, i: int) -> dict:
         """Row ``i`` as the frame has it (:data:`COLUMNS`; NA for no direction or timestep)."""
-        def label(v) -> int | None:
+        def label(v) -> object:  # an int, or pd.NA
             return pd.NA if v < 0 else int(v)
 
         m = self.metrics

@@ -29,9 +29,11 @@ Two shapes of rows:
   reducing over P and Q;
 * :func:`segments`: flat arrays cut at ``starts``, one row per segment.
 
-The kernels have one signature each (float64, any strides), compiled when this module is
-first imported (``harness.compare`` imports it on its first divergence) and kept in Numba's
-on-disk cache: a process pays ~0.1 s to load them, ~2 s the very first time.
+The kernels have one signature each (float64; flat contiguous arrays, with the strides of
+``rows()``'s outer axes in elements: any strides of the caller's arrays come down to those),
+compiled when this module is first imported (``harness.compare`` imports it on its first
+divergence) and kept in Numba's on-disk cache: a process pays ~0.1 s to load them, ~2 s the
+very first time.
 """
 
 from __future__ import annotations
@@ -106,6 +108,14 @@ def _max_quotient(m, e, d):
 
 
 @numba.njit(inline="always", **_JIT)
+def _may_raise(e, ar, mx, mt, mr, mu, atol, rtol, eps, emin, digits):
+    """Whether error ``e`` at |r| = ``ar`` passes any of the four tests against the maxima
+    (max_abs, and the products of the three quotients); branch-free, for the SIMD pass."""
+    return ((e > mx) | (e >= mt * (ar * rtol + atol)) | (e >= mr * (ar if ar > eps else eps))
+            | (e >= mu * _ulp_bits(ar, emin, digits)))
+
+
+@numba.njit(inline="always", **_JIT)
 def _span(a, r, m, table, atol, rtol, eps, emin, digits):
     """The row's metrics ``m`` (max_abs, sum_abs, tol_ratio, max_rel, max_ulp) with the
     elements of ``a`` and ``r`` added (1-D, contiguous; n from r.size, not passed in: the
@@ -117,22 +127,15 @@ def _span(a, r, m, table, atol, rtol, eps, emin, digits):
         hit = False  # any element of the block through a test, with the maxima held fixed
         if q0 < full:
             for j in range(BLOCK):  # a constant trip count: SIMD code
-                rv = r[q0 + j]
-                e = abs(a[q0 + j] - rv)
+                e = abs(a[q0 + j] - r[q0 + j])
                 s += e
-                ar = abs(rv)
-                hit |= ((e > mx) | (e >= mt * (ar * rtol + atol))
-                        | (e >= mr * (ar if ar > eps else eps))
-                        | (e >= mu * _ulp_bits(ar, emin, digits)))
+                hit |= _may_raise(e, abs(r[q0 + j]), mx, mt, mr, mu, atol, rtol, eps, emin,
+                                  digits)
         else:
             for q in range(q0, n):
-                rv = r[q]
-                e = abs(a[q] - rv)
+                e = abs(a[q] - r[q])
                 s += e
-                ar = abs(rv)
-                hit |= ((e > mx) | (e >= mt * (ar * rtol + atol))
-                        | (e >= mr * (ar if ar > eps else eps))
-                        | (e >= mu * _ulp_bits(ar, emin, digits)))
+                hit |= _may_raise(e, abs(r[q]), mx, mt, mr, mu, atol, rtol, eps, emin, digits)
         if hit:  # again, element by element
             for q in range(q0, min(q0 + BLOCK, n)):
                 rv = r[q]
@@ -206,11 +209,12 @@ def _steps(x: np.ndarray) -> tuple[bool, int, list[int]]:
     contiguous or a stride is negative."""
     copy = not x.flags.c_contiguous and ((x.shape[3] > 1 and x.strides[3] != 8)
                                          or min(x.strides) < 0 or any(s % 8 for s in x.strides))
-    if copy or x.flags.c_contiguous:  # the strides of a C-contiguous array of x's shape
-        strides = [int(np.prod(x.shape[k + 1:])) for k in range(4)]
-        return copy, 0, [s if n > 1 else 0 for n, s in zip(x.shape, strides, strict=True)][:3]
+    if copy:
+        x = np.empty(x.shape)  # the layout of the copy (nothing is written)
     steps = [s // 8 if n > 1 else 0 for n, s in zip(x.shape, x.strides, strict=True)]
-    return False, 1 + sum((n - 1) * s for n, s in zip(x.shape, steps, strict=True)), steps[:3]
+    extent = 0 if x.flags.c_contiguous else 1 + sum(
+        (n - 1) * s for n, s in zip(x.shape, steps, strict=True))
+    return copy, extent, steps[:3]
 
 
 def _flat(x: np.ndarray, copy: bool, extent: int) -> np.ndarray:
