@@ -38,7 +38,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = runner.run(cases, chosen, progress=progress, keep_outputs=args.save_outputs,
                         timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
                         shard=shard, jobs=jobs)
-    out = write_report(result, args.out, outputs=args.save_outputs, plot_workers=None)
+    out = write_report(result, args.out, outputs=args.save_outputs, plot_workers=usable_cpus())
     counts: dict[str, int] = {}
     for p in result.pairs:
         counts[p.status] = counts.get(p.status, 0) + 1
@@ -54,9 +54,12 @@ def _jobs(value: int) -> int:
     if value < 0:
         raise HarnessError(f"expected a number of worker processes >= 0 (0: one per CPU), "
                            f"got {value}", field="--jobs")
-    if value:
-        return value
-    # the CPUs this process may use (a container or taskset may allow fewer than the machine has)
+    return value or usable_cpus()
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use (a container or taskset may allow fewer than the machine
+    has): ``--jobs 0``'s workers and the report's plot workers."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -64,7 +67,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     from harness.merge import merge_reports
 
     merged = merge_reports(args.out, args.shards, allow_partial=args.allow_partial,
-                           plot_workers=None)
+                           plot_workers=usable_cpus())
     for line in merged.warnings:
         print(f"rnn-harness: warning: {line}", file=sys.stderr)
     counts: dict[str, int] = {}

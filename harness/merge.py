@@ -218,7 +218,7 @@ def _adapters(reports: list[ShardReport]) -> tuple[dict[str, dict], list[str]]:
 
 
 def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: bool = False,
-                  plot_workers: int | None = 1) -> Merged:
+                  plot_workers: int = 1) -> Merged:
     """Merge shard report folders into ``out`` (see the module docstring); ``plot_workers`` as
     in :func:`harness.report.write_report`."""
     from harness.report.html import html_report

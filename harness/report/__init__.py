@@ -14,10 +14,10 @@ from harness.runner import RunResult
 
 
 def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
-                 plot_workers: int | None = 1) -> Path:
+                 plot_workers: int = 1) -> Path:
     """Write divergence.csv, summary.md, layouts.md, run.json (and outputs/) atomically per file.
-    ``plot_workers``: processes drawing a large report's plots (None: one per usable CPU; the
-    CLI's choice, since a spawned process imports the caller's ``__main__`` script)."""
+    ``plot_workers``: processes drawing a large report's plots (the CLI gives one per usable
+    CPU; 1 by default, since a spawned process imports the caller's ``__main__`` script)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "divergence.csv", result.divergence.to_csv(index=False, float_format="%.6g"))

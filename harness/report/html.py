@@ -249,11 +249,10 @@ def _layouts(result: RunResult) -> str:
     return "\n".join(parts) or "<p>No layout ran.</p>"
 
 
-def html_report(result: RunResult, out: Path, workers: int | None = 1) -> str:
+def html_report(result: RunResult, out: Path, workers: int = 1) -> str:
     """The text of index.html; writes the plots into ``out/plots/`` (old PNGs there are removed,
     so a reused folder shows only this run), in ``workers`` processes for a large report
-    (:func:`harness.report.plots.draw_pairs`; None: one per usable CPU). Reads ``out/run.json``
-    for the environment."""
+    (:func:`harness.report.plots.draw_pairs`). Reads ``out/run.json`` for the environment."""
     out = Path(out)
     plots = out / "plots"
     if plots.is_dir():

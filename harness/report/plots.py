@@ -17,7 +17,6 @@ time).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -328,21 +327,13 @@ def draw_pair(rows: pd.DataFrame, folder: Path, stem: str, title: str) -> tuple[
                             f"{title}: parameter gradients"))
 
 
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def draw_pairs(jobs: list[tuple[pd.DataFrame, Path, str, str]],
-               workers: int | None = None) -> list[tuple[bool, ...]]:
+               workers: int = 1) -> list[tuple[bool, ...]]:
     """:func:`draw_pair` of every job (its arguments), results in order. From
-    :data:`MIN_PARALLEL` jobs on, in ``workers`` spawned processes (None: one per usable CPU);
-    here when there is one, or when the processes cannot be started. A spawned process imports
-    the caller's ``__main__``: a script calling this with workers must guard its top level with
-    ``if __name__ == "__main__"`` (``python -m harness`` and the console script are)."""
-    workers = usable_cpus() if workers is None else workers
+    :data:`MIN_PARALLEL` jobs on, in ``workers`` spawned processes; here when there is one, or
+    when the processes cannot be started. A spawned process imports the caller's ``__main__``:
+    a script calling this with workers must guard its top level with ``if __name__ ==
+    "__main__"`` (``python -m harness`` and the console script are)."""
     if workers > 1 and len(jobs) >= MIN_PARALLEL:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
