@@ -73,15 +73,7 @@ def parts(prep, adapter) -> dict[str, float]:
     if not adapter.baseline:  # made once per run for all pairs (report), not by the pair
         block = compare.rows_of(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
         fns["frame"] = lambda: compare.frame_of([block])
-    result = {}
-    for name, fn in fns.items():
-        times = []
-        for _ in range(5):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        result[name] = median(times)
-    return result
+    return {name: median([_seconds(fn) for _ in range(5)]) for name, fn in fns.items()}
 
 
 def _seconds(fn) -> float:
