@@ -38,7 +38,6 @@ very first time.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -48,6 +47,7 @@ from numba.core.extending import intrinsic
 from numpy.lib.stride_tricks import as_strided
 
 from harness.dtypes import FORMATS
+from harness.threads import available, side_by_side
 
 METRICS = ("max_abs", "sum_abs", "tol_ratio", "max_rel", "max_ulp")
 BLOCK = 32  # elements per block: a constant trip count the compiler turns into SIMD code
@@ -236,19 +236,13 @@ def _call(a: np.ndarray, r: np.ndarray) -> _Call:
                  np.array(a.shape, dtype=np.int64), _threads(a))
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-
-
 def _threads(a: np.ndarray) -> int:
     """Threads for one rows() call on ``a`` (outermost axis first): 1 below
     :data:`MIN_THREADED` elements, else as many as BLAS would use (``--threads 1`` or
     ``OMP_NUM_THREADS=1``: one), at most one per index of the outermost axis."""
     if a.size < MIN_THREADED or a.shape[0] < 2:
         return 1
-    from harness.reference.parallel import blas_threads
-
-    return min(blas_threads(), a.shape[0])
+    return min(available(), a.shape[0])
 
 
 def rows(a: np.ndarray, r: np.ndarray, dtype: str, atol: float, rtol: float,
@@ -259,7 +253,6 @@ def rows(a: np.ndarray, r: np.ndarray, dtype: str, atol: float, rtol: float,
     outermost axis into pieces that run side by side on threads (the kernel runs without the
     GIL), each into an accumulator of its own. ``memo``: a dict kept with ``r`` for the calls
     against it (what does not depend on a's values is worked out once per a's layout)."""
-    global _pool, _pool_size
     a = np.asarray(a, dtype=np.float64)
     P, R1, R2, _ = r.shape
     if a.size == 0:
@@ -283,13 +276,7 @@ def rows(a: np.ndarray, r: np.ndarray, dtype: str, atol: float, rtol: float,
     if n == 1:
         piece(0)
         return out[0].reshape(5, R1, R2)
-    if _pool_size < n - 1:
-        _pool = ThreadPoolExecutor(n - 1, thread_name_prefix="rnn-harness-metrics")
-        _pool_size = n - 1
-    done = [_pool.submit(piece, k) for k in range(1, n)]
-    piece(0)  # this thread takes a piece too
-    for d in done:
-        d.result()
+    side_by_side(piece, n)
     total = out.max(axis=0)
     total[1] = out[:, 1].sum(axis=0)
     return total.reshape(5, R1, R2)
