@@ -90,6 +90,16 @@ class Canonical:
             self._cast[dtype] = {k: v.astype(dtype) for k, v in self.tensors.items()}
         return self._cast[dtype]
 
+    def flat(self, dtype: type, keys: tuple[str, ...]) -> np.ndarray:
+        """The tensors of ``keys`` cast to ``dtype`` and laid end to end (each in C order),
+        made once per (dtype, keys) and kept like :meth:`cast` (a small case's natives are
+        gathered from it)."""
+        k = (np.dtype(dtype), keys)
+        if k not in self._cast:
+            cast = self.cast(dtype)
+            self._cast[k] = np.concatenate([cast[name].ravel() for name in keys])
+        return self._cast[k]
+
     def __getstate__(self) -> dict:  # sent to a worker process without the casts
         return {"tensors": self.tensors, "_cast": {}}
 

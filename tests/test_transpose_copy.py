@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.layouts import get_layout
+from harness.layouts import LAYOUTS, get_layout
 from harness.layouts.transpose import transpose_into
 from harness.params import generate
 from harness.spec import Case
@@ -73,3 +73,46 @@ def test_casts_are_made_once_and_stay_out_of_pickles():
     assert all(cast[k].dtype == np.float32 and (cast[k] == v).all()
                for k, v in canonical.tensors.items())
     assert pickle.loads(pickle.dumps(canonical))._cast == {}
+
+
+SMALL_CASES = [
+    dict(cell="lstm", input_size=3, hidden_size=4, num_layers=2, bidirectional=True,
+         forget_bias=1.0),
+    dict(cell="lstm", input_size=5, hidden_size=4, num_layers=2, bidirectional=True,
+         proj_size=3, peepholes=True),
+    dict(cell="gru", input_size=3, hidden_size=4, num_layers=2, bidirectional=True),
+    dict(cell="gru", input_size=2, hidden_size=3, reset_after=False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("fields", SMALL_CASES, ids=lambda f: f["cell"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_small_cases_gather_what_the_placements_place(layout, fields, dtype, monkeypatch):
+    """A small case's natives come from one gather: the same tensors, shapes, dtype and
+    values as the placements put there one by one (summed biases and a folded forget bias
+    added up in float64 and rounded once)."""
+    from harness.layouts import base
+
+    lay = get_layout(layout)
+    case = Case(name="small", batch=1, seq_len=2, dtype="float64", **fields)
+    if case.cell not in lay.cells:
+        pytest.skip(f"{layout} holds no {case.cell}")
+    try:
+        lay.tensors(case)
+    except Exception as exc:  # a layout that cannot hold the case (e.g. cuDNN peepholes)
+        pytest.skip(f"{layout}: {exc}")
+    canonical = generate(case)
+    base._GATHERS.clear()
+    got = lay.to_native(canonical, case, dtype)
+    assert base._gather_plan(lay, case) is not None
+    monkeypatch.setattr(base, "GATHER_MAX_SIZE", -1)
+    base._GATHERS.clear()
+    want = lay.to_native(canonical, case, dtype)
+    base._GATHERS.clear()
+    assert base._gather_plan(lay, case) is None
+    base._GATHERS.clear()
+    assert list(got) == list(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)

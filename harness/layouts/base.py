@@ -22,7 +22,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from harness.errors import WeightsError
-from harness.params import DIRECTION_NAMES, Canonical, block_shapes, key, layer_dirs
+from harness.params import (
+    DIRECTION_NAMES,
+    Canonical,
+    block_shapes,
+    expected_shapes,
+    key,
+    layer_dirs,
+)
 from harness.spec import Case
 
 TRANSPOSE_MIN_SIZE = 1 << 14  # smaller blocks: NumPy's copy beats a call into the kernel
@@ -119,6 +126,9 @@ class Layout:
         comes from ``canonical.cast(dtype)``, a summed or folded one is added up in float64 and
         rounded once, where it is stored (one rounding either way). Every element is placed
         exactly once (checked when the description is made)."""
+        gather = _gather_plan(self, case)
+        if gather is not None:
+            return gather.natives(canonical, case, dtype)
         native = {}
         cast = canonical.cast(dtype)
         later: list[tuple[np.ndarray, np.ndarray]] = []  # large transposes, for threads
@@ -221,7 +231,7 @@ def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
     """``layout.describe`` over every layer and direction, tensors of one name merged and
     checked to tile their tensor, kept per (layout, case): a pair converts its weights, its
     gradients and (for some adapters) builds its model from the same description."""
-    k = (layout, case.model_dump_json())
+    k = _cache_key(layout, case)
     if k not in _DESCRIBED:
         if len(_DESCRIBED) > 1024:
             _DESCRIBED.clear()
@@ -243,6 +253,105 @@ def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
             assert (covered == 1).all(), f"{layout.name}: {t.name} placements do not tile it"
         _DESCRIBED[k] = tuple(merged.values())
     return _DESCRIBED[k]
+
+
+def _cache_key(layout: Layout, case: Case) -> tuple[Layout, str]:
+    return layout, case.model_dump_json()
+
+
+GATHER_MAX_SIZE = 1 << 15  # native elements up to which to_native is one gather (faster than
+# the placements' loop up to ~40 k elements: benchmarks/bench_overhead.py's tiny cases)
+
+
+@dataclass(frozen=True)
+class _Gather:
+    """:meth:`Layout.to_native` of a small case as one NumPy gather (a Python loop over its
+    placements costs ~1.3 µs each; tiny cases have dozens). The gathered vector: every
+    canonical block laid end to end in ``keys`` order (:meth:`Canonical.flat`), then the
+    elements of the summed or folded blocks, each the sum of the float64 elements at
+    ``terms`` (positions in the float64 vector; term k of the elements ``terms_at[k]``,
+    ``terms_at[0]`` all of them) plus the forget bias where ``fold``, rounded once.
+    ``index``: every native element's position in the gathered vector, the tensors one after
+    the other (``tensors``: name, shape, first and last element + 1)."""
+
+    keys: tuple[str, ...]
+    terms: tuple[np.ndarray, ...]
+    terms_at: tuple[np.ndarray, ...]
+    fold: np.ndarray
+    index: np.ndarray
+    tensors: tuple[tuple[str, tuple[int, ...], int, int], ...]
+
+    def natives(self, canonical: Canonical, case: Case, dtype: type) -> dict[str, np.ndarray]:
+        """Views into one array of ``dtype``: the same values as the placements give (a sum
+        added up in float64 in the same order and rounded once)."""
+        flat = canonical.flat(dtype, self.keys)
+        if self.terms:
+            f64 = canonical.flat(np.float64, self.keys)
+            value = f64.take(self.terms[0])
+            for idx, at in zip(self.terms[1:], self.terms_at[1:], strict=True):
+                value[at] += f64.take(idx)
+            value[self.fold] += case.forget_bias
+            flat = np.concatenate([flat, value.astype(dtype)])
+        values = flat.take(self.index)
+        return {name: values[start:stop].reshape(shape)
+                for name, shape, start, stop in self.tensors}
+
+
+_GATHERS: dict[tuple[Layout, str], _Gather | None] = {}
+
+
+def _gather_plan(layout: Layout, case: Case) -> _Gather | None:
+    """The case's :class:`_Gather` (None above :data:`GATHER_MAX_SIZE` native elements): the
+    placements applied to element positions instead of values, so the gather places every
+    element where the placements would."""
+    k = _cache_key(layout, case)
+    if k in _GATHERS:
+        return _GATHERS[k]
+    if len(_GATHERS) > 1024:
+        _GATHERS.clear()
+    tensors = _described(layout, case)
+    bounds = np.cumsum([0] + [int(np.prod(t.shape)) for t in tensors])
+    if bounds[-1] > GATHER_MAX_SIZE:
+        _GATHERS[k] = None
+        return None
+    shapes = expected_shapes(case)
+    sizes = [int(np.prod(v)) for v in shapes.values()]
+    offset = dict(zip(shapes, np.cumsum([0] + sizes), strict=False))
+    blocks = sum(sizes)  # the summed elements follow the blocks
+    terms: list[list[np.ndarray]] = []  # [term k][sum] positions in the float64 vector
+    terms_at: list[list[np.ndarray]] = []
+    fold: list[np.ndarray] = []
+    end = 0  # summed elements so far
+    index = np.empty(bounds[-1], dtype=np.int64)
+    for t, start, stop in zip(tensors, bounds[:-1], bounds[1:], strict=True):
+        view = index[start:stop].reshape(t.shape)
+        for pl in t.placements:
+            shape = shapes[pl.sources[0]]
+            n = int(np.prod(shape))
+            if len(pl.sources) == 1 and not pl.fold_forget_bias:
+                first = offset[pl.sources[0]]
+            else:
+                first, at = blocks + end, np.arange(end, end + n)
+                for j, src in enumerate(pl.sources):
+                    if j == len(terms):
+                        terms.append([])
+                        terms_at.append([])
+                    terms[j].append(np.arange(offset[src], offset[src] + n))
+                    terms_at[j].append(at)
+                if pl.fold_forget_bias:
+                    fold.append(at)
+                end += n
+            positions = np.arange(first, first + n).reshape(shape)
+            view[pl.index] = _apply(pl.transform, positions, view[pl.index].shape)
+
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    _GATHERS[k] = _Gather(
+        tuple(shapes), tuple(map(joined, terms)), tuple(map(joined, terms_at)), joined(fold),
+        index, tuple((t.name, t.shape, int(start), int(stop))
+                     for t, start, stop in zip(tensors, bounds[:-1], bounds[1:], strict=True)))
+    return _GATHERS[k]
 
 
 def _apply(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
