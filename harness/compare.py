@@ -185,7 +185,9 @@ def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> li
 class _Baseline:
     """What the metrics need of the reference, per group: its values viewed for the kernel
     and the noise floor's maxima. The same for every adapter of a case, so it is
-    kept (up to ``KEEP_BYTES`` per reference) while the reference lives."""
+    kept (up to ``KEEP_BYTES`` per reference) while the reference lives; a kept group's
+    kernel memo may add its values copied in the axis order of an adapter's output (up to
+    ``metrics_kernel.R_COPY_MAX_BYTES`` for each such order)."""
 
     ref: weakref.ref
     floor: weakref.ref | None

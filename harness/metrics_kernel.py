@@ -56,6 +56,11 @@ MIN_THREADED = 1 << 18  # elements from which rows() runs on several threads (on
 # runs once, between two forwards: benchmarks/bench_overhead.py)
 
 
+R_COPY_MAX_BYTES = 16 * 2**20  # a memo keeps r in a's axis order up to this size: both read
+# front to back (an adapter's time-major y against the batch-major reference: 0.70 -> 0.58 ms
+# right after a forward, benchmarks/bench_overhead.py's mid-lstm; the same in a hot loop)
+
+
 def ulp_table(dtype: str) -> np.ndarray:
     """[2048] the spacing of ``dtype`` at a float64 whose biased exponent field is the index
     (``harness.dtypes.ulp``: the normal spacing below the format's smallest normal)."""
@@ -196,7 +201,7 @@ class _Call:
     order: tuple[int, ...]
     copy: bool
     extent: int
-    fr: np.ndarray  # r, flat, in a's order
+    fr: np.ndarray  # r, flat, in a's order (a copy in that order where kept and small)
     steps: np.ndarray  # [3, 3]: strides in elements of a, r and the accumulator's rows
     shape: np.ndarray
     threads: int
@@ -224,10 +229,14 @@ def _flat(x: np.ndarray, copy: bool, extent: int) -> np.ndarray:
     return x.reshape(-1) if extent == 0 else as_strided(x, (extent,), (8,))
 
 
-def _call(a: np.ndarray, r: np.ndarray) -> _Call:
+def _call(a: np.ndarray, r: np.ndarray, kept: bool) -> _Call:
+    """``kept``: the call is kept in a memo, so r in a's order (up to R_COPY_MAX_BYTES) is
+    worth a copy."""
     P, R1, R2, _ = r.shape
     order = (*sorted(range(3), key=lambda k: -abs(a.strides[k])), 3)
     a, r = a.transpose(order), r.transpose(order)
+    if kept and not r.flags.c_contiguous and r.nbytes <= R_COPY_MAX_BYTES:
+        r = np.ascontiguousarray(r)  # read front to back beside a
     copy, extent, sa = _steps(a)
     r_copy, r_extent, sr = _steps(r)
     sc = (0, R2, 1)  # a row's place in the accumulator along P, R1, R2
@@ -260,7 +269,7 @@ def rows(a: np.ndarray, r: np.ndarray, dtype: str, atol: float, rtol: float,
     key = (a.shape, a.strides)
     call = memo.get(key) if memo is not None else None
     if call is None:
-        call = _call(a, r)
+        call = _call(a, r, memo is not None)
         if memo is not None:
             memo[key] = call
     fa = _flat(a.transpose(call.order), call.copy, call.extent)

@@ -155,7 +155,8 @@ def test_the_pre_pass_spacing_is_the_tables_or_zero(dtype):
 
 def test_a_memo_kept_with_the_reference_gives_the_same_rows():
     """What rows() works out once per layout of ``a`` (kept in ``memo``) serves later calls
-    with other values and another layout alike."""
+    with other values and another layout alike; for a time-major ``a`` the memo holds ``r``
+    copied in that order."""
     a, r = awkward((4, 6, 2, 40), "float32", seed=11)
     memo: dict = {}
     time_major = np.ascontiguousarray(a.transpose(1, 2, 0, 3)).transpose(2, 0, 1, 3)
@@ -164,3 +165,6 @@ def test_a_memo_kept_with_the_reference_gives_the_same_rows():
         want = metrics_kernel.rows(np.array(x), r, "float32", 1e-5, 1e-5)
         np.testing.assert_array_equal(got, want)
     assert len(memo) == 2  # batch-major and time-major
+    tm = memo[(time_major.shape, time_major.strides)]
+    assert tm.fr.flags.c_contiguous and not np.shares_memory(tm.fr, r)
+    assert np.shares_memory(memo[(a.shape, a.strides)].fr, r)  # already in a's order
