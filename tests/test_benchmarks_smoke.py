@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {
     "bench_reference.py": "ratio ref/torch",
     "bench_overhead.py": "overhead %",
+    "bench_plots.py": "ms/plot",
     "bench_memory.py": "peak RSS MiB",
     "bench_suite.py": "peak RSS MiB",
 }

@@ -11,7 +11,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -81,6 +84,7 @@ seed: 44
 """,
 }
 NO_BACKWARD = "torch without a backward pass (test)"
+ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -242,3 +246,120 @@ def test_plots_take_gradient_rows_without_direction(report, tmp_path):
     csv = pd.read_csv(io.StringIO(rows.to_csv(index=False)))
     assert np.isnan(csv["direction"]).any()
     assert gradient_plot(csv, tmp_path / "h.png", "x")
+
+
+def deep_stack_rows(layers: int = 5) -> pd.DataFrame:
+    """Rows of a bidirectional stack of ``layers`` layers, forward and gradients, some beyond
+    tolerance: more than 12 legend entries (a legend in two columns)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for la in range(layers):
+        for d in (0, 1):
+            rows += [("y", la, d, t) for t in range(6)]
+            rows += [(o, la, d, None) for o in ("h_n", "c_n", "dh0", "dc0", "dW_i", "dR_f")]
+    rows += [("dx", 0, None, t) for t in range(6)]
+    frame = pd.DataFrame(rows, columns=["output", "layer", "direction", "t"])
+    for c in ("direction", "t"):
+        frame[c] = frame[c].astype("Int64")
+    n = len(frame)
+    return frame.assign(max_abs=10.0 ** rng.uniform(-9, -5, n), noise_floor=1e-8, atol=1e-6,
+                        rtol=1e-6, verdict=np.where(rng.random(n) < 0.2, "DIVERGED", "pass"))
+
+
+ALONE = """
+import pickle, sys
+from pathlib import Path
+from harness.report.plots import draw_pair
+src, folder, stem, title = sys.argv[1:]
+draw_pair(pickle.loads(Path(src).read_bytes()), Path(folder), stem, title)
+"""
+
+
+def test_a_plot_does_not_depend_on_the_plots_drawn_before_it(report, tmp_path, monkeypatch):
+    """The plots reuse a Figure per kind and size in a process: each PNG is still byte for byte
+    the one a fresh process draws, whatever this one drew before (other pairs, both ways
+    round, of other sizes, and a plot that failed half-way)."""
+    from harness.report import plots
+
+    result, _ = report
+    by = pairs(result)
+    chosen = [by[("gtight", "torch-cpu")].rows, deep_stack_rows(3),
+              by[("gstack-lstm", "torch-cpu")].rows, by[("gproj", "noise-floor")].rows]
+    for i, rows in enumerate(chosen):  # each pair alone in a fresh process
+        src = tmp_path / f"{i}.pkl"
+        rows.to_pickle(src)
+        subprocess.run([sys.executable, "-c", ALONE, str(src), str(tmp_path / "alone"), f"p{i}",
+                        f"pair {i}"], cwd=ROOT, check=True, timeout=120)
+    alone = sorted(p.name for p in (tmp_path / "alone").iterdir())
+    assert {"p1.png", "p1-layers.png", "p1-grad.png", "p1-grad-blocks.png", "p3.png"} <= {*alone}
+
+    def boom(*args):
+        raise RuntimeError("half-way")
+
+    with monkeypatch.context() as m:  # the Figure it leaves behind is not reused
+        m.setattr(plots, "_tolerance_marks", boom)
+        with pytest.raises(RuntimeError):
+            plots.gradient_plot(chosen[2], tmp_path / "failed.png", "x")
+    for order in ([0, 1, 2, 3], [3, 2, 1, 0]):
+        here = tmp_path / f"here-{order[0]}"
+        for i in order:
+            plots.draw_pair(chosen[i], here, f"p{i}", f"pair {i}")
+        assert sorted(p.name for p in here.iterdir()) == alone
+        for name in alone:
+            assert (here / name).read_bytes() == (tmp_path / "alone" / name).read_bytes(), name
+
+
+def plain_scatter(ax, x, y, marker, size, **style):
+    if style.get("edgecolors") == "face":  # one colour (unfilled marker), as scatter takes it
+        style["color"] = style.pop("facecolors")
+        del style["edgecolors"]
+    ax.scatter(x, y, marker=marker, s=size, **style)
+
+
+def plain_legend(frame, entries, x, y, ncol):
+    """matplotlib's legend of the artists the entries stand for."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for e in entries:
+        style = dict(e.style)
+        if e.kind == "patch":
+            handles.append(frame.ax.fill_between([], [], color=style["facecolor"]))
+        elif e.kind == "line":
+            handles.append(Line2D([], [], **style))
+        else:  # empty scatters, as the plots drew their legend entries
+            if style.pop("linewidths") != 1.5:
+                style.pop("linewidths", None)
+            plain_scatter(frame.ax, [], [], style.pop("marker"), style.pop("size"), **style)
+            handles.append(frame.ax.collections[-1])
+    frame.fig.legend(handles, [e.label for e in entries], loc="center left",
+                     bbox_to_anchor=(x, y), fontsize=7, frameon=False, ncol=ncol)
+
+
+def test_plots_have_the_pixels_of_the_plain_matplotlib_calls(report, tmp_path, monkeypatch):
+    """What the plots do instead of ax.scatter, ax.plot, ax.axhline, fig.legend and savefig
+    (for speed) draws the same pixels, one-column and two-column legends alike."""
+    from PIL import Image
+
+    from harness.report import plots
+
+    result, _ = report
+    jobs = [(p.rows, f"{n:02d}") for n, p in enumerate(result.pairs)
+            if p.rows is not None and not p.rows.empty] + [(deep_stack_rows(), "deep")]
+    for rows, stem in jobs:
+        plots.draw_pair(rows, tmp_path / "fast", stem, f"pair {stem}")
+    monkeypatch.setattr(plots, "_scatter", plain_scatter)
+    monkeypatch.setattr(plots, "_line", lambda ax, x, y, **style: ax.plot(x, y, **style))
+    monkeypatch.setattr(plots, "_hline", lambda ax, y, **style: ax.axhline(y, **style))
+    monkeypatch.setattr(plots._Frame, "legend", plain_legend)
+    monkeypatch.setattr(plots._Frame, "save",
+                        lambda self, path: self.fig.savefig(path, dpi=plots.DPI))
+    (tmp_path / "plain").mkdir()
+    for rows, stem in jobs:
+        plots.draw_pair(rows, tmp_path / "plain", stem, f"pair {stem}")
+    names = sorted(p.name for p in (tmp_path / "fast").iterdir())
+    assert "deep.png" in names and "deep-grad.png" in names
+    assert names == sorted(p.name for p in (tmp_path / "plain").iterdir())
+    for name in names:
+        with Image.open(tmp_path / "fast" / name) as a, Image.open(tmp_path / "plain" / name) as b:
+            assert a.size == b.size and a.tobytes() == b.convert(a.mode).tobytes(), name

@@ -209,6 +209,13 @@ def test_plots_need_rows_with_nonzero_errors(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_importing_the_report_imports_no_matplotlib():
+    """matplotlib is imported by the first plot drawn, not with harness or its report."""
+    code = ("import sys, harness, harness.report.html, harness.report.plots; "
+            "assert 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
 def test_markdown_tables_html():
     html = markdown_tables_html("### `torch`: PyTorch\n\nH=4\n\n| tensor | shape |\n|---|---|\n"
                                 "| `weight_ih_l0` | [16, 3] |\n\nAt run time: a <note>\n")
