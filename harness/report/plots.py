@@ -98,24 +98,27 @@ def _nanmax(values: np.ndarray) -> float:
     return float(values.max()) if len(values) else float("nan")
 
 
-def _pivot(rows: _Rows, columns: np.ndarray, values: np.ndarray
+def _pivot(rows: _Rows, columns: np.ndarray, values: np.ndarray,
+           index: list[tuple[int, int]] | None = None, cols: list | None = None
            ) -> tuple[list[tuple[int, int]], list, np.ndarray]:
     """``pivot_table(index=["layer", "direction"], columns=..., values=..., aggfunc="max")``:
     the sorted (layer, direction) rows and sorted columns of the rows with no key missing
-    and not every value NaN, the largest value of each cell (NaN where none)."""
+    and not every value NaN, the largest value of each cell (NaN where none); ``index`` and
+    ``cols`` given: those rows and columns instead (``reindex``)."""
     cells: dict[tuple, float] = {}
     for la, d, c, v in zip(rows.layer, rows.direction, columns, values, strict=True):
         if np.isnan(la) or np.isnan(d) or pd.isna(c) or np.isnan(v):
             continue
         key = (int(la), int(d), c)
         cells[key] = max(cells.get(key, v), v)
-    index = sorted({k[:2] for k in cells})
-    cols = sorted({k[2] for k in cells})
+    index = sorted({k[:2] for k in cells}) if index is None else index
+    cols = sorted({k[2] for k in cells}) if cols is None else cols
     table = np.full((len(index), len(cols)), np.nan)
     at_row = {k: i for i, k in enumerate(index)}
     at_col = {k: i for i, k in enumerate(cols)}
     for (la, d, c), v in cells.items():
-        table[at_row[(la, d)], at_col[c]] = v
+        if (la, d) in at_row and c in at_col:
+            table[at_row[(la, d)], at_col[c]] = v
     return index, cols, table
 
 
@@ -532,7 +535,7 @@ def layer_heatmap(rows: pd.DataFrame, path: Path, title: str) -> bool:
     if len(np.unique(y.layer[~np.isnan(y.layer)])) < 2 or not (y.max_abs > 0).any():
         return False
     index, steps, grid = _pivot(y, y.t, y.max_abs)
-    _, _, verdict = _pivot(y, y.t, y.bad.astype(float))
+    _, _, verdict = _pivot(y, y.t, y.bad.astype(float), index, steps)
     values = np.log10(_positive(grid))
     n_rows, n_t = values.shape
     height = 1.1 + 0.22 * n_rows
@@ -623,20 +626,8 @@ def gradient_blocks(rows: pd.DataFrame, path: Path, title: str) -> bool:
     if not len(p) or not (p.max_abs > 0).any():
         return False
     blocks = list(dict.fromkeys(p.output))  # in the order of the rows
-    index, names, table = _pivot(p, p.output, p.max_abs)
-    at = {name: i for i, name in enumerate(names)}
-    grid = np.full((len(index), len(blocks)), np.nan)
-    for j, name in enumerate(blocks):
-        if name in at:
-            grid[:, j] = table[:, at[name]]
-    bad_index, bad_names, bad_table = _pivot(p, p.output, p.bad.astype(float))
-    verdict = np.full(grid.shape, np.nan)  # on grid's rows and columns
-    row_of = {k: i for i, k in enumerate(bad_index)}
-    col_of = {k: i for i, k in enumerate(bad_names)}
-    for i, k in enumerate(index):
-        for j, name in enumerate(blocks):
-            if k in row_of and name in col_of:
-                verdict[i, j] = bad_table[row_of[k], col_of[name]]
+    index, _, grid = _pivot(p, p.output, p.max_abs, cols=blocks)
+    _, _, verdict = _pivot(p, p.output, p.bad.astype(float), index, blocks)
     values = np.log10(_positive(grid))
     n_rows, n_cols = values.shape
     height = 1.25 + 0.24 * n_rows  # inches: title, rows, rotated block names
