@@ -100,6 +100,16 @@ class Canonical:
             self._cast[k] = np.concatenate([cast[name].ravel() for name in keys])
         return self._cast[k]
 
+    def raveled(self, dtype: type, keys: tuple[str, ...]) -> list[np.ndarray]:
+        """The tensors of ``keys`` cast to ``dtype``, each as a 1-D view in C order, the list
+        made once per (dtype, keys) and kept like :meth:`cast` (a large case's natives are
+        concatenated from it)."""
+        k = ("raveled", np.dtype(dtype), keys)
+        if k not in self._cast:
+            cast = self.cast(dtype)
+            self._cast[k] = [cast[name].reshape(-1) for name in keys]
+        return self._cast[k]
+
     def __getstate__(self) -> dict:  # sent to a worker process without the casts
         return {"tensors": self.tensors, "_cast": {}}
 

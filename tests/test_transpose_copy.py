@@ -103,16 +103,82 @@ def test_small_cases_gather_what_the_placements_place(layout, fields, dtype, mon
     except Exception as exc:  # a layout that cannot hold the case (e.g. cuDNN peepholes)
         pytest.skip(f"{layout}: {exc}")
     canonical = generate(case)
-    base._GATHERS.clear()
+    base._PLANS.clear()
     got = lay.to_native(canonical, case, dtype)
-    assert base._gather_plan(lay, case) is not None
-    monkeypatch.setattr(base, "GATHER_MAX_SIZE", -1)
-    base._GATHERS.clear()
-    want = lay.to_native(canonical, case, dtype)
-    base._GATHERS.clear()
-    assert base._gather_plan(lay, case) is None
-    base._GATHERS.clear()
+    assert isinstance(base._plan(lay, case), base._Gather)
+    want = _placed(lay, canonical, case, dtype)
     assert list(got) == list(want)
     for k in want:
         assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+def _placed(lay, canonical, case, dtype) -> dict[str, np.ndarray]:
+    """What the placements put in the natives, one by one and plainly: each block (or the
+    float64 sum of its blocks, plus a folded forget bias) rounded to ``dtype`` where it is
+    stored."""
+    native = {}
+    for t in lay.tensors(case):
+        arr = np.full(t.shape, np.nan, dtype=dtype)
+        for pl in t.placements:
+            value = sum(canonical[s] for s in pl.sources)
+            value = value + case.forget_bias if pl.fold_forget_bias else value
+            dst = arr[pl.index]
+            arr[pl.index] = {"copy": value, "transpose": value.T,
+                             "reshape": value.reshape(dst.shape)}[pl.transform]
+        native[t.name] = arr
+    return native
+
+
+LARGE_CASES = [
+    dict(cell="lstm", input_size=150, hidden_size=130, num_layers=2, bidirectional=True,
+         forget_bias=1.0),
+    dict(cell="lstm", input_size=140, hidden_size=136, num_layers=2, bidirectional=True,
+         proj_size=129, peepholes=True),
+    dict(cell="gru", input_size=150, hidden_size=130, num_layers=2, bidirectional=True),
+    dict(cell="gru", input_size=200, hidden_size=150, reset_after=False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("fields", LARGE_CASES, ids=lambda f: f["cell"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_large_cases_concatenate_what_the_placements_place(layout, fields, dtype):
+    """A large case's natives: blocks that land in C order on a contiguous slice come from
+    concatenations of the cast blocks, the rest placed one by one; the same tensors, shapes,
+    dtype and values as the placements put there one by one."""
+    from harness.layouts import base
+
+    lay = get_layout(layout)
+    case = Case(name="large", batch=1, seq_len=2, dtype="float64", **fields)
+    if case.cell not in lay.cells:
+        pytest.skip(f"{layout} holds no {case.cell}")
+    try:
+        lay.tensors(case)
+    except Exception as exc:  # a layout that cannot hold the case (e.g. cuDNN peepholes)
+        pytest.skip(f"{layout}: {exc}")
+    canonical = generate(case)
+    got = lay.to_native(canonical, case, dtype)
+    plan = base._plan(lay, case)
+    assert isinstance(plan, base._Runs)
+    want = _placed(lay, canonical, case, dtype)
+    assert list(got) == list(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+def test_runs_cover_torch_onnx_and_cudnn_weights_whole():
+    """torch's and ONNX's natives are canonical blocks laid end to end: a single run and
+    nothing placed one by one; Keras' transposed kernels are not runs."""
+    from harness.layouts import base
+
+    case = Case(name="large", cell="lstm", input_size=150, hidden_size=130, num_layers=2,
+                bidirectional=True, batch=1, seq_len=2)
+    for name in ("torch", "onnx"):
+        plan = base._plan(get_layout(name), case)
+        assert not plan.rest and len(plan.runs) == 1, name
+        assert plan.runs[0][:2] == (0, plan.tensors[-1][3]), name
+    keras = base._plan(get_layout("keras"), case)
+    assert sum(pl.transform == "transpose" for _, pl in keras.rest) == 32  # W, R: 4 gates x 4
+    assert not any("/W_" in k or "/R_" in k for *_, keys in keras.runs for k in keys)

@@ -125,31 +125,9 @@ class Layout:
         """Native tensors holding ``canonical``, float64 or ``dtype``: a block copied as it is
         comes from ``canonical.cast(dtype)``, a summed or folded one is added up in float64 and
         rounded once, where it is stored (one rounding either way). Every element is placed
-        exactly once (checked when the description is made)."""
-        gather = _gather_plan(self, case)
-        if gather is not None:
-            return gather.natives(canonical, case, dtype)
-        native = {}
-        cast = canonical.cast(dtype)
-        later: list[tuple[np.ndarray, np.ndarray]] = []  # large transposes, for threads
-        for t in _described(self, case):
-            arr = np.empty(t.shape, dtype=dtype)
-            for pl in t.placements:
-                if len(pl.sources) == 1 and not pl.fold_forget_bias:
-                    value = cast[pl.sources[0]]
-                else:
-                    value = canonical[pl.sources[0]]
-                    for s in pl.sources[1:]:
-                        value = value + canonical[s]
-                    if pl.fold_forget_bias:
-                        value = value + case.forget_bias
-                if pl.transform == "transpose" and value.size >= TRANSPOSE_MIN_SIZE:
-                    later.append((arr[pl.index], value))
-                else:
-                    arr[pl.index] = _apply(pl.transform, value, arr[pl.index].shape)
-            native[t.name] = arr
-        _transpose_all(later)
-        return native
+        exactly once (checked when the description is made). The tensors are views into one
+        array (:class:`_Gather` for a small case, :class:`_Runs` for a large one)."""
+        return _plan(self, case).natives(canonical, case, dtype)
 
     def from_native(
         self, native: dict[str, np.ndarray], case: Case, *, file: str | None = None
@@ -255,8 +233,19 @@ def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
     return _DESCRIBED[k]
 
 
+_JSON: dict[int, tuple[Case, str]] = {}
+
+
 def _cache_key(layout: Layout, case: Case) -> tuple[Layout, str]:
-    return layout, case.model_dump_json()
+    """(layout, the case as JSON), the JSON made once per case object (~50 us on the cold
+    caches after a forward; a pair asks for it up to three times). A case is frozen; its
+    entry holds it, so its id is not reused while the entry is there."""
+    hit = _JSON.get(id(case))
+    if hit is None or hit[0] is not case:
+        if len(_JSON) > 4096:
+            _JSON.clear()
+        hit = _JSON[id(case)] = (case, case.model_dump_json())
+    return layout, hit[1]
 
 
 GATHER_MAX_SIZE = 1 << 15  # native elements up to which to_native is one gather (faster than
@@ -297,23 +286,27 @@ class _Gather:
                 for name, shape, start, stop in self.tensors}
 
 
-_GATHERS: dict[tuple[Layout, str], _Gather | None] = {}
+_PLANS: dict[tuple[Layout, str], _Gather | _Runs] = {}
 
 
-def _gather_plan(layout: Layout, case: Case) -> _Gather | None:
-    """The case's :class:`_Gather` (None above :data:`GATHER_MAX_SIZE` native elements): the
-    placements applied to element positions instead of values, so the gather places every
-    element where the placements would."""
+def _plan(layout: Layout, case: Case) -> _Gather | _Runs:
+    """How :meth:`Layout.to_native` fills the case's natives, worked out once per layout and
+    case: one gather up to :data:`GATHER_MAX_SIZE` native elements, else :class:`_Runs`."""
     k = _cache_key(layout, case)
-    if k in _GATHERS:
-        return _GATHERS[k]
-    if len(_GATHERS) > 1024:
-        _GATHERS.clear()
-    tensors = _described(layout, case)
-    bounds = np.cumsum([0] + [int(np.prod(t.shape)) for t in tensors])
-    if bounds[-1] > GATHER_MAX_SIZE:
-        _GATHERS[k] = None
-        return None
+    plan = _PLANS.get(k)
+    if plan is None:
+        if len(_PLANS) > 1024:
+            _PLANS.clear()
+        tensors = _described(layout, case)
+        bounds = np.cumsum([0] + [int(np.prod(t.shape)) for t in tensors])
+        plan = _PLANS[k] = (_gather(tensors, bounds, case) if bounds[-1] <= GATHER_MAX_SIZE
+                            else _runs(tensors, bounds, case))
+    return plan
+
+
+def _gather(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -> _Gather:
+    """The placements applied to element positions instead of values, so the gather places
+    every element where the placements would."""
     shapes = expected_shapes(case)
     sizes = [int(np.prod(v)) for v in shapes.values()]
     offset = dict(zip(shapes, np.cumsum([0] + sizes), strict=False))
@@ -347,11 +340,83 @@ def _gather_plan(layout: Layout, case: Case) -> _Gather | None:
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    _GATHERS[k] = _Gather(
+    return _Gather(
         tuple(shapes), tuple(map(joined, terms)), tuple(map(joined, terms_at)), joined(fold),
-        index, tuple((t.name, t.shape, int(start), int(stop))
-                     for t, start, stop in zip(tensors, bounds[:-1], bounds[1:], strict=True)))
-    return _GATHERS[k]
+        index, _spans(tensors, bounds))
+
+
+def _spans(tensors: tuple[NativeTensor, ...], bounds: np.ndarray
+           ) -> tuple[tuple[str, tuple[int, ...], int, int], ...]:
+    return tuple((t.name, t.shape, int(start), int(stop))
+                 for t, start, stop in zip(tensors, bounds[:-1], bounds[1:], strict=True))
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """:meth:`Layout.to_native` of a large case: the natives are views into one array, the
+    tensors one after the other (``tensors``: name, shape, first and last element + 1).
+    ``runs``: ranges [lo, hi) of that array that hold canonical blocks laid end to end, each
+    in C order (blocks copied or C-order reshaped into a contiguous slice: all of torch's,
+    ONNX's and cuDNN's weights), filled by one ``np.concatenate`` each; ``rest``: (tensor,
+    placement) for the others (transposed, summed, folded or strided), placed one by one."""
+
+    tensors: tuple[tuple[str, tuple[int, ...], int, int], ...]
+    runs: tuple[tuple[int, int, tuple[str, ...]], ...]
+    rest: tuple[tuple[int, Placement], ...]
+
+    def natives(self, canonical: Canonical, case: Case, dtype: type) -> dict[str, np.ndarray]:
+        values = np.empty(self.tensors[-1][3], dtype=dtype)
+        for lo, hi, keys in self.runs:
+            np.concatenate(canonical.raveled(dtype, keys), out=values[lo:hi])
+        arrays = [values[start:stop].reshape(shape) for _, shape, start, stop in self.tensors]
+        if self.rest:
+            cast = canonical.cast(dtype)
+            later: list[tuple[np.ndarray, np.ndarray]] = []  # large transposes, for threads
+            for k, pl in self.rest:
+                dst = arrays[k][pl.index]
+                if len(pl.sources) == 1 and not pl.fold_forget_bias:
+                    value = cast[pl.sources[0]]
+                else:
+                    value = canonical[pl.sources[0]]
+                    for s in pl.sources[1:]:
+                        value = value + canonical[s]
+                    if pl.fold_forget_bias:
+                        value = value + case.forget_bias
+                if pl.transform == "transpose" and value.size >= TRANSPOSE_MIN_SIZE:
+                    later.append((dst, value))
+                else:
+                    dst[...] = _apply(pl.transform, value, dst.shape)
+            _transpose_all(later)
+        return {name: a for (name, *_), a in zip(self.tensors, arrays, strict=True)}
+
+
+def _runs(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -> _Runs:
+    """The placements whose block lands in C order on a contiguous slice (a forget bias of 0
+    folded is a copy), merged into runs where they follow one another; the slices are found
+    on never-written int8 arrays of the tensors' shapes (their addresses give offsets)."""
+    sizes = {k: int(np.prod(v)) for k, v in expected_shapes(case).items()}
+    found: list[tuple[int, int, str]] = []  # (offset, size, canonical key)
+    rest: list[tuple[int, Placement]] = []
+    for k, (t, start) in enumerate(zip(tensors, bounds, strict=False)):
+        probe = np.empty(t.shape, dtype=np.int8)
+        origin = probe.__array_interface__["data"][0]
+        for pl in t.placements:
+            view = probe[pl.index]
+            if (len(pl.sources) == 1 and not (pl.fold_forget_bias and case.forget_bias)
+                    and pl.transform in ("copy", "reshape") and view.flags.c_contiguous
+                    and view.size == sizes[pl.sources[0]]):
+                offset = int(start) + view.__array_interface__["data"][0] - origin
+                found.append((offset, view.size, pl.sources[0]))
+            else:
+                rest.append((k, pl))
+    runs: list[tuple[int, int, tuple[str, ...]]] = []
+    for offset, size, source in sorted(found):
+        if runs and runs[-1][1] == offset:
+            lo, _, keys = runs[-1]
+            runs[-1] = (lo, offset + size, (*keys, source))
+        else:
+            runs.append((offset, offset + size, (source,)))
+    return _Runs(_spans(tensors, bounds), tuple(runs), tuple(rest))
 
 
 def _apply(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
