@@ -169,7 +169,7 @@ def test_large_cases_concatenate_what_the_placements_place(layout, fields, dtype
 
 
 def test_runs_cover_torch_onnx_and_cudnn_weights_whole():
-    """torch's and ONNX's natives are canonical blocks laid end to end: a single run and
+    """torch's and ONNX's natives are canonical blocks laid end to end: a run a tensor and
     nothing placed one by one; Keras' transposed kernels are not runs."""
     from harness.layouts import base
 
@@ -177,8 +177,9 @@ def test_runs_cover_torch_onnx_and_cudnn_weights_whole():
                 bidirectional=True, batch=1, seq_len=2)
     for name in ("torch", "onnx"):
         plan = base._plan(get_layout(name), case)
-        assert not plan.rest and len(plan.runs) == 1, name
-        assert plan.runs[0][:2] == (0, plan.tensors[-1][3]), name
+        assert not plan.rest, name
+        whole = [(k, 0, int(np.prod(shape))) for k, (_, shape) in enumerate(plan.tensors)]
+        assert [run[:3] for run in plan.runs] == whole, name  # one run a tensor
     keras = base._plan(get_layout("keras"), case)
     assert sum(pl.transform == "transpose" for _, pl in keras.rest) == 32  # W, R: 4 gates x 4
     assert not any("/W_" in k or "/R_" in k for *_, keys in keras.runs for k in keys)

@@ -125,8 +125,8 @@ class Layout:
         """Native tensors holding ``canonical``, float64 or ``dtype``: a block copied as it is
         comes from ``canonical.cast(dtype)``, a summed or folded one is added up in float64 and
         rounded once, where it is stored (one rounding either way). Every element is placed
-        exactly once (checked when the description is made). The tensors are views into one
-        array (:class:`_Gather` for a small case, :class:`_Runs` for a large one)."""
+        exactly once (checked when the description is made). :class:`_Gather` for a small
+        case (the tensors view one array), :class:`_Runs` for a large one."""
         return _plan(self, case).natives(canonical, case, dtype)
 
     def from_native(
@@ -300,7 +300,7 @@ def _plan(layout: Layout, case: Case) -> _Gather | _Runs:
         tensors = _described(layout, case)
         bounds = np.cumsum([0] + [int(np.prod(t.shape)) for t in tensors])
         plan = _PLANS[k] = (_gather(tensors, bounds, case) if bounds[-1] <= GATHER_MAX_SIZE
-                            else _runs(tensors, bounds, case))
+                            else _runs(tensors, case))
     return plan
 
 
@@ -353,22 +353,21 @@ def _spans(tensors: tuple[NativeTensor, ...], bounds: np.ndarray
 
 @dataclass(frozen=True)
 class _Runs:
-    """:meth:`Layout.to_native` of a large case: the natives are views into one array, the
-    tensors one after the other (``tensors``: name, shape, first and last element + 1).
-    ``runs``: ranges [lo, hi) of that array that hold canonical blocks laid end to end, each
-    in C order (blocks copied or C-order reshaped into a contiguous slice: all of torch's,
-    ONNX's and cuDNN's weights), filled by one ``np.concatenate`` each; ``rest``: (tensor,
-    placement) for the others (transposed, summed, folded or strided), placed one by one."""
+    """:meth:`Layout.to_native` of a large case, tensor by tensor (``tensors``: name and
+    shape). ``runs``: (tensor, lo, hi, keys), ranges [lo, hi) of a tensor's C-order elements
+    that hold canonical blocks laid end to end, each in C order (blocks copied or C-order
+    reshaped into a contiguous slice: all of torch's, ONNX's and cuDNN's weights), filled by
+    one ``np.concatenate`` each; ``rest``: (tensor, placement) for the others (transposed,
+    summed, folded or strided), placed one by one."""
 
-    tensors: tuple[tuple[str, tuple[int, ...], int, int], ...]
-    runs: tuple[tuple[int, int, tuple[str, ...]], ...]
+    tensors: tuple[tuple[str, tuple[int, ...]], ...]
+    runs: tuple[tuple[int, int, int, tuple[str, ...]], ...]
     rest: tuple[tuple[int, Placement], ...]
 
     def natives(self, canonical: Canonical, case: Case, dtype: type) -> dict[str, np.ndarray]:
-        values = np.empty(self.tensors[-1][3], dtype=dtype)
-        for lo, hi, keys in self.runs:
-            np.concatenate(canonical.raveled(dtype, keys), out=values[lo:hi])
-        arrays = [values[start:stop].reshape(shape) for _, shape, start, stop in self.tensors]
+        arrays = [np.empty(shape, dtype=dtype) for _, shape in self.tensors]
+        for k, lo, hi, keys in self.runs:
+            np.concatenate(canonical.raveled(dtype, keys), out=arrays[k].reshape(-1)[lo:hi])
         if self.rest:
             cast = canonical.cast(dtype)
             later: list[tuple[np.ndarray, np.ndarray]] = []  # large transposes, for threads
@@ -387,36 +386,37 @@ class _Runs:
                 else:
                     dst[...] = _apply(pl.transform, value, dst.shape)
             _transpose_all(later)
-        return {name: a for (name, *_), a in zip(self.tensors, arrays, strict=True)}
+        return {name: a for (name, _), a in zip(self.tensors, arrays, strict=True)}
 
 
-def _runs(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -> _Runs:
+def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
     """The placements whose block lands in C order on a contiguous slice (a forget bias of 0
     folded is a copy), merged into runs where they follow one another; the slices are found
     on never-written int8 arrays of the tensors' shapes (their addresses give offsets)."""
     sizes = {k: int(np.prod(v)) for k, v in expected_shapes(case).items()}
-    found: list[tuple[int, int, str]] = []  # (offset, size, canonical key)
+    runs: list[tuple[int, int, int, tuple[str, ...]]] = []
     rest: list[tuple[int, Placement]] = []
-    for k, (t, start) in enumerate(zip(tensors, bounds, strict=False)):
+    for k, t in enumerate(tensors):
         probe = np.empty(t.shape, dtype=np.int8)
         origin = probe.__array_interface__["data"][0]
+        found: list[tuple[int, int, str]] = []  # (offset, size, canonical key)
         for pl in t.placements:
             view = probe[pl.index]
             if (len(pl.sources) == 1 and not (pl.fold_forget_bias and case.forget_bias)
                     and pl.transform in ("copy", "reshape") and view.flags.c_contiguous
                     and view.size == sizes[pl.sources[0]]):
-                offset = int(start) + view.__array_interface__["data"][0] - origin
-                found.append((offset, view.size, pl.sources[0]))
+                found.append((view.__array_interface__["data"][0] - origin, view.size,
+                              pl.sources[0]))
             else:
                 rest.append((k, pl))
-    runs: list[tuple[int, int, tuple[str, ...]]] = []
-    for offset, size, source in sorted(found):
-        if runs and runs[-1][1] == offset:
-            lo, _, keys = runs[-1]
-            runs[-1] = (lo, offset + size, (*keys, source))
-        else:
-            runs.append((offset, offset + size, (source,)))
-    return _Runs(_spans(tensors, bounds), tuple(runs), tuple(rest))
+        first = len(runs)
+        for offset, size, source in sorted(found):
+            if len(runs) > first and runs[-1][2] == offset:
+                _, lo, _, keys = runs[-1]
+                runs[-1] = (k, lo, offset + size, (*keys, source))
+            else:
+                runs.append((k, offset, offset + size, (source,)))
+    return _Runs(tuple((t.name, t.shape) for t in tensors), tuple(runs), tuple(rest))
 
 
 def _apply(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
