@@ -20,8 +20,8 @@ three products). That pass has no branch and compiles to SIMD instructions; the 
 made from r's exponent bits (:func:`_ulp_bits`, 0 where the spacing is not a normal float64,
 which lets every such element through). Only a block with an element through is read again,
 element by element, updating the maxima as above. Past a row's first elements few blocks are
-(on an adapter's y, ~8 %), so a row costs about one SIMD pass: 2-3x faster than testing every
-element in turn.
+(on an adapter's y ~8 % of blocks of 32 were), so a row costs about one SIMD pass: 2-3x
+faster than testing every element in turn.
 
 Two shapes of rows:
 
@@ -50,7 +50,10 @@ from harness.dtypes import FORMATS
 from harness.threads import available, side_by_side
 
 METRICS = ("max_abs", "sum_abs", "tol_ratio", "max_rel", "max_ulp")
-BLOCK = 32  # elements per block: a constant trip count the compiler turns into SIMD code
+BLOCK = 16  # elements per block: a constant trip count the compiler turns into SIMD code
+# (two AVX-512 vectors). 32 was 10-25 % slower (a block through a test is read again element
+# by element: more elements each time), 8 2-4x slower (the pass's reduction per vector):
+# benchmarks/bench_overhead.py's y rows and seed 000's [8, 1000, 2, 320] y
 MIN_THREADED = 1 << 18  # elements from which rows() runs on several threads (on 2 cores 2
 # threads were faster from 2**17 on in a loop, but waking the thread costs more when a pair
 # runs once, between two forwards: benchmarks/bench_overhead.py)
