@@ -25,6 +25,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -342,6 +343,25 @@ class _Plan:
     floor: np.ndarray
     spans: list[tuple[int, int]]
 
+    @cached_property
+    def floor_parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the floor where > 0, else 1; rows with a floor of 0; rows with none, NaN)."""
+        fl = self.floor
+        return (np.where(fl > 0, fl, 1.0), np.flatnonzero(fl == 0),
+                np.flatnonzero(np.isnan(fl)))
+
+    def floor_ratio(self, mx: np.ndarray) -> np.ndarray:
+        """max_abs / noise floor per row: inf where the floor is 0 and max_abs is not (1 where
+        both are), NaN where the output has no floor (a few NumPy calls: a pair pays them on
+        cold caches, right after its forward)."""
+        divisor, zero, none = self.floor_parts
+        ratio = mx / divisor
+        if zero.size:
+            ratio[zero] = np.where(mx[zero] > 0, np.inf, 1.0)
+        if none.size:
+            ratio[none] = np.nan
+        return ratio
+
 
 def _plan(groups: list[_Group], parts: list[dict[str, np.ndarray]], b: _Baseline) -> _Plan:
     keys = tuple(g.key for g in groups)
@@ -379,9 +399,7 @@ def rows_of(case: Case, adapter: str, out: Outputs, ref: Outputs, tol: Tolerance
         m[:, lo:hi] = g.metrics(g.view(g.a), part["r"], case.dtype, tol, part["calls"])
     mx, total, tol_ratio, rel, ulps = m
     fl = plan.floor
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(fl > 0, mx / fl, np.where(mx > 0, np.inf, 1.0))
-    ratio[np.isnan(fl)] = np.nan  # no noise floor for that output
+    ratio = plan.floor_ratio(mx)
     return Rows(case.name, adapter, plan.output, plan.layer, plan.direction, plan.t,
                 {"max_abs": mx, "max_rel": rel, "mean_abs": total / plan.counts,
                  "max_ulp": ulps, "tol_ratio": tol_ratio, "noise_floor": fl,

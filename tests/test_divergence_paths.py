@@ -127,3 +127,32 @@ def test_kept_reference_side_gives_the_same_rows_and_is_dropped_with_the_referen
     del prep, out
     gc.collect()
     assert ref_id not in compare._BASELINES
+
+
+def test_floor_ratio_is_max_abs_over_the_noise_floor():
+    """floor_ratio = max_abs / noise_floor; where the floor is 0, inf if max_abs > 0 (1 if
+    both are 0); NaN for an output without a floor (h_n here)."""
+    case = Case(name="fr", cell="lstm", input_size=3, hidden_size=4, batch=2, seq_len=3,
+                dtype="float32")
+    ref = prepare(case).reference
+    y = ref.y.copy()
+    y[:, 0] += 1e-6  # t = 0 off, t = 1, 2 exact
+    out = Outputs(y=y, h_n=ref.h_n + 1e-6, c_n=ref.c_n.copy())
+    fy = ref.y.copy()
+    fy[:, 0] += 4e-6  # floor 4e-6 at t = 0
+    fy[:, 1] += 1e-7  # floor 1e-7 at t = 1, where max_abs is 0
+    floor = Outputs(y=fy, h_n=None, c_n=ref.c_n + 2e-6)
+    rows = divergence(case, "x", out, ref, Tolerance(1e-5, 0.0), floor)
+    got = rows.set_index(["output", "t"])["floor_ratio"]
+    want_y = [1e-6 / 4e-6, 0.0]
+    np.testing.assert_allclose([got["y", 0], got["y", 1]], want_y, rtol=1e-6, atol=1e-12)
+    assert np.isinf(rows.loc[rows["output"] == "y", "floor_ratio"]).sum() == 0
+    assert np.isnan(rows.loc[rows["output"] == "h_n", "floor_ratio"]).all()
+    assert (rows.loc[rows["output"] == "c_n", "floor_ratio"] == 0.0).all()
+    # a floor of 0: inf where the adapter is off, 1 where it is exact too
+    zero = Outputs(y=ref.y.copy(), h_n=ref.h_n.copy(), c_n=ref.c_n.copy())
+    rows = divergence(case, "x", out, ref, Tolerance(1e-5, 0.0), zero)
+    y_rows = rows[rows["output"] == "y"].set_index("t")["floor_ratio"]
+    assert np.isinf(y_rows[0]) and y_rows[1] == 1.0 and y_rows[2] == 1.0
+    assert np.isinf(rows.loc[rows["output"] == "h_n", "floor_ratio"]).all()
+    assert (rows.loc[rows["output"] == "c_n", "floor_ratio"] == 1.0).all()
