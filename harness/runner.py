@@ -52,6 +52,13 @@ class PairResult:
         self._frame, self.block = frame, None
 
     @property
+    def has_rows(self) -> bool:
+        """Whether the pair has divergence rows (without making the frame)."""
+        if self.block is not None:
+            return len(self.block) > 0
+        return self._frame is not None and not self._frame.empty
+
+    @property
     def worst(self) -> pd.Series | dict | None:
         """The row furthest beyond its tolerance (from the block while no frame is made:
         progress lines need no DataFrame)."""

@@ -196,6 +196,37 @@ def test_plots_drawn_in_worker_processes_are_the_same_files(report, tmp_path, mo
         assert (here / "plots" / name).read_bytes() == (there / "plots" / name).read_bytes()
 
 
+def test_report_starts_its_plot_workers_ahead(report, tmp_path, monkeypatch):
+    """write_report starts the plot workers before it writes summary.md and the other files,
+    and draw_pairs uses those (no second pool): the same report as drawn here."""
+    from harness.report import plots
+
+    result, _, _ = report
+    monkeypatch.setattr(plots, "MIN_PARALLEL", 1)
+    made = []
+    real = plots.PlotWorkers
+
+    class Spy(real):
+        def __init__(self, workers):
+            made.append(workers)
+            super().__init__(workers)
+
+    monkeypatch.setattr(plots, "PlotWorkers", Spy)
+    here = write_report(result, tmp_path / "here", plot_workers=1)
+    assert made == []
+    there = write_report(result, tmp_path / "there", plot_workers=2)
+    assert made == [2]
+
+    def page(folder) -> str:  # run.json's creation time left out
+        return re.sub(r"\d{4}-\d\d-\d\dT[0-9:.+-]+", "TIME", (folder / "index.html").read_text())
+
+    assert page(here) == page(there)
+    names = sorted(f.name for f in (here / "plots").glob("*.png"))
+    assert names and names == sorted(f.name for f in (there / "plots").glob("*.png"))
+    for name in names:
+        assert (here / "plots" / name).read_bytes() == (there / "plots" / name).read_bytes()
+
+
 def test_plots_need_rows_with_nonzero_errors(tmp_path):
     empty = pd.DataFrame(columns=["output", "layer", "direction", "t", "max_abs", "noise_floor",
                                   "atol", "rtol", "verdict"])

@@ -19,7 +19,7 @@ import pandas as pd
 
 from harness import compare
 from harness.report.layouts_md import mapping_markdown
-from harness.report.plots import draw_pairs
+from harness.report.plots import PlotWorkers, draw_pairs
 from harness.report.summary import _case_line as case_line
 from harness.report.summary import headers, pair_row, split_rows
 from harness.runner import PairResult, RunResult
@@ -249,10 +249,12 @@ def _layouts(result: RunResult) -> str:
     return "\n".join(parts) or "<p>No layout ran.</p>"
 
 
-def html_report(result: RunResult, out: Path, workers: int = 1) -> str:
+def html_report(result: RunResult, out: Path, workers: int = 1,
+                started: PlotWorkers | None = None) -> str:
     """The text of index.html; writes the plots into ``out/plots/`` (old PNGs there are removed,
     so a reused folder shows only this run), in ``workers`` processes for a large report
-    (:func:`harness.report.plots.draw_pairs`). Reads ``out/run.json`` for the environment."""
+    (:func:`harness.report.plots.draw_pairs`; ``started``: those processes, started ahead).
+    Reads ``out/run.json`` for the environment."""
     out = Path(out)
     plots = out / "plots"
     if plots.is_dir():
@@ -298,7 +300,8 @@ def html_report(result: RunResult, out: Path, workers: int = 1) -> str:
             n += 1
             jobs[id(p)] = _plot_job(p, case, plots, n)
     drawn = dict(zip([k for k, job in jobs.items() if job],
-                     draw_pairs([job for job in jobs.values() if job], workers), strict=True))
+                     draw_pairs([job for job in jobs.values() if job], workers, started),
+                     strict=True))
     for case in result.cases:
         pairs = by_case.get(case.name, [])
         body.append(f'<section id="{_slug("case-" + case.name)}"><h3>{escape(case.name)}</h3>')

@@ -666,22 +666,63 @@ def draw_pair(rows: pd.DataFrame, folder: Path, stem: str, title: str) -> tuple[
                             f"{title}: parameter gradients"))
 
 
-def draw_pairs(jobs: list[tuple[pd.DataFrame, Path, str, str]],
-               workers: int = 1) -> list[tuple[bool, ...]]:
-    """:func:`draw_pair` of every job (its arguments), results in order. From
-    :data:`MIN_PARALLEL` jobs on, in ``workers`` spawned processes; here when there is one, or
-    when the processes cannot be started. A spawned process imports the caller's ``__main__``:
-    a script calling this with workers must guard its top level with ``if __name__ ==
-    "__main__"`` (``python -m harness`` and the console script are)."""
-    if workers > 1 and len(jobs) >= MIN_PARALLEL:
+class PlotWorkers:
+    """Worker processes for :func:`draw_pairs`, started ahead: a spawned process takes ~1.5 s
+    to import the harness and matplotlib, which it does while the caller writes the report's
+    other files (summary.md takes ~2 s for the suite). ``pool`` is None where the processes
+    cannot be started. A spawned process imports the caller's ``__main__`` (see
+    :func:`draw_pairs`). Use as a context manager: the processes end with it."""
+
+    def __init__(self, workers: int):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+
+        self.pool = None
+        try:
+            self.pool = ProcessPoolExecutor(workers,
+                                            mp_context=multiprocessing.get_context("spawn"))
+            for _ in range(workers):  # one process a task while none is idle: all of them
+                self.pool.submit(_warm)
+        except OSError:  # e.g. no semaphores in a sandbox: the plots are drawn in the caller
+            self.close()
+
+    def __enter__(self) -> PlotWorkers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+
+
+def _warm() -> None:
+    """A worker's first task: the imports its plots need."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
+    from matplotlib.figure import Figure  # noqa: F401
+
+
+def draw_pairs(jobs: list[tuple[pd.DataFrame, Path, str, str]], workers: int = 1,
+               started: PlotWorkers | None = None) -> list[tuple[bool, ...]]:
+    """:func:`draw_pair` of every job (its arguments), results in order. From
+    :data:`MIN_PARALLEL` jobs on, in ``workers`` spawned processes (those of ``started`` when
+    given); here when there is one, or when the processes cannot be started. A spawned
+    process imports the caller's ``__main__``: a script calling this with workers must guard
+    its top level with ``if __name__ == "__main__"`` (``python -m harness`` and the console
+    script are)."""
+    if workers > 1 and len(jobs) >= MIN_PARALLEL:
         from concurrent.futures.process import BrokenProcessPool
 
+        own = started is None
+        pool = PlotWorkers(min(workers, len(jobs))) if own else started
         try:
-            with ProcessPoolExecutor(min(workers, len(jobs)),
-                                     mp_context=multiprocessing.get_context("spawn")) as pool:
-                return list(pool.map(draw_pair, *zip(*jobs, strict=True), chunksize=4))
+            if pool.pool is not None:
+                return list(pool.pool.map(draw_pair, *zip(*jobs, strict=True), chunksize=4))
         except (BrokenProcessPool, OSError):
-            pass  # e.g. no semaphores in a sandbox: draw them here
+            pass  # draw them here
+        finally:
+            if own:
+                pool.close()
     return [draw_pair(*job) for job in jobs]
