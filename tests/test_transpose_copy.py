@@ -75,42 +75,17 @@ def test_casts_are_made_once_and_stay_out_of_pickles():
     assert pickle.loads(pickle.dumps(canonical))._cast == {}
 
 
-SMALL_CASES = [
-    dict(cell="lstm", input_size=3, hidden_size=4, num_layers=2, bidirectional=True,
-         forget_bias=1.0),
-    dict(cell="lstm", input_size=5, hidden_size=4, num_layers=2, bidirectional=True,
-         proj_size=3, peepholes=True),
-    dict(cell="gru", input_size=3, hidden_size=4, num_layers=2, bidirectional=True),
-    dict(cell="gru", input_size=2, hidden_size=3, reset_after=False),
-]
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
-@pytest.mark.parametrize("fields", SMALL_CASES, ids=lambda f: f["cell"])
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_small_cases_gather_what_the_placements_place(layout, fields, dtype, monkeypatch):
-    """A small case's natives come from one gather: the same tensors, shapes, dtype and
-    values as the placements put there one by one (summed biases and a folded forget bias
-    added up in float64 and rounded once)."""
-    from harness.layouts import base
-
-    lay = get_layout(layout)
-    case = Case(name="small", batch=1, seq_len=2, dtype="float64", **fields)
-    if case.cell not in lay.cells:
-        pytest.skip(f"{layout} holds no {case.cell}")
-    try:
-        lay.tensors(case)
-    except Exception as exc:  # a layout that cannot hold the case (e.g. cuDNN peepholes)
-        pytest.skip(f"{layout}: {exc}")
-    canonical = generate(case)
-    base._PLANS.clear()
-    got = lay.to_native(canonical, case, dtype)
-    assert isinstance(base._plan(lay, case), base._Gather)
-    want = _placed(lay, canonical, case, dtype)
-    assert list(got) == list(want)
-    for k in want:
-        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
-        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+def _kinds(i: int, h: int, p: int) -> list[dict]:
+    """Four kinds of case at input size ~i, hidden size ~h: a folded forget bias, projection
+    (p) with peepholes, GRU reset-after and reset-before."""
+    return [
+        dict(cell="lstm", input_size=i, hidden_size=h, num_layers=2, bidirectional=True,
+             forget_bias=1.0),
+        dict(cell="lstm", input_size=i + 2, hidden_size=h, num_layers=2, bidirectional=True,
+             proj_size=p, peepholes=True),
+        dict(cell="gru", input_size=i, hidden_size=h, num_layers=2, bidirectional=True),
+        dict(cell="gru", input_size=i - 1, hidden_size=h - 1, reset_after=False),
+    ]
 
 
 def _placed(lay, canonical, case, dtype) -> dict[str, np.ndarray]:
@@ -130,27 +105,22 @@ def _placed(lay, canonical, case, dtype) -> dict[str, np.ndarray]:
     return native
 
 
-LARGE_CASES = [
-    dict(cell="lstm", input_size=150, hidden_size=130, num_layers=2, bidirectional=True,
-         forget_bias=1.0),
-    dict(cell="lstm", input_size=140, hidden_size=136, num_layers=2, bidirectional=True,
-         proj_size=129, peepholes=True),
-    dict(cell="gru", input_size=150, hidden_size=130, num_layers=2, bidirectional=True),
-    dict(cell="gru", input_size=200, hidden_size=150, reset_after=False),
-]
+SIZES = [("small", f) for f in _kinds(3, 4, 3)] + [("large", f) for f in _kinds(150, 130, 129)]
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
-@pytest.mark.parametrize("fields", LARGE_CASES, ids=lambda f: f["cell"])
+@pytest.mark.parametrize("size,fields", SIZES, ids=[f"{s}-{f['cell']}" for s, f in SIZES])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_large_cases_concatenate_what_the_placements_place(layout, fields, dtype):
-    """A large case's natives: blocks that land in C order on a contiguous slice come from
-    concatenations of the cast blocks, the rest placed one by one; the same tensors, shapes,
-    dtype and values as the placements put there one by one."""
+def test_natives_are_what_the_placements_place(layout, size, fields, dtype):
+    """A small case's natives come from one gather; a large case's from one concatenation of
+    the cast blocks per run of blocks that land in C order on a contiguous slice, the rest
+    placed one by one. Either way: the same tensors, shapes, dtype and values as the
+    placements put there one by one (summed biases and a folded forget bias added up in
+    float64 and rounded once)."""
     from harness.layouts import base
 
     lay = get_layout(layout)
-    case = Case(name="large", batch=1, seq_len=2, dtype="float64", **fields)
+    case = Case(name=size, batch=1, seq_len=2, dtype="float64", **fields)
     if case.cell not in lay.cells:
         pytest.skip(f"{layout} holds no {case.cell}")
     try:
@@ -159,8 +129,7 @@ def test_large_cases_concatenate_what_the_placements_place(layout, fields, dtype
         pytest.skip(f"{layout}: {exc}")
     canonical = generate(case)
     got = lay.to_native(canonical, case, dtype)
-    plan = base._plan(lay, case)
-    assert isinstance(plan, base._Runs)
+    assert isinstance(base._plan(lay, case), base._Gather if size == "small" else base._Runs)
     want = _placed(lay, canonical, case, dtype)
     assert list(got) == list(want)
     for k in want:
