@@ -96,8 +96,7 @@ class Canonical:
         gathered from it)."""
         k = (np.dtype(dtype), keys)
         if k not in self._cast:
-            cast = self.cast(dtype)
-            self._cast[k] = np.concatenate([cast[name].ravel() for name in keys])
+            self._cast[k] = np.concatenate(self.raveled(dtype, keys))
         return self._cast[k]
 
     def raveled(self, dtype: type, keys: tuple[str, ...]) -> list[np.ndarray]:

@@ -342,13 +342,8 @@ def _gather(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -
 
     return _Gather(
         tuple(shapes), tuple(map(joined, terms)), tuple(map(joined, terms_at)), joined(fold),
-        index, _spans(tensors, bounds))
-
-
-def _spans(tensors: tuple[NativeTensor, ...], bounds: np.ndarray
-           ) -> tuple[tuple[str, tuple[int, ...], int, int], ...]:
-    return tuple((t.name, t.shape, int(start), int(stop))
-                 for t, start, stop in zip(tensors, bounds[:-1], bounds[1:], strict=True))
+        index, tuple((t.name, t.shape, int(start), int(stop))
+                     for t, start, stop in zip(tensors, bounds[:-1], bounds[1:], strict=True)))
 
 
 @dataclass(frozen=True)

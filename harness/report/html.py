@@ -146,7 +146,7 @@ def _figure(src: str, alt: str, caption: str) -> str:
 
 def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple | None:
     """The arguments of :func:`harness.report.plots.draw_pair` for the pair (None: no rows)."""
-    if p.rows is None or p.rows.empty:
+    if not p.has_rows:
         return None
     return (p.rows, plots, f"{n:03d}-{_slug(p.case)}--{_slug(p.adapter)}",
             f"{p.case} :: {p.adapter} ({case.dtype})")
