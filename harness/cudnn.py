@@ -31,6 +31,7 @@ matrices [read in source: tensorflow ``stream_executor/cuda/cuda_dnn.cc``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,7 +91,7 @@ class Region:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     @property
     def is_bias(self) -> bool:

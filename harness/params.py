@@ -80,15 +80,50 @@ class Canonical:
         return self.tensors[k]
 
     def cast(self, dtype: type) -> dict[str, np.ndarray]:
-        """The tensors cast to ``dtype``, made once and kept (a case's adapters copy their
-        natives from it: half the bytes to read for float32). The tensors are not to change
+        """The tensors cast to ``dtype``: read-only views of one array (:meth:`span`), made
+        once and kept (a case's adapters copy their natives from it: half the bytes to read
+        for float32); float64: the tensors themselves. The tensors are not to change
         afterwards."""
         dtype = np.dtype(dtype)
         if dtype == np.float64:
             return self.tensors
-        if dtype not in self._cast:
-            self._cast[dtype] = {k: v.astype(dtype) for k, v in self.tensors.items()}
-        return self._cast[dtype]
+        return self._buffer(dtype)[1]
+
+    def _buffer(self, dtype: np.dtype) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(every tensor cast to ``dtype`` and laid end to end in C order, in the order of
+        :attr:`tensors`; name -> its view of it), read-only, made once and kept."""
+        k = ("buffer", dtype)
+        if k not in self._cast:
+            sizes = [v.size for v in self.tensors.values()]
+            flat = np.empty(sum(sizes), dtype=dtype)
+            if sizes:
+                np.concatenate([v.reshape(-1) for v in self.tensors.values()], out=flat,
+                               casting="same_kind")
+            flat.flags.writeable = False
+            ends = np.cumsum(sizes)
+            views = {name: flat[end - v.size:end].reshape(v.shape)
+                     for (name, v), end in zip(self.tensors.items(), ends, strict=True)}
+            self._cast[k] = flat, views
+        return self._cast[k]
+
+    def span(self, dtype: type, keys: tuple[str, ...]) -> np.ndarray | None:
+        """The tensors of ``keys`` cast to ``dtype`` and laid end to end as one read-only 1-D
+        view of :meth:`cast`'s array (float64 too: a copy of the tensors made for it), None
+        where they do not lie there one after the other. Worked out once per (dtype, keys)."""
+        dtype = np.dtype(dtype)
+        k = ("span", dtype, keys)
+        if k not in self._cast:
+            flat, views = self._buffer(dtype)
+            origin = flat.__array_interface__["data"][0]
+            lo = hi = (views[keys[0]].__array_interface__["data"][0] - origin) // flat.itemsize
+            for name in keys:
+                start = (views[name].__array_interface__["data"][0] - origin) // flat.itemsize
+                if start != hi:
+                    hi = -1
+                    break
+                hi += views[name].size
+            self._cast[k] = flat[lo:hi] if hi >= 0 else None
+        return self._cast[k]
 
     def flat(self, dtype: type, keys: tuple[str, ...]) -> np.ndarray:
         """The tensors of ``keys`` cast to ``dtype`` and laid end to end (each in C order),

@@ -60,18 +60,27 @@ def test_large_layouts_are_numpys_copies(layout, dtype, threads, monkeypatch):
 
 
 def test_casts_are_made_once_and_stay_out_of_pickles():
-    """A case's adapters copy their natives from one cast of the canonical tensors; a worker
-    process gets the tensors without it."""
+    """A case's adapters copy their natives from one read-only cast of the canonical tensors,
+    laid end to end in one array; a worker process gets the tensors without it."""
     import pickle
 
-    case = Case(name="c", cell="gru", input_size=3, hidden_size=4, batch=1, seq_len=2,
-                dtype="float32")
+    case = Case(name="c", cell="gru", input_size=3, hidden_size=4, num_layers=2, batch=1,
+                seq_len=2, dtype="float32")
     canonical = generate(case)
     assert canonical.cast(np.float64) is canonical.tensors
     cast = canonical.cast(np.float32)
     assert canonical.cast(np.dtype("float32")) is cast
-    assert all(cast[k].dtype == np.float32 and (cast[k] == v).all()
+    assert all(cast[k].dtype == np.float32 and (cast[k] == v).all() and not cast[k].flags.writeable
                for k, v in canonical.tensors.items())
+    keys = list(canonical.tensors)
+    whole = canonical.span(np.float32, tuple(keys))
+    np.testing.assert_array_equal(whole, np.concatenate([v.ravel() for v in cast.values()]))
+    assert np.shares_memory(whole, cast[keys[0]]) and not whole.flags.writeable
+    assert canonical.span(np.float32, tuple(keys[1:3])).size == cast[keys[1]].size * 2
+    assert canonical.span(np.float32, (keys[0], keys[2])) is None  # not one after the other
+    f64 = canonical.span(np.float64, (keys[0],))  # float64: a copy of the tensors for it
+    assert not np.shares_memory(f64, canonical.tensors[keys[0]])
+    np.testing.assert_array_equal(f64, canonical.tensors[keys[0]].ravel())
     assert pickle.loads(pickle.dumps(canonical))._cast == {}
 
 
@@ -130,16 +139,20 @@ def test_natives_are_what_the_placements_place(layout, size, fields, dtype):
     canonical = generate(case)
     got = lay.to_native(canonical, case, dtype)
     assert isinstance(base._plan(lay, case), base._Gather if size == "small" else base._Runs)
+    shared = lay.to_native(canonical, case, dtype, shared=True)
     want = _placed(lay, canonical, case, dtype)
-    assert list(got) == list(want)
+    assert list(got) == list(want) == list(shared)
     for k in want:
-        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
-        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+        for natives in (got, shared):
+            assert natives[k].dtype == want[k].dtype and natives[k].shape == want[k].shape, k
+            np.testing.assert_array_equal(natives[k], want[k], err_msg=k)
+        assert got[k].flags.writeable, k  # made anew unless shared
 
 
 def test_runs_cover_torch_onnx_and_cudnn_weights_whole():
     """torch's and ONNX's natives are canonical blocks laid end to end: a run a tensor and
-    nothing placed one by one; Keras' transposed kernels are not runs."""
+    nothing placed one by one; torch's lie so in the cast too, so shared natives view it.
+    Keras' transposed kernels are not runs."""
     from harness.layouts import base
 
     case = Case(name="large", cell="lstm", input_size=150, hidden_size=130, num_layers=2,
@@ -149,6 +162,13 @@ def test_runs_cover_torch_onnx_and_cudnn_weights_whole():
         assert not plan.rest, name
         whole = [(k, 0, int(np.prod(shape))) for k, (_, shape) in enumerate(plan.tensors)]
         assert [run[:3] for run in plan.runs] == whole, name  # one run a tensor
+    canonical = generate(case)
+    shared = get_layout("torch").to_native(canonical, case, np.float32, shared=True)
+    cast = canonical.span(np.float32, tuple(canonical.tensors))  # all of the cast
+    assert all(np.shares_memory(v, cast) and not v.flags.writeable
+               for v in shared.values())  # views of the cast, no copy
+    onnx = get_layout("onnx").to_native(canonical, case, np.float32, shared=True)
+    assert all(v.flags.writeable for v in onnx.values())  # gates i o f c: not as in the cast
     keras = base._plan(get_layout("keras"), case)
     assert sum(pl.transform == "transpose" for _, pl in keras.rest) == 32  # W, R: 4 gates x 4
     assert not any("/W_" in k or "/R_" in k for *_, keys in keras.runs for k in keys)

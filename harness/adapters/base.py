@@ -185,8 +185,8 @@ class Adapter:
         """Run and check; returns the outputs (float64) and the seconds ``_run`` took.
         ``check_finite=False`` leaves NaN/Inf to the caller (``harness.runner.run_pair`` sees
         them in the divergence's sums, which read every element anyway)."""
-        native = (self.layout.to_native(canonical, case, self.native_dtype(case)) if self.layout
-                  else canonical.tensors)
+        native = (self.layout.to_native(canonical, case, self.native_dtype(case), shared=True)
+                  if self.layout else canonical.tensors)
         start = time.perf_counter()
         out = self._run(case, native, inputs)
         seconds = time.perf_counter() - start
@@ -204,7 +204,8 @@ class Adapter:
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         """Run the case; for a gradient case (:meth:`computes_gradients`) also the backward pass
         of the loss in ``harness.data`` with ``inputs.dy``/``dh_n``/``dc_n``, returning
-        ``Outputs.grads`` with ``params`` keyed by native tensor name."""
+        ``Outputs.grads`` with ``params`` keyed by native tensor name. ``native`` is only to be
+        read (a tensor may be a read-only view of the case's cast parameters)."""
         raise NotImplementedError
 
     def _expected(self, case: Case, out: Outputs) -> dict[str, tuple[tuple[int, ...], np.ndarray]]:

@@ -7,6 +7,8 @@ dtype, the loss is the one in :mod:`harness.data` and ``params`` are the ``.grad
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from harness.adapters.base import Adapter, Capabilities
@@ -70,7 +72,9 @@ class TorchCPU(Adapter):
             module = torch.nn.LSTM(proj_size=case.proj_size, **kwargs)
         else:
             module = torch.nn.GRU(**kwargs)
-        state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in native.items()}
+        with warnings.catch_warnings():  # a read-only native: only read (copied in) here
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in native.items()}
         module.load_state_dict(state, strict=True)
         return module.eval()
 

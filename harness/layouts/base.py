@@ -15,7 +15,8 @@ direction axis (ONNX).
 
 from __future__ import annotations
 
-from collections import Counter
+import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -34,15 +35,19 @@ from harness.spec import Case
 
 TRANSPOSE_MIN_SIZE = 1 << 14  # smaller blocks: NumPy's copy beats a call into the kernel
 THREADED_MIN_SIZE = 1 << 20  # transposed elements in all from which to_native uses threads
-Symbol = Counter  # symbolic size, e.g. Counter({"H": 2}) is "2H"
+Symbol = tuple[int, int, int]  # symbolic size, multiples of (I, H, P): (1, 2, 0) is "I+2H"
+SYMBOL_NAMES = ("I", "H", "P")
 
 
+@functools.cache
 def sym(s: Symbol) -> str:
-    parts = []
-    for name, n in s.items():
-        if n:
-            parts.append(name if n == 1 else f"{n}{name}")
+    parts = [name if n == 1 else f"{n}{name}" for name, n in zip(SYMBOL_NAMES, s, strict=True)
+             if n]
     return "+".join(parts) or "0"
+
+
+def _plus(a: Symbol, b: Symbol) -> Symbol:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
 @dataclass(frozen=True)
@@ -120,14 +125,17 @@ class Layout:
     def shapes(self, case: Case) -> dict[str, tuple[int, ...]]:
         return {t.name: t.shape for t in self.tensors(case)}
 
-    def to_native(self, canonical: Canonical, case: Case,
-                  dtype: type = np.float64) -> dict[str, np.ndarray]:
+    def to_native(self, canonical: Canonical, case: Case, dtype: type = np.float64, *,
+                  shared: bool = False) -> dict[str, np.ndarray]:
         """Native tensors holding ``canonical``, float64 or ``dtype``: a block copied as it is
         comes from ``canonical.cast(dtype)``, a summed or folded one is added up in float64 and
         rounded once, where it is stored (one rounding either way). Every element is placed
         exactly once (checked when the description is made). :class:`_Gather` for a small
-        case (the tensors view one array), :class:`_Runs` for a large one."""
-        return _plan(self, case).natives(canonical, case, dtype)
+        case (the tensors view one array), :class:`_Runs` for a large one. ``shared=True``
+        (for callers that only read them, as adapters do): in a large case, a tensor that is
+        canonical blocks lying end to end in the cast (:meth:`Canonical.span`: all of torch's)
+        comes back as a read-only view of it, not a copy."""
+        return _plan(self, case).natives(canonical, case, dtype, shared)
 
     def from_native(
         self, native: dict[str, np.ndarray], case: Case, *, file: str | None = None
@@ -202,13 +210,14 @@ class Layout:
         return rows
 
 
-_DESCRIBED: dict[tuple[Layout, str], tuple[NativeTensor, ...]] = {}
+_DESCRIBED: dict[tuple, tuple[NativeTensor, ...]] = {}
 
 
 def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
     """``layout.describe`` over every layer and direction, tensors of one name merged and
-    checked to tile their tensor, kept per (layout, case): a pair converts its weights, its
-    gradients and (for some adapters) builds its model from the same description."""
+    checked to tile their tensor, kept per layout and model (:func:`_cache_key`): a pair
+    converts its weights, its gradients and (for some adapters) builds its model from the same
+    description, and cases of one model share it."""
     k = _cache_key(layout, case)
     if k not in _DESCRIBED:
         if len(_DESCRIBED) > 1024:
@@ -233,19 +242,15 @@ def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
     return _DESCRIBED[k]
 
 
-_JSON: dict[int, tuple[Case, str]] = {}
+GEOMETRY = ("cell", "input_size", "hidden_size", "proj_size", "num_layers", "dir_mode",
+            "peepholes", "reset_after")  # the case fields a description reads
 
 
-def _cache_key(layout: Layout, case: Case) -> tuple[Layout, str]:
-    """(layout, the case as JSON), the JSON made once per case object (~50 us on the cold
-    caches after a forward; a pair asks for it up to three times). A case is frozen; its
-    entry holds it, so its id is not reused while the entry is there."""
-    hit = _JSON.get(id(case))
-    if hit is None or hit[0] is not case:
-        if len(_JSON) > 4096:
-            _JSON.clear()
-        hit = _JSON[id(case)] = (case, case.model_dump_json())
-    return layout, hit[1]
+def _cache_key(layout: Layout, case: Case) -> tuple:
+    """(layout, the case's :data:`GEOMETRY`, whether it folds a forget bias): what a
+    description and a conversion plan depend on, so cases of one model share them
+    (tests/test_layout_cache.py checks that no other field changes a description)."""
+    return (layout, *(getattr(case, name) for name in GEOMETRY), case.forget_bias != 0)
 
 
 GATHER_MAX_SIZE = 1 << 15  # native elements up to which to_native is one gather (faster than
@@ -270,9 +275,10 @@ class _Gather:
     index: np.ndarray
     tensors: tuple[tuple[str, tuple[int, ...], int, int], ...]
 
-    def natives(self, canonical: Canonical, case: Case, dtype: type) -> dict[str, np.ndarray]:
-        """Views into one array of ``dtype``: the same values as the placements give (a sum
-        added up in float64 in the same order and rounded once)."""
+    def natives(self, canonical: Canonical, case: Case, dtype: type,
+                shared: bool = False) -> dict[str, np.ndarray]:
+        """Views into one array of ``dtype``, made anew (``shared`` or not): the same values as
+        the placements give (a sum added up in float64 in the same order and rounded once)."""
         flat = canonical.flat(dtype, self.keys)
         if self.terms:
             f64 = canonical.flat(np.float64, self.keys)
@@ -286,19 +292,20 @@ class _Gather:
                 for name, shape, start, stop in self.tensors}
 
 
-_PLANS: dict[tuple[Layout, str], _Gather | _Runs] = {}
+_PLANS: dict[tuple, _Gather | _Runs] = {}
 
 
 def _plan(layout: Layout, case: Case) -> _Gather | _Runs:
     """How :meth:`Layout.to_native` fills the case's natives, worked out once per layout and
-    case: one gather up to :data:`GATHER_MAX_SIZE` native elements, else :class:`_Runs`."""
+    model (:func:`_cache_key`): one gather up to :data:`GATHER_MAX_SIZE` native elements,
+    else :class:`_Runs`."""
     k = _cache_key(layout, case)
     plan = _PLANS.get(k)
     if plan is None:
         if len(_PLANS) > 1024:
             _PLANS.clear()
         tensors = _described(layout, case)
-        bounds = np.cumsum([0] + [int(np.prod(t.shape)) for t in tensors])
+        bounds = np.cumsum([0] + [math.prod(t.shape) for t in tensors])
         plan = _PLANS[k] = (_gather(tensors, bounds, case) if bounds[-1] <= GATHER_MAX_SIZE
                             else _runs(tensors, case))
     return plan
@@ -308,7 +315,7 @@ def _gather(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -
     """The placements applied to element positions instead of values, so the gather places
     every element where the placements would."""
     shapes = expected_shapes(case)
-    sizes = [int(np.prod(v)) for v in shapes.values()]
+    sizes = [math.prod(v) for v in shapes.values()]
     offset = dict(zip(shapes, np.cumsum([0] + sizes), strict=False))
     blocks = sum(sizes)  # the summed elements follow the blocks
     terms: list[list[np.ndarray]] = []  # [term k][sum] positions in the float64 vector
@@ -320,7 +327,7 @@ def _gather(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -
         view = index[start:stop].reshape(t.shape)
         for pl in t.placements:
             shape = shapes[pl.sources[0]]
-            n = int(np.prod(shape))
+            n = math.prod(shape)
             if len(pl.sources) == 1 and not pl.fold_forget_bias:
                 first = offset[pl.sources[0]]
             else:
@@ -353,16 +360,27 @@ class _Runs:
     that hold canonical blocks laid end to end, each in C order (blocks copied or C-order
     reshaped into a contiguous slice: all of torch's, ONNX's and cuDNN's weights), filled by
     one ``np.concatenate`` each; ``rest``: (tensor, placement) for the others (transposed,
-    summed, folded or strided), placed one by one."""
+    summed, folded or strided), placed one by one; ``whole``: the tensors one run fills, which
+    ``shared`` natives view in the cast where its blocks lie so."""
 
     tensors: tuple[tuple[str, tuple[int, ...]], ...]
     runs: tuple[tuple[int, int, int, tuple[str, ...]], ...]
     rest: tuple[tuple[int, Placement], ...]
+    whole: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (tensor, keys): one run fills it
 
-    def natives(self, canonical: Canonical, case: Case, dtype: type) -> dict[str, np.ndarray]:
-        arrays = [np.empty(shape, dtype=dtype) for _, shape in self.tensors]
+    def natives(self, canonical: Canonical, case: Case, dtype: type,
+                shared: bool = False) -> dict[str, np.ndarray]:
+        views: dict[int, np.ndarray] = {}
+        if shared:  # a tensor that is one run of blocks lying so in the cast: a view of it
+            for k, keys in self.whole:
+                span = canonical.span(dtype, keys)
+                if span is not None:
+                    views[k] = span.reshape(self.tensors[k][1])
+        arrays = [views[k] if k in views else np.empty(shape, dtype=dtype)
+                  for k, (_, shape) in enumerate(self.tensors)]
         for k, lo, hi, keys in self.runs:
-            np.concatenate(canonical.raveled(dtype, keys), out=arrays[k].reshape(-1)[lo:hi])
+            if k not in views:
+                np.concatenate(canonical.raveled(dtype, keys), out=arrays[k].reshape(-1)[lo:hi])
         if self.rest:
             cast = canonical.cast(dtype)
             later: list[tuple[np.ndarray, np.ndarray]] = []  # large transposes, for threads
@@ -388,7 +406,7 @@ def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
     """The placements whose block lands in C order on a contiguous slice (a forget bias of 0
     folded is a copy), merged into runs where they follow one another; the slices are found
     on never-written int8 arrays of the tensors' shapes (their addresses give offsets)."""
-    sizes = {k: int(np.prod(v)) for k, v in expected_shapes(case).items()}
+    sizes = {k: math.prod(v) for k, v in expected_shapes(case).items()}
     runs: list[tuple[int, int, int, tuple[str, ...]]] = []
     rest: list[tuple[int, Placement]] = []
     for k, t in enumerate(tensors):
@@ -411,7 +429,10 @@ def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
                 runs[-1] = (k, lo, offset + size, (*keys, source))
             else:
                 runs.append((k, offset, offset + size, (source,)))
-    return _Runs(tuple((t.name, t.shape) for t in tensors), tuple(runs), tuple(rest))
+    whole = [(k, keys) for k, lo, hi, keys in runs
+             if lo == 0 and hi == math.prod(tensors[k].shape)]
+    return _Runs(tuple((t.name, t.shape) for t in tensors), tuple(runs), tuple(rest),
+                 tuple(whole))
 
 
 def _apply(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -474,13 +495,16 @@ Tile = str | tuple[str, ...]  # a canonical NAME, or NAMEs summed into one block
 
 def _symbols(case: Case, layer: int, name: str) -> tuple[Symbol, ...]:
     """Symbolic shape of a canonical block, e.g. W_f of layer 1 (bidirectional) is (H, 2H)."""
-    D, P = case.num_directions, case.proj_size
-    out = Counter({"P" if P else "H": 1})
-    in_l = Counter({"I": 1}) if layer == 0 else Counter({"P" if P else "H": D})
-    kind = name.split("_")[0]
-    return {
-        "W": (Counter(H=1), in_l), "R": (Counter(H=1), out), "Wp": (Counter(P=1), Counter(H=1)),
-    }.get(kind, (Counter(H=1),))
+    return _kind_symbols(case.num_directions, bool(case.proj_size), layer == 0,
+                         name.split("_")[0])
+
+
+@functools.cache
+def _kind_symbols(D: int, projected: bool, first: bool, kind: str) -> tuple[Symbol, ...]:
+    H = (0, 1, 0)
+    out = (0, 0, 1) if projected else H
+    in_l = (1, 0, 0) if first else (0, 0, D) if projected else (0, D, 0)
+    return {"W": (H, in_l), "R": (H, out), "Wp": ((0, 0, 1), H)}.get(kind, (H,))
 
 
 def grid(
@@ -513,10 +537,10 @@ def grid(
 
     placements = []
     one_d = len(tile_shape(rows[0][0])[0]) == 1
-    row_off, row_sym = 0, Counter()
+    row_off, row_sym = 0, (0, 0, 0)
     width = None
     for r, row in enumerate(rows):
-        col_off, col_sym = 0, Counter()
+        col_off, col_sym = 0, (0, 0, 0)
         height, hsym = None, None
         for tile in row:
             (s, y) = tile_shape(tile)
@@ -525,16 +549,16 @@ def grid(
                 idx = ((r,) if not (squeeze and len(rows) == 1) else ()) + (
                     slice(col_off, col_off + s[0]),)
                 where = ([str(r)] if not (squeeze and len(rows) == 1) else []) + [
-                    f"{sym(col_sym)}:{sym(col_sym + y[0])}"]
-                col_off, col_sym = col_off + s[0], col_sym + y[0]
+                    f"{sym(col_sym)}:{sym(_plus(col_sym, y[0]))}"]
+                col_off, col_sym = col_off + s[0], _plus(col_sym, y[0])
             else:
                 assert height in (None, s[0]), f"{name}: blocks of unequal height in a row"
                 height, hsym = s[0], y[0]
                 idx = (slice(row_off, row_off + s[0]), slice(col_off, col_off + s[1]))
-                rs = ":" if len(rows) == 1 else f"{sym(row_sym)}:{sym(row_sym + y[0])}"
-                cs = ":" if len(row) == 1 else f"{sym(col_sym)}:{sym(col_sym + y[1])}"
+                rs = ":" if len(rows) == 1 else f"{sym(row_sym)}:{sym(_plus(row_sym, y[0]))}"
+                cs = ":" if len(row) == 1 else f"{sym(col_sym)}:{sym(_plus(col_sym, y[1]))}"
                 where = [rs, cs]
-                col_off, col_sym = col_off + s[1], col_sym + y[1]
+                col_off, col_sym = col_off + s[1], _plus(col_sym, y[1])
             fold = fold_forget_bias and any(n == "bW_f" for n in names)
             lead_where = [str(i) for i in lead]
             placements.append(Placement(
@@ -547,7 +571,7 @@ def grid(
         assert width in (None, col_off), f"{name}: rows of unequal width"
         width = col_off
         if not one_d:
-            row_off, row_sym = row_off + height, row_sym + hsym
+            row_off, row_sym = row_off + height, _plus(row_sym, hsym)
     if one_d:
         shape = (width,) if squeeze and len(rows) == 1 else (len(rows), width)
     else:
@@ -575,7 +599,7 @@ def flat(case: Case, layer: int, direction: int, name: str, tiles: Sequence[str]
     starting at ``offset``; ``total`` is the buffer's length when other parts share it."""
     placements, off = [], offset
     for n in tiles:
-        size = int(np.prod(block_shapes(case, layer)[n]))
+        size = math.prod(block_shapes(case, layer)[n])
         placements.append(Placement(
             index=(slice(off, off + size),),
             sources=(key(layer, direction, n),),

@@ -17,8 +17,20 @@ import numpy as np
 TILE = 16
 
 
-@numba.njit(["void(f8[::1], i8, i8, f8[:,::1])", "void(f4[::1], i8, i8, f8[:,::1])",
-             "void(f4[::1], i8, i8, f4[:,::1])"], nogil=True, cache=True)
+def _signatures() -> list:
+    """dst float64 from float64, float32 from float64 or float32; the source writable or not
+    (the canonical cast is read-only)."""
+    f8, f4 = numba.types.float64, numba.types.float32
+    out = []
+    for dst, src in ((f8, f8), (f4, f8), (f4, f4)):
+        for readonly in (False, True):
+            out.append(numba.types.void(numba.types.Array(dst, 1, "C"), numba.types.int64,
+                                        numba.types.int64,
+                                        numba.types.Array(src, 2, "C", readonly=readonly)))
+    return out
+
+
+@numba.njit(_signatures(), nogil=True, cache=True)
 def _transpose(dst, offset, row, src):
     """dst[offset + j*row + i] = src[i, j] for every (i, j) of ``src``, tile by tile (full
     tiles with constant trip counts, which the compiler unrolls); a float32 ``dst`` gets each
