@@ -13,8 +13,10 @@ and peepholes are nonzero. Everything is rounded to the case dtype and kept as f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -41,24 +43,31 @@ def layer_dirs(case: Case) -> Iterator[tuple[int, int]]:
             yield layer, d
 
 
-def block_shapes(case: Case, layer: int) -> dict[str, tuple[int, ...]]:
-    """NAME -> shape of every canonical block of one layer and direction."""
-    H, P, in_l = case.hidden_size, case.proj_size, case.layer_input_size(layer)
+def block_shapes(case: Case, layer: int) -> Mapping[str, tuple[int, ...]]:
+    """NAME -> shape of every canonical block of one layer and direction (read-only, made once
+    per model and layer: the layouts ask for it for every tensor they describe)."""
+    return _block_shapes(case.cell, case.gates, case.hidden_size, case.proj_size,
+                         case.layer_input_size(layer), case.peepholes)
+
+
+@functools.cache
+def _block_shapes(cell: str, gates: tuple[str, ...], H: int, P: int, in_l: int,
+                  peepholes: bool) -> Mapping[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {}
-    for g in case.gates:
+    for g in gates:
         shapes[f"W_{g}"] = (H, in_l)
-    for g in case.gates:
+    for g in gates:
         shapes[f"R_{g}"] = (H, P or H)
-    for g in case.gates:
+    for g in gates:
         shapes[f"bW_{g}"] = (H,)
-    for g in case.gates:
+    for g in gates:
         shapes[f"bR_{g}"] = (H,)
-    if case.cell == "lstm" and case.peepholes:
+    if cell == "lstm" and peepholes:
         for g in ("i", "f", "o"):
             shapes[f"p_{g}"] = (H,)
-    if case.cell == "lstm" and P:
+    if cell == "lstm" and P:
         shapes["Wp"] = (P, H)
-    return shapes
+    return MappingProxyType(shapes)
 
 
 def expected_shapes(case: Case) -> dict[str, tuple[int, ...]]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from harness import data, params, reference
 from harness.data import Inputs, Outputs, state_shapes
-from harness.dtypes import round_to
+from harness.dtypes import FORMATS, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
 from harness.layouts import get_layout
 from harness.npz import load_npz
@@ -65,10 +65,16 @@ def max_memory(value: str | int | None = None) -> int:
     return DEFAULT_MAX_MEMORY
 
 
+def _cast_itemsize(case: Case) -> int:
+    """Bytes an element of the parameters' cast (:func:`prepare`): none for float64, bfloat16."""
+    return 0 if case.dtype in ("float64", "bfloat16") else FORMATS[case.dtype].numpy().itemsize
+
+
 def estimate_bytes(case: Case) -> dict[str, int]:
     """Float64 bytes one case needs, by part, from its sizes alone (Python ints: no overflow).
 
-    parameters: every canonical block; inputs: x, h0, c0; outputs: y, h_n, c_n; reference:
+    parameters: every canonical block, and its cast to the case dtype (float32, float16) that the
+    adapters convert from; inputs: x, h0, c0; outputs: y, h_n, c_n; reference:
     every layer's y (the reference keeps them) plus the largest layer's working buffers per
     direction (its reversed input, the input projection of all timesteps [B, T, gates*H], y).
     """
@@ -80,7 +86,7 @@ def estimate_bytes(case: Case) -> dict[str, int]:
     states = L * D * B * (O + (H if case.cell == "lstm" else 0))
     widest_input = I if L == 1 else max(I, O * D)
     parts = {
-        "parameters": 8 * n_params,
+        "parameters": (8 + _cast_itemsize(case)) * n_params,
         "inputs": 8 * (B * T * I + states),
         "outputs": 8 * (B * T * D * O + states),
         "reference buffers": 8 * (L * B * T * D * O + B * T * (widest_input + G * H + O)),
@@ -196,14 +202,17 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
 
 
 def prepare(case: Case, limit: int | None = None) -> Prepared:
-    """Canonical parameters, inputs, the reference and the noise floor of one case. ``limit``:
-    the memory limit in bytes (default: :func:`max_memory`)."""
+    """Canonical parameters (and their cast to the case dtype), inputs, the reference and the
+    noise floor of one case. ``limit``: the memory limit in bytes (default:
+    :func:`max_memory`)."""
     import time
 
     start = time.perf_counter()
     check_memory(case, limit)
     canonical = with_file_context(case, "weights", lambda: load_weights(case, limit))
     inputs = with_file_context(case, "inputs", lambda: load_inputs(case, limit))
+    if _cast_itemsize(case):  # what the case's adapters convert from (Adapter.native_dtype),
+        canonical.cast(FORMATS[case.dtype].numpy)  # made once here, not by the first pair
     ref = reference.run(case, canonical, inputs)
     floor = (reference.run(case, canonical, inputs, dtype=case.dtype)
              if case.dtype != "float64" else ref)

@@ -16,6 +16,7 @@ direction axis (ONNX).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -242,6 +243,13 @@ def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
     return _DESCRIBED[k]
 
 
+def forget_kept() -> None:
+    """Forget every kept description and plan (a new process's state: what a benchmark of a
+    run's first uses starts from)."""
+    _DESCRIBED.clear()
+    _PLANS.clear()
+
+
 GEOMETRY = ("cell", "input_size", "hidden_size", "proj_size", "num_layers", "dir_mode",
             "peepholes", "reset_after")  # the case fields a description reads
 
@@ -316,8 +324,10 @@ def _gather(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -
     every element where the placements would."""
     shapes = expected_shapes(case)
     sizes = [math.prod(v) for v in shapes.values()]
-    offset = dict(zip(shapes, np.cumsum([0] + sizes), strict=False))
+    offset = dict(zip(shapes, itertools.accumulate(sizes, initial=0), strict=False))
     blocks = sum(sizes)  # the summed elements follow the blocks
+    count = np.arange(blocks + int(bounds[-1]))  # positions: views of it (no more sums than
+    # native elements)
     terms: list[list[np.ndarray]] = []  # [term k][sum] positions in the float64 vector
     terms_at: list[list[np.ndarray]] = []
     fold: list[np.ndarray] = []
@@ -331,18 +341,18 @@ def _gather(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -
             if len(pl.sources) == 1 and not pl.fold_forget_bias:
                 first = offset[pl.sources[0]]
             else:
-                first, at = blocks + end, np.arange(end, end + n)
+                first, at = blocks + end, count[end:end + n]
                 for j, src in enumerate(pl.sources):
                     if j == len(terms):
                         terms.append([])
                         terms_at.append([])
-                    terms[j].append(np.arange(offset[src], offset[src] + n))
+                    terms[j].append(count[offset[src]:offset[src] + n])
                     terms_at[j].append(at)
                 if pl.fold_forget_bias:
                     fold.append(at)
                 end += n
-            positions = np.arange(first, first + n).reshape(shape)
-            view[pl.index] = _apply(pl.transform, positions, view[pl.index].shape)
+            dst = view[pl.index]
+            dst[...] = _apply(pl.transform, count[first:first + n].reshape(shape), dst.shape)
 
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
@@ -527,13 +537,15 @@ def grid(
     the summed block containing it).
     """
     shapes = block_shapes(case, layer)
+    flip = transform in ("transpose", "reshape")  # the slice is [in, H]-shaped
+    prefix = key(layer, direction, "")
+    lead_where = "".join(f"{i}, " for i in lead)
+    stacked = not (squeeze and len(rows) == 1)
 
     def tile_shape(tile: Tile) -> tuple[tuple[int, ...], tuple[Symbol, ...]]:
         first = tile if isinstance(tile, str) else tile[0]
         s, y = shapes[first], _symbols(case, layer, first)
-        if transform in ("transpose", "reshape"):  # the slice is [in, H]-shaped
-            s, y = s[::-1], y[::-1]
-        return s, y
+        return (s[::-1], y[::-1]) if flip else (s, y)
 
     placements = []
     one_d = len(tile_shape(rows[0][0])[0]) == 1
@@ -543,37 +555,34 @@ def grid(
         col_off, col_sym = 0, (0, 0, 0)
         height, hsym = None, None
         for tile in row:
-            (s, y) = tile_shape(tile)
+            s, y = tile_shape(tile)
             names = (tile,) if isinstance(tile, str) else tuple(tile)
             if one_d:
-                idx = ((r,) if not (squeeze and len(rows) == 1) else ()) + (
-                    slice(col_off, col_off + s[0]),)
-                where = ([str(r)] if not (squeeze and len(rows) == 1) else []) + [
-                    f"{sym(col_sym)}:{sym(_plus(col_sym, y[0]))}"]
-                col_off, col_sym = col_off + s[0], _plus(col_sym, y[0])
+                end, end_sym = col_off + s[0], _plus(col_sym, y[0])
+                idx = ((r,) if stacked else ()) + (slice(col_off, end),)
+                where = (f"{r}, " if stacked else "") + f"{sym(col_sym)}:{sym(end_sym)}"
             else:
                 assert height in (None, s[0]), f"{name}: blocks of unequal height in a row"
                 height, hsym = s[0], y[0]
-                idx = (slice(row_off, row_off + s[0]), slice(col_off, col_off + s[1]))
+                end, end_sym = col_off + s[1], _plus(col_sym, y[1])
+                idx = (slice(row_off, row_off + s[0]), slice(col_off, end))
                 rs = ":" if len(rows) == 1 else f"{sym(row_sym)}:{sym(_plus(row_sym, y[0]))}"
-                cs = ":" if len(row) == 1 else f"{sym(col_sym)}:{sym(_plus(col_sym, y[1]))}"
-                where = [rs, cs]
-                col_off, col_sym = col_off + s[1], _plus(col_sym, y[1])
-            fold = fold_forget_bias and any(n == "bW_f" for n in names)
-            lead_where = [str(i) for i in lead]
+                cs = ":" if len(row) == 1 else f"{sym(col_sym)}:{sym(end_sym)}"
+                where = f"{rs}, {cs}"
+            col_off, col_sym = end, end_sym
             placements.append(Placement(
                 index=lead + idx,
-                sources=tuple(key(layer, direction, n) for n in names),
+                sources=tuple([prefix + n for n in names]),
                 transform=transform,
-                fold_forget_bias=fold,
-                where="[" + ", ".join(lead_where + where) + "]",
+                fold_forget_bias=fold_forget_bias and "bW_f" in names,
+                where=f"[{lead_where}{where}]",
             ))
         assert width in (None, col_off), f"{name}: rows of unequal width"
         width = col_off
         if not one_d:
             row_off, row_sym = row_off + height, _plus(row_sym, hsym)
     if one_d:
-        shape = (width,) if squeeze and len(rows) == 1 else (len(rows), width)
+        shape = (width,) if not stacked else (len(rows), width)
     else:
         shape = (row_off, width)
     return NativeTensor(name, tuple(lead_shape) + shape, tuple(placements))
