@@ -14,18 +14,20 @@ overhead = pair − forward, in % of pair (target < 10 %). The parts are timed o
 ``divergence`` (``compare.rows_of``). ``frame`` is not part of the pair: the pandas DataFrame
 of one pair's rows on its own, an upper bound of what the reports pay for it later
 (``RunResult.divergence`` builds one frame for all pairs; ``--suite`` times that and adds it to
-the overhead). Each pair is run once first (framework import, graph tracing), then
-``--repeat`` times; the table shows medians (the overhead is a difference of two times taken in
-the same call, so the median is steadier than a minimum).
+the overhead).
 
-``--suite DIR`` measures what a run of that suite pays, pairs made as a run makes them: per
-repeat, each case prepared afresh and its pairs run one after another in the registry's order,
-once each, with the layouts' kept descriptions and plans forgotten first (a new process's
-state). So what a case's first pairs work out and the later ones reuse (the layout of a model
-shared by several cases, the reference's side of the divergence) is paid where a run pays it,
-not hidden by repeating a pair. Per adapter: the sums over its pairs of the per-pair medians
-over repeats (overhead % = total overhead / total pair time), the same with the adapter's share
-of the run's one frame (``with frame %``, by rows) and the worst single pair.
+Pairs are made as a run makes them: every adapter first runs the tiny case once (framework
+import, compiled kernels, graph tracing), then per repeat each case is prepared afresh and its
+pairs run one after another in the registry's order, once each, with the layouts' kept
+descriptions and plans forgotten first (a new process's state). So what a case's first pairs
+work out and later ones reuse (the layout of a model shared by several cases, the reference's
+side of the divergence) is paid where a run pays it, not hidden by repeating one pair. The
+table shows medians over the repeats (the overhead is a difference of two times taken in the
+same call, so the median is steadier than a minimum); the parts are timed afterwards, hot.
+
+``--suite DIR``: every case x adapter pair of DIR's cases; per adapter the sums over its pairs
+of the per-pair medians (overhead % = total overhead / total pair time), the same with the
+adapter's share of the run's one frame (``with frame %``, by rows) and the worst single pair.
 """
 
 from __future__ import annotations
@@ -96,17 +98,17 @@ def profile(prep, adapter, repeat: int) -> str:
     return s.getvalue()
 
 
-def suite(folder: str, adapters, repeat: int) -> None:
-    """Totals per adapter over every pair of the suite's cases, each pair timed as a run makes
-    it (see the module text)."""
+def as_run(cases: list[Case], adapters, repeat: int):
+    """Every pair of ``cases`` x ``adapters`` timed as a run makes it (the module text):
+    (adapter, case) -> [(pair seconds, forward seconds)] per repeat, the last PairResult of
+    each, and why the pairs that did not run did not."""
     from harness.layouts.base import forget_kept
 
     warm = prepare(Case(name="tiny-lstm", **CASES["tiny-lstm"]))
     for adapter in adapters:  # imports, compiled kernels, graph tracing
         run_pair(warm, adapter)
-    cases = discover([folder])
     times: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    results = {}
+    results, notes = {}, {}
     for k in range(repeat):
         forget_kept()
         for case in cases:
@@ -118,8 +120,17 @@ def suite(folder: str, adapters, repeat: int) -> None:
                 if r.status in (compare.PASS, compare.DIVERGED, compare.BASELINE):
                     times.setdefault((adapter.name, case.name), []).append((pair, r.seconds))
                     results[adapter.name, case.name] = r
+                else:
+                    notes[adapter.name, case.name] = f"{r.status}: {r.reason}"
             del prep
         print(f"  repeat {k + 1} of {repeat}: done", flush=True)
+    return times, results, notes
+
+
+def suite(folder: str, adapters, repeat: int) -> None:
+    """Totals per adapter over every pair of the suite's cases."""
+    cases = discover([folder])
+    times, results, _ = as_run(cases, adapters, repeat)
     totals = {a.name: [0, 0.0, 0.0, 0.0, ""] for a in adapters}  # pairs, pair, fwd, worst %
     for (name, case_name), runs in times.items():
         pair, fwd = median([p for p, _ in runs]), median([f for _, f in runs])
@@ -165,35 +176,30 @@ def main() -> None:
         suite(args.suite, adapters, args.repeat)
         return
 
-    rows, notes, over = [], [], []
-    for label in args.cases.split(","):
-        case = Case(name=label, **CASES[label])
+    cases = [Case(name=label, **CASES[label]) for label in args.cases.split(",")]
+    times, _, skipped = as_run(cases, adapters, args.repeat)
+    rows, over = [], []
+    for case in cases:
         prep = prepare(case)
         for adapter in adapters:
-            first = run_pair(prep, adapter)  # imports, tracing, first-call caches
-            if first.status not in (compare.PASS, compare.DIVERGED, compare.BASELINE):
-                notes.append(f"{label} x {adapter.name}: {first.status}: {first.reason}")
+            runs = times.get((adapter.name, case.name))
+            if not runs:
                 continue
-            pair, fwd = [], []
-            for _ in range(args.repeat):
-                t = time.perf_counter()
-                r = run_pair(prep, adapter)
-                pair.append(time.perf_counter() - t)
-                fwd.append(r.seconds)
-            overheads = [p - f for p, f in zip(pair, fwd, strict=True)]
+            pair, fwd = [p for p, _ in runs], [f for _, f in runs]
+            overheads = [p - f for p, f in runs]
             pct = 100 * median([o / p for o, p in zip(overheads, pair, strict=True)])
             part = parts(prep, adapter)
-            rows.append([label, adapter.name, r.status, 1e3 * median(pair), 1e3 * median(fwd),
+            rows.append([case.name, adapter.name, 1e3 * median(pair), 1e3 * median(fwd),
                          1e3 * median(overheads), pct, 1e3 * part["to_native"],
                          1e3 * part["check"], 1e3 * part["divergence"],
                          1e3 * part.get("frame", 0.0)])
-            print(f"  {label} x {adapter.name}: overhead {pct:.1f} %", flush=True)
             if pct > 10:
-                over.append((label, adapter, prep))
+                over.append((case.name, adapter, prep))
+    notes = [f"{c} x {a}: {why}" for (a, c), why in skipped.items()]
     print_facts([("repeat", str(args.repeat))])
-    print(table(rows, ["case", "adapter", "status", "pair ms", "forward ms", "overhead ms",
-                       "overhead %", "to_native ms", "check ms", "divergence ms",
-                       "frame ms (report)"]))
+    print(table(rows, ["case", "adapter", "pair ms", "forward ms", "overhead ms",
+                       "overhead %", "to_native ms (hot)", "check ms (hot)",
+                       "divergence ms (hot)", "frame ms (report)"]))
     for note in notes:
         print("  skipped:", note)
     if over:
