@@ -39,6 +39,12 @@ FORMATS = {
 }
 
 
+def native_numpy(dtype: str) -> type:
+    """The NumPy type native tensors of a ``dtype`` case are held in: the format itself, but
+    float64 for bfloat16 (NumPy has no arithmetic of its own for it)."""
+    return np.float64 if dtype == "bfloat16" else FORMATS[dtype].numpy
+
+
 def round_to(a: np.ndarray, dtype: str) -> np.ndarray:
     """Round ``a`` to ``dtype`` (round to nearest even) and return it as float64."""
     a = np.asarray(a, dtype=np.float64)

@@ -14,6 +14,7 @@ and peepholes are nonzero. Everything is rounded to the case dtype and kept as f
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -98,9 +99,11 @@ class Canonical:
             return self.tensors
         return self._buffer(dtype)[1]
 
-    def _buffer(self, dtype: np.dtype) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def _buffer(self, dtype: np.dtype) -> tuple[np.ndarray, dict[str, np.ndarray],
+                                                 dict[str, int]]:
         """(every tensor cast to ``dtype`` and laid end to end in C order, in the order of
-        :attr:`tensors`; name -> its view of it), read-only, made once and kept."""
+        :attr:`tensors`; name -> its view of it; name -> where it starts), read-only, made once
+        and kept."""
         k = ("buffer", dtype)
         if k not in self._cast:
             sizes = [v.size for v in self.tensors.values()]
@@ -109,10 +112,11 @@ class Canonical:
                 np.concatenate([v.reshape(-1) for v in self.tensors.values()], out=flat,
                                casting="same_kind")
             flat.flags.writeable = False
-            ends = np.cumsum(sizes)
-            views = {name: flat[end - v.size:end].reshape(v.shape)
-                     for (name, v), end in zip(self.tensors.items(), ends, strict=True)}
-            self._cast[k] = flat, views
+            starts = dict(zip(self.tensors, itertools.accumulate(sizes, initial=0),
+                              strict=False))
+            views = {name: flat[starts[name]:starts[name] + v.size].reshape(v.shape)
+                     for name, v in self.tensors.items()}
+            self._cast[k] = flat, views, starts
         return self._cast[k]
 
     def span(self, dtype: type, keys: tuple[str, ...]) -> np.ndarray | None:
@@ -122,25 +126,27 @@ class Canonical:
         dtype = np.dtype(dtype)
         k = ("span", dtype, keys)
         if k not in self._cast:
-            flat, views = self._buffer(dtype)
-            origin = flat.__array_interface__["data"][0]
-            lo = hi = (views[keys[0]].__array_interface__["data"][0] - origin) // flat.itemsize
+            flat, _, starts = self._buffer(dtype)
+            lo = end = starts[keys[0]]
             for name in keys:
-                start = (views[name].__array_interface__["data"][0] - origin) // flat.itemsize
-                if start != hi:
-                    hi = -1
-                    break
-                hi += views[name].size
-            self._cast[k] = flat[lo:hi] if hi >= 0 else None
+                if starts[name] != end:
+                    self._cast[k] = None
+                    return None
+                end += self.tensors[name].size
+            self._cast[k] = flat[lo:end]
         return self._cast[k]
 
     def flat(self, dtype: type, keys: tuple[str, ...]) -> np.ndarray:
         """The tensors of ``keys`` cast to ``dtype`` and laid end to end (each in C order),
-        made once per (dtype, keys) and kept like :meth:`cast` (a small case's natives are
-        gathered from it)."""
+        read-only: :meth:`span` where they lie so in the cast, else made once per (dtype, keys)
+        and kept like :meth:`cast` (a small case's natives are gathered from it)."""
         k = (np.dtype(dtype), keys)
         if k not in self._cast:
-            self._cast[k] = np.concatenate(self.raveled(dtype, keys))
+            span = self.span(dtype, keys)
+            if span is None:
+                span = np.concatenate(self.raveled(dtype, keys))
+                span.flags.writeable = False
+            self._cast[k] = span
         return self._cast[k]
 
     def raveled(self, dtype: type, keys: tuple[str, ...]) -> list[np.ndarray]:

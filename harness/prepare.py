@@ -11,7 +11,7 @@ import numpy as np
 
 from harness import data, params, reference
 from harness.data import Inputs, Outputs, state_shapes
-from harness.dtypes import FORMATS, round_to
+from harness.dtypes import native_numpy, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
 from harness.layouts import get_layout
 from harness.npz import load_npz
@@ -66,8 +66,10 @@ def max_memory(value: str | int | None = None) -> int:
 
 
 def _cast_itemsize(case: Case) -> int:
-    """Bytes an element of the parameters' cast (:func:`prepare`): none for float64, bfloat16."""
-    return 0 if case.dtype in ("float64", "bfloat16") else FORMATS[case.dtype].numpy().itemsize
+    """Bytes an element of the parameters' cast (:func:`prepare`): none where the natives are
+    held in float64 (float64 and bfloat16 cases)."""
+    held = np.dtype(native_numpy(case.dtype))
+    return 0 if held == np.float64 else held.itemsize
 
 
 def estimate_bytes(case: Case) -> dict[str, int]:
@@ -211,8 +213,9 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
     check_memory(case, limit)
     canonical = with_file_context(case, "weights", lambda: load_weights(case, limit))
     inputs = with_file_context(case, "inputs", lambda: load_inputs(case, limit))
-    if _cast_itemsize(case):  # what the case's adapters convert from (Adapter.native_dtype),
-        canonical.cast(FORMATS[case.dtype].numpy)  # made once here, not by the first pair
+    # what the case's adapters convert from (Adapter.native_dtype), made once here, not by the
+    # first pair (float64: the tensors themselves)
+    canonical.cast(native_numpy(case.dtype))
     ref = reference.run(case, canonical, inputs)
     floor = (reference.run(case, canonical, inputs, dtype=case.dtype)
              if case.dtype != "float64" else ref)

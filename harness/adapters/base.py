@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.data import Inputs, Outputs, gradient_shapes, output_shapes
-from harness.dtypes import FORMATS
+from harness.dtypes import native_numpy
 from harness.errors import Unavailable
 from harness.layouts import get_layout
 from harness.layouts.base import Layout
@@ -197,9 +197,7 @@ class Adapter:
 
     def native_dtype(self, case: Case) -> type:
         """The NumPy type of the native tensors ``_run`` gets (:attr:`native_in_case_dtype`)."""
-        if self.native_in_case_dtype and case.dtype != "bfloat16":
-            return FORMATS[case.dtype].numpy
-        return np.float64
+        return native_numpy(case.dtype) if self.native_in_case_dtype else np.float64
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         """Run the case; for a gradient case (:meth:`computes_gradients`) also the backward pass
