@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -71,12 +72,45 @@ def _block_shapes(cell: str, gates: tuple[str, ...], H: int, P: int, in_l: int,
     return MappingProxyType(shapes)
 
 
-def expected_shapes(case: Case) -> dict[str, tuple[int, ...]]:
-    return {
+def expected_shapes(case: Case) -> Mapping[str, tuple[int, ...]]:
+    """Canonical key -> shape of every block, in canonical order (read-only, made once per
+    model: a pair's conversion plan and divergence rows read it)."""
+    return _expected_shapes(case.cell, case.gates, case.hidden_size, case.proj_size,
+                            case.input_size, case.num_layers, case.directions, case.peepholes)
+
+
+def block_offsets(case: Case) -> tuple[Mapping[str, int], int]:
+    """(canonical key -> where its block starts when every block is laid end to end in C
+    order in canonical order, the elements of all), made once per model."""
+    return _block_offsets(case.cell, case.gates, case.hidden_size, case.proj_size,
+                          case.input_size, case.num_layers, case.directions, case.peepholes)
+
+
+@functools.cache
+def _block_offsets(*model) -> tuple[Mapping[str, int], int]:
+    shapes = _expected_shapes(*model)
+    sizes = [math.prod(v) for v in shapes.values()]
+    return (MappingProxyType(dict(zip(shapes, itertools.accumulate(sizes, initial=0),
+                                      strict=False))), sum(sizes))
+
+
+def forget_shapes() -> None:
+    """Forget the block shapes and offsets kept per model (a new process's state)."""
+    for cached in (_block_shapes, _expected_shapes, _block_offsets):
+        cached.cache_clear()
+
+
+@functools.cache
+def _expected_shapes(cell: str, gates: tuple[str, ...], H: int, P: int, I: int, L: int,
+                     directions: tuple[int, ...], peepholes: bool
+                     ) -> Mapping[str, tuple[int, ...]]:
+    D = len(directions)
+    return MappingProxyType({
         key(layer, d, name): shape
-        for layer, d in layer_dirs(case)
-        for name, shape in block_shapes(case, layer).items()
-    }
+        for layer in range(L) for d in directions
+        for name, shape in _block_shapes(cell, gates, H, P, I if layer == 0 else (P or H) * D,
+                                         peepholes).items()
+    })
 
 
 @dataclass

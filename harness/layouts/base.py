@@ -16,7 +16,6 @@ direction axis (ONNX).
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,8 +26,11 @@ from harness.errors import WeightsError
 from harness.params import (
     DIRECTION_NAMES,
     Canonical,
+    _block_shapes,
+    block_offsets,
     block_shapes,
     expected_shapes,
+    forget_shapes,
     key,
     layer_dirs,
 )
@@ -235,19 +237,66 @@ def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
                     t = replace(old, placements=old.placements + t.placements)
                 merged[t.name] = t
         for t in merged.values():
-            covered = np.zeros(t.shape, dtype=np.int8)
-            for pl in t.placements:
-                covered[pl.index] += 1
-            assert (covered == 1).all(), f"{layout.name}: {t.name} placements do not tile it"
+            assert tiles(t), f"{layout.name}: {t.name} placements do not tile it"
         _DESCRIBED[k] = tuple(merged.values())
     return _DESCRIBED[k]
 
 
+DENSE_TILE_CHECK = 1 << 16
+
+
+def tiles(t: NativeTensor) -> bool:
+    """Whether ``t``'s placements cover each of its elements exactly once. A placement of ints
+    and unit-step slices is a box; the boxes' edges cut every axis into intervals, and each box
+    covers whole cells of that coarse grid, so counting on the grid (a few cells, whatever the
+    tensor's size) is counting on the elements (seed 000's 11 M elements: ~1 ms of int8 counts
+    a layout -> ~0.1 ms). Small tensors, and any index that is not a box, are counted element by
+    element (cheaper below :data:`DENSE_TILE_CHECK` elements)."""
+    boxes = ([_box(pl.index, t.shape) for pl in t.placements]
+             if math.prod(t.shape) > DENSE_TILE_CHECK else [None])
+    if any(b is None for b in boxes):
+        covered = np.zeros(t.shape, dtype=np.int8)
+        for pl in t.placements:
+            covered[pl.index] += 1
+        return bool((covered == 1).all())
+    cuts = [sorted({0, n, *(e for b in boxes for e in b[axis])})
+            for axis, n in enumerate(t.shape)]
+    covered = np.zeros([len(c) - 1 for c in cuts], dtype=np.int64)
+    for b in boxes:
+        covered[tuple(slice(c.index(lo), c.index(hi)) for c, (lo, hi) in zip(cuts, b,
+                                                                           strict=True))] += 1
+    return bool((covered == 1).all())
+
+
+def _box(index: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
+    """``index`` as [lo, hi) per axis (what NumPy would select: slices clipped, negative ints
+    from the end), or None for anything but ints and unit-step slices."""
+    if not isinstance(index, tuple) or len(index) > len(shape):
+        return None
+    box = []
+    for axis, n in enumerate(shape):
+        i = index[axis] if axis < len(index) else slice(None)
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(n)
+            if step != 1:
+                return None
+            box.append((lo, max(lo, hi)))
+        elif isinstance(i, int | np.integer) and -n <= i < n:
+            lo = int(i) % n
+            box.append((lo, lo + 1))
+        else:
+            return None
+    return tuple(box)
+
+
 def forget_kept() -> None:
     """Forget every kept description and plan (a new process's state: what a benchmark of a
-    run's first uses starts from)."""
+    run's first uses starts from), down to the block shapes and the grids' tiles."""
     _DESCRIBED.clear()
     _PLANS.clear()
+    for cached in (_grid_tiles, _kind_symbols, sym):
+        cached.cache_clear()
+    forget_shapes()
 
 
 GEOMETRY = ("cell", "input_size", "hidden_size", "proj_size", "num_layers", "dir_mode",
@@ -323,9 +372,7 @@ def _gather(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -
     """The placements applied to element positions instead of values, so the gather places
     every element where the placements would."""
     shapes = expected_shapes(case)
-    sizes = [math.prod(v) for v in shapes.values()]
-    offset = dict(zip(shapes, itertools.accumulate(sizes, initial=0), strict=False))
-    blocks = sum(sizes)  # the summed elements follow the blocks
+    offset, blocks = block_offsets(case)  # the summed elements follow the blocks
     count = np.arange(blocks + int(bounds[-1]))  # positions: views of it (no more sums than
     # native elements)
     terms: list[list[np.ndarray]] = []  # [term k][sum] positions in the float64 vector
@@ -503,12 +550,6 @@ def _index_text(index: tuple) -> str:
 Tile = str | tuple[str, ...]  # a canonical NAME, or NAMEs summed into one block
 
 
-def _symbols(case: Case, layer: int, name: str) -> tuple[Symbol, ...]:
-    """Symbolic shape of a canonical block, e.g. W_f of layer 1 (bidirectional) is (H, 2H)."""
-    return _kind_symbols(case.num_directions, bool(case.proj_size), layer == 0,
-                         name.split("_")[0])
-
-
 @functools.cache
 def _kind_symbols(D: int, projected: bool, first: bool, kind: str) -> tuple[Symbol, ...]:
     H = (0, 1, 0)
@@ -536,18 +577,37 @@ def grid(
     direction axis). ``fold_forget_bias`` stores the case's forget_bias in the ``bW_f`` block (or
     the summed block containing it).
     """
-    shapes = block_shapes(case, layer)
-    flip = transform in ("transpose", "reshape")  # the slice is [in, H]-shaped
+    in_l = case.layer_input_size(layer)
+    shape, tiles = _grid_tiles(
+        (case.cell, case.gates, case.hidden_size, case.proj_size, in_l, case.peepholes),
+        (case.num_directions, bool(case.proj_size), layer == 0), name,
+        tuple(tuple(row) for row in rows), transform, tuple(lead), tuple(lead_shape),
+        fold_forget_bias, squeeze)
     prefix = key(layer, direction, "")
+    return NativeTensor(name, shape, tuple([
+        Placement(index, tuple([prefix + n for n in names]), transform, fold, where)
+        for index, names, fold, where in tiles]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _grid_tiles(block_model: tuple, symbol_model: tuple, name: str,
+                rows: tuple[tuple[Tile, ...], ...], transform: str, lead: tuple[int, ...],
+                lead_shape: tuple[int, ...], fold_forget_bias: bool, squeeze: bool
+                ) -> tuple[tuple[int, ...], tuple[tuple[tuple, tuple[str, ...], bool, str], ...]]:
+    """:func:`grid` without the layer and direction: (shape, (index, NAMEs, folded, where) per
+    tile), made once per block sizes and arguments (the layers past the first of a stack, both
+    directions and cases of other models with the same sizes share it)."""
+    shapes = _block_shapes(*block_model)
+    flip = transform in ("transpose", "reshape")  # the slice is [in, H]-shaped
     lead_where = "".join(f"{i}, " for i in lead)
     stacked = not (squeeze and len(rows) == 1)
 
     def tile_shape(tile: Tile) -> tuple[tuple[int, ...], tuple[Symbol, ...]]:
         first = tile if isinstance(tile, str) else tile[0]
-        s, y = shapes[first], _symbols(case, layer, first)
+        s, y = shapes[first], _kind_symbols(*symbol_model, first.split("_")[0])
         return (s[::-1], y[::-1]) if flip else (s, y)
 
-    placements = []
+    tiles = []
     one_d = len(tile_shape(rows[0][0])[0]) == 1
     row_off, row_sym = 0, (0, 0, 0)
     width = None
@@ -570,13 +630,8 @@ def grid(
                 cs = ":" if len(row) == 1 else f"{sym(col_sym)}:{sym(end_sym)}"
                 where = f"{rs}, {cs}"
             col_off, col_sym = end, end_sym
-            placements.append(Placement(
-                index=lead + idx,
-                sources=tuple([prefix + n for n in names]),
-                transform=transform,
-                fold_forget_bias=fold_forget_bias and "bW_f" in names,
-                where=f"[{lead_where}{where}]",
-            ))
+            tiles.append((lead + idx, names, fold_forget_bias and "bW_f" in names,
+                          f"[{lead_where}{where}]"))
         assert width in (None, col_off), f"{name}: rows of unequal width"
         width = col_off
         if not one_d:
@@ -585,7 +640,7 @@ def grid(
         shape = (width,) if not stacked else (len(rows), width)
     else:
         shape = (row_off, width)
-    return NativeTensor(name, tuple(lead_shape) + shape, tuple(placements))
+    return tuple(lead_shape) + shape, tuple(tiles)
 
 
 def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[str, ...],

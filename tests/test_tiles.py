@@ -1,0 +1,99 @@
+"""The tiling check of layout descriptions (``harness.layouts.base.tiles``): every native
+element placed exactly once. Large tensors are checked on the coarse grid of the placements' own
+edges instead of element by element; both ways must agree on every placement set, tilings,
+overlaps, holes, clipped and negative indices included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.layouts import LAYOUTS, base
+from harness.layouts.base import NativeTensor, Placement, tiles
+from harness.spec import Case
+
+
+def counted(shape: tuple[int, ...], indices: list[tuple]) -> bool:
+    """Element by element, written here: each element covered exactly once."""
+    covered = np.zeros(shape, dtype=np.int64)
+    for index in indices:
+        covered[index] += 1
+    return bool((covered == 1).all())
+
+
+def tensor(shape: tuple[int, ...], indices: list[tuple]) -> NativeTensor:
+    return NativeTensor("t", shape, tuple(Placement(index=i, sources=("x",)) for i in indices))
+
+
+@st.composite
+def placement_sets(draw):
+    """A shape and indices into it: unit slices (clipped, negative, open), ints (negative
+    too), a few stepped slices; often a true tiling split at random cuts."""
+    ndim = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=ndim, max_size=ndim)))
+    if draw(st.booleans()):  # a tiling: every axis cut at random points, one box a cell
+        cuts = [sorted({0, n, *draw(st.lists(st.integers(0, n), max_size=3))}) for n in shape]
+        cells = np.stack(np.meshgrid(*[np.arange(len(c) - 1) for c in cuts], indexing="ij"),
+                         -1).reshape(-1, ndim)
+        indices = [tuple(slice(c[k], c[k + 1]) for c, k in zip(cuts, cell, strict=True))
+                   for cell in cells]
+        if draw(st.booleans()) and len(indices) > 1:  # break it: drop or repeat one
+            k = draw(st.integers(0, len(indices) - 1))
+            indices = (indices[:k] + indices[k + 1:] if draw(st.booleans())
+                       else indices + [indices[k]])
+        return shape, indices
+
+    def one_axis(n: int):
+        return st.one_of(
+            st.builds(slice, st.integers(-n - 2, n + 2) | st.none(),
+                      st.integers(-n - 2, n + 2) | st.none()),
+            st.integers(-n, n - 1),
+            st.builds(slice, st.none(), st.none(), st.sampled_from([2, -1])),
+        )
+
+    index = st.integers(1, ndim).flatmap(
+        lambda k: st.tuples(*[one_axis(n) for n in shape[:k]]))
+    return shape, draw(st.lists(index, min_size=1, max_size=6))
+
+
+@settings(max_examples=400, deadline=None)
+@given(placement_sets())
+def test_the_coarse_grid_counts_what_the_elements_count(drawn):
+    shape, indices = drawn
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base, "DENSE_TILE_CHECK", 0)  # every tensor on the coarse grid
+        assert tiles(tensor(shape, indices)) == counted(shape, indices), (shape, indices)
+
+
+def test_small_tensors_are_counted_element_by_element(monkeypatch):
+    boxes = []
+    monkeypatch.setattr(base, "_box", lambda index, shape: boxes.append(index))
+    assert tiles(tensor((2, 3), [(0,), (1,)]))
+    assert boxes == []
+
+
+def test_a_large_overlap_or_hole_is_found():
+    n = base.DENSE_TILE_CHECK + 8  # above the dense check: the coarse grid decides
+    whole = [(slice(0, 8),), (slice(8, n),)]
+    assert tiles(tensor((n,), whole))
+    assert not tiles(tensor((n,), [(slice(0, 8),), (slice(7, n),)]))  # one element twice
+    assert not tiles(tensor((n,), [(slice(0, 8),), (slice(9, n),)]))  # one element never
+    assert not tiles(tensor((n, 2), [(slice(0, n), 0)]))  # a column never
+
+
+SEED000 = Case(name="big", cell="lstm", input_size=120, hidden_size=320, num_layers=5,
+               bidirectional=True, batch=2, seq_len=3, dtype="float32")
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_every_layout_tiles_seed000s_model_on_the_coarse_grid(layout):
+    """Seed 000's model (its tensors above the dense check) through every layout: the same
+    verdict (every tensor tiled) as counting its 11 M elements one by one."""
+    base.forget_kept()
+    tensors = LAYOUTS[layout].tensors(SEED000)
+    assert any(np.prod(t.shape) > base.DENSE_TILE_CHECK for t in tensors)
+    for t in tensors:
+        assert tiles(t)
+        assert counted(t.shape, [pl.index for pl in t.placements])
