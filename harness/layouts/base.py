@@ -16,10 +16,7 @@ direction axis (ONNX).
 from __future__ import annotations
 
 import functools
-import itertools
 import math
-import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -297,7 +294,6 @@ def forget_kept() -> None:
     run's first uses starts from), down to the block shapes and the grids' tiles."""
     _DESCRIBED.clear()
     _PLANS.clear()
-    _ARENA.clear()
     for cached in (_grid_tiles, _kind_symbols, sym):
         cached.cache_clear()
     forget_shapes()
@@ -437,12 +433,8 @@ class _Runs:
                 span = canonical.span(dtype, keys)
                 if span is not None:
                     views[k] = span.reshape(self.tensors[k][1])
-        fresh = [k for k in range(len(self.tensors)) if k not in views]
-        carved = (_ARENA.carve([self.tensors[k][1] for k in fresh], dtype) if shared
-                  else [np.empty(self.tensors[k][1], dtype=dtype) for k in fresh])
-        arrays = [views.get(k) for k in range(len(self.tensors))]
-        for k, a in zip(fresh, carved, strict=True):
-            arrays[k] = a
+        arrays = [views[k] if k in views else np.empty(shape, dtype=dtype)
+                  for k, (_, shape) in enumerate(self.tensors)]
         for k, lo, hi, keys in self.runs:
             if k not in views:
                 np.concatenate(canonical.raveled(dtype, keys), out=arrays[k].reshape(-1)[lo:hi])
@@ -465,54 +457,6 @@ class _Runs:
                     dst[...] = _apply(pl.transform, value, dst.shape)
             _transpose_all(later)
         return {name: a for (name, _), a in zip(self.tensors, arrays, strict=True)}
-
-
-class _Arena:
-    """Memory a large case's natives are carved from (views of one array per dtype), kept
-    between pairs: an adapter's natives are dropped when its pair ends, and the next pair's
-    land on pages already mapped. Fresh memory costs a page fault and zeroing per page on its
-    first write: seed 000's 44 MB of natives took 9 ms in the first TF pair of a run (4.5 ms
-    where the pages were mapped). An array still referenced (a native the caller or a
-    framework kept, or any view of it) is never handed out again: the arena then starts a new
-    array. Only for callers that drop the natives (``shared``, as ``Adapter.run``)."""
-
-    ALIGN = 64  # bytes between natives' starts: a multiple of a cache line
-
-    def __init__(self) -> None:
-        self.kept: dict[np.dtype, np.ndarray] = {}
-        self.lock = threading.Lock()  # a pair timed out in a lane may still convert
-
-    def carve(self, shapes: list[tuple[int, ...]], dtype: type) -> list[np.ndarray]:
-        """Uninitialised arrays of ``shapes``: views of the kept array of ``dtype`` where it
-        is free and large enough, else of a new one kept instead (below
-        :data:`ARENA_MIN_BYTES` in all: plain ``np.empty``)."""
-        dtype = np.dtype(dtype)
-        step = max(1, self.ALIGN // dtype.itemsize)
-        starts = list(itertools.accumulate((-(-math.prod(s) // step) * step for s in shapes),
-                                           initial=0))
-        if starts[-1] * dtype.itemsize < ARENA_MIN_BYTES:
-            return [np.empty(s, dtype=dtype) for s in shapes]
-        with self.lock:
-            return self._carve(shapes, starts, dtype)
-
-    def _carve(self, shapes: list[tuple[int, ...]], starts: list[int], dtype: np.dtype
-               ) -> list[np.ndarray]:
-        # 2 references when free: the dict's and getrefcount's argument
-        if (dtype not in self.kept or self.kept[dtype].size < starts[-1]
-                or sys.getrefcount(self.kept[dtype]) > 2):
-            self.kept[dtype] = None  # let a free one go before the new one is made
-            self.kept[dtype] = np.empty(starts[-1], dtype=dtype)  # owns its data: every
-            # view of it holds a reference to it, which the count above sees
-        whole = self.kept[dtype]
-        return [whole[lo:lo + math.prod(s)].reshape(s) for lo, s in zip(starts, shapes,
-                                                                         strict=False)]
-
-    def clear(self) -> None:
-        self.kept.clear()
-
-
-ARENA_MIN_BYTES = 1 << 22  # natives of fewer bytes in all come from np.empty (the heap)
-_ARENA = _Arena()
 
 
 def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
