@@ -48,13 +48,19 @@ def layer_dirs(case: Case) -> Iterator[tuple[int, int]]:
 def block_shapes(case: Case, layer: int) -> Mapping[str, tuple[int, ...]]:
     """NAME -> shape of every canonical block of one layer and direction (read-only, made once
     per model and layer: the layouts ask for it for every tensor they describe)."""
-    return _block_shapes(case.cell, case.gates, case.hidden_size, case.proj_size,
-                         case.layer_input_size(layer), case.peepholes)
+    return layer_block_shapes(*layer_model(case, layer))
+
+
+def layer_model(case: Case, layer: int) -> tuple:
+    """What :func:`block_shapes` reads of the case for one layer, hashable (a cache key)."""
+    return (case.cell, case.gates, case.hidden_size, case.proj_size,
+            case.layer_input_size(layer), case.peepholes)
 
 
 @functools.cache
-def _block_shapes(cell: str, gates: tuple[str, ...], H: int, P: int, in_l: int,
-                  peepholes: bool) -> Mapping[str, tuple[int, ...]]:
+def layer_block_shapes(cell: str, gates: tuple[str, ...], H: int, P: int, in_l: int,
+                       peepholes: bool) -> Mapping[str, tuple[int, ...]]:
+    """:func:`block_shapes` of a :func:`layer_model`."""
     shapes: dict[str, tuple[int, ...]] = {}
     for g in gates:
         shapes[f"W_{g}"] = (H, in_l)
@@ -75,15 +81,19 @@ def _block_shapes(cell: str, gates: tuple[str, ...], H: int, P: int, in_l: int,
 def expected_shapes(case: Case) -> Mapping[str, tuple[int, ...]]:
     """Canonical key -> shape of every block, in canonical order (read-only, made once per
     model: a pair's conversion plan and divergence rows read it)."""
-    return _expected_shapes(case.cell, case.gates, case.hidden_size, case.proj_size,
-                            case.input_size, case.num_layers, case.directions, case.peepholes)
+    return _expected_shapes(*_model(case))
 
 
 def block_offsets(case: Case) -> tuple[Mapping[str, int], int]:
     """(canonical key -> where its block starts when every block is laid end to end in C
     order in canonical order, the elements of all), made once per model."""
-    return _block_offsets(case.cell, case.gates, case.hidden_size, case.proj_size,
-                          case.input_size, case.num_layers, case.directions, case.peepholes)
+    return _block_offsets(*_model(case))
+
+
+def _model(case: Case) -> tuple:
+    """Each layer's :func:`layer_model` and the directions run: what the shapes of all blocks
+    depend on."""
+    return tuple(layer_model(case, layer) for layer in range(case.num_layers)), case.directions
 
 
 @functools.cache
@@ -96,20 +106,17 @@ def _block_offsets(*model) -> tuple[Mapping[str, int], int]:
 
 def forget_shapes() -> None:
     """Forget the block shapes and offsets kept per model (a new process's state)."""
-    for cached in (_block_shapes, _expected_shapes, _block_offsets):
+    for cached in (layer_block_shapes, _expected_shapes, _block_offsets):
         cached.cache_clear()
 
 
 @functools.cache
-def _expected_shapes(cell: str, gates: tuple[str, ...], H: int, P: int, I: int, L: int,
-                     directions: tuple[int, ...], peepholes: bool
+def _expected_shapes(layers: tuple[tuple, ...], directions: tuple[int, ...]
                      ) -> Mapping[str, tuple[int, ...]]:
-    D = len(directions)
     return MappingProxyType({
         key(layer, d, name): shape
-        for layer in range(L) for d in directions
-        for name, shape in _block_shapes(cell, gates, H, P, I if layer == 0 else (P or H) * D,
-                                         peepholes).items()
+        for layer, model in enumerate(layers) for d in directions
+        for name, shape in layer_block_shapes(*model).items()
     })
 
 

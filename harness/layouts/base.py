@@ -26,13 +26,14 @@ from harness.errors import WeightsError
 from harness.params import (
     DIRECTION_NAMES,
     Canonical,
-    _block_shapes,
     block_offsets,
     block_shapes,
     expected_shapes,
     forget_shapes,
     key,
+    layer_block_shapes,
     layer_dirs,
+    layer_model,
 )
 from harness.spec import Case
 
@@ -577,16 +578,14 @@ def grid(
     direction axis). ``fold_forget_bias`` stores the case's forget_bias in the ``bW_f`` block (or
     the summed block containing it).
     """
-    in_l = case.layer_input_size(layer)
-    shape, tiles = _grid_tiles(
-        (case.cell, case.gates, case.hidden_size, case.proj_size, in_l, case.peepholes),
-        (case.num_directions, bool(case.proj_size), layer == 0), name,
-        tuple(tuple(row) for row in rows), transform, tuple(lead), tuple(lead_shape),
+    shape, laid = _grid_tiles(
+        layer_model(case, layer), (case.num_directions, bool(case.proj_size), layer == 0),
+        name, tuple(tuple(row) for row in rows), transform, tuple(lead), tuple(lead_shape),
         fold_forget_bias, squeeze)
     prefix = key(layer, direction, "")
     return NativeTensor(name, shape, tuple([
         Placement(index, tuple([prefix + n for n in names]), transform, fold, where)
-        for index, names, fold, where in tiles]))
+        for index, names, fold, where in laid]))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -597,7 +596,7 @@ def _grid_tiles(block_model: tuple, symbol_model: tuple, name: str,
     """:func:`grid` without the layer and direction: (shape, (index, NAMEs, folded, where) per
     tile), made once per block sizes and arguments (the layers past the first of a stack, both
     directions and cases of other models with the same sizes share it)."""
-    shapes = _block_shapes(*block_model)
+    shapes = layer_block_shapes(*block_model)
     flip = transform in ("transpose", "reshape")  # the slice is [in, H]-shaped
     lead_where = "".join(f"{i}, " for i in lead)
     stacked = not (squeeze and len(rows) == 1)
@@ -607,7 +606,7 @@ def _grid_tiles(block_model: tuple, symbol_model: tuple, name: str,
         s, y = shapes[first], _kind_symbols(*symbol_model, first.split("_")[0])
         return (s[::-1], y[::-1]) if flip else (s, y)
 
-    tiles = []
+    laid = []
     one_d = len(tile_shape(rows[0][0])[0]) == 1
     row_off, row_sym = 0, (0, 0, 0)
     width = None
@@ -630,8 +629,8 @@ def _grid_tiles(block_model: tuple, symbol_model: tuple, name: str,
                 cs = ":" if len(row) == 1 else f"{sym(col_sym)}:{sym(end_sym)}"
                 where = f"{rs}, {cs}"
             col_off, col_sym = end, end_sym
-            tiles.append((lead + idx, names, fold_forget_bias and "bW_f" in names,
-                          f"[{lead_where}{where}]"))
+            laid.append((lead + idx, names, fold_forget_bias and "bW_f" in names,
+                         f"[{lead_where}{where}]"))
         assert width in (None, col_off), f"{name}: rows of unequal width"
         width = col_off
         if not one_d:
@@ -640,7 +639,7 @@ def _grid_tiles(block_model: tuple, symbol_model: tuple, name: str,
         shape = (width,) if not stacked else (len(rows), width)
     else:
         shape = (row_off, width)
-    return tuple(lead_shape) + shape, tuple(tiles)
+    return tuple(lead_shape) + shape, tuple(laid)
 
 
 def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[str, ...],
