@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -84,29 +83,15 @@ def expected_shapes(case: Case) -> Mapping[str, tuple[int, ...]]:
     return _expected_shapes(*_model(case))
 
 
-def block_offsets(case: Case) -> tuple[Mapping[str, int], int]:
-    """(canonical key -> where its block starts when every block is laid end to end in C
-    order in canonical order, the elements of all), made once per model."""
-    return _block_offsets(*_model(case))
-
-
 def _model(case: Case) -> tuple:
     """Each layer's :func:`layer_model` and the directions run: what the shapes of all blocks
     depend on."""
     return tuple(layer_model(case, layer) for layer in range(case.num_layers)), case.directions
 
 
-@functools.cache
-def _block_offsets(*model) -> tuple[Mapping[str, int], int]:
-    shapes = _expected_shapes(*model)
-    sizes = [math.prod(v) for v in shapes.values()]
-    return (MappingProxyType(dict(zip(shapes, itertools.accumulate(sizes, initial=0),
-                                      strict=False))), sum(sizes))
-
-
 def forget_shapes() -> None:
-    """Forget the block shapes and offsets kept per model (a new process's state)."""
-    for cached in (layer_block_shapes, _expected_shapes, _block_offsets):
+    """Forget the block shapes kept per model (a new process's state)."""
+    for cached in (layer_block_shapes, _expected_shapes):
         cached.cache_clear()
 
 
@@ -175,19 +160,6 @@ class Canonical:
                     return None
                 end += self.tensors[name].size
             self._cast[k] = flat[lo:end]
-        return self._cast[k]
-
-    def flat(self, dtype: type, keys: tuple[str, ...]) -> np.ndarray:
-        """The tensors of ``keys`` cast to ``dtype`` and laid end to end (each in C order),
-        read-only: :meth:`span` where they lie so in the cast, else made once per (dtype, keys)
-        and kept like :meth:`cast` (a small case's natives are gathered from it)."""
-        k = (np.dtype(dtype), keys)
-        if k not in self._cast:
-            span = self.span(dtype, keys)
-            if span is None:
-                span = np.concatenate(self.raveled(dtype, keys))
-                span.flags.writeable = False
-            self._cast[k] = span
         return self._cast[k]
 
     def raveled(self, dtype: type, keys: tuple[str, ...]) -> list[np.ndarray]:

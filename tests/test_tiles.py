@@ -97,3 +97,72 @@ def test_every_layout_tiles_seed000s_model_on_the_coarse_grid(layout):
     for t in tensors:
         assert tiles(t)
         assert counted(t.shape, [pl.index for pl in t.placements])
+
+
+# Geometries every layout is described at below: the suite's models and a few more (peepholes,
+# projection, reverse, GRU reset-before, I = H, sizes of 1).
+GEOMETRIES = [
+    dict(cell="lstm", input_size=3, hidden_size=4),
+    dict(cell="lstm", input_size=4, hidden_size=4, num_layers=3, bidirectional=True),
+    dict(cell="lstm", input_size=5, hidden_size=6, num_layers=2, direction="reverse"),
+    dict(cell="lstm", input_size=5, hidden_size=6, proj_size=3, num_layers=2,
+         bidirectional=True),
+    dict(cell="lstm", input_size=2, hidden_size=5, peepholes=True, num_layers=2),
+    dict(cell="lstm", input_size=1, hidden_size=1),
+    dict(cell="gru", input_size=3, hidden_size=4, num_layers=2, bidirectional=True),
+    dict(cell="gru", input_size=7, hidden_size=2, reset_after=False),
+]
+
+
+def _described(layout, fields):
+    base.forget_kept()
+    case = Case(name="g", batch=2, seq_len=3, dtype="float32", **fields)
+    try:
+        return LAYOUTS[layout].tensors(case)
+    except Exception:  # a model the layout cannot hold (cuDNN: peepholes, ...)
+        return []
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_what_a_cover_claims_is_counted_on_the_elements(layout):
+    """A tensor with a ``cover`` is checked on its boxes only (its builder's construction tiles
+    each box); here its placements are counted element by element, with a dozen geometries:
+    they place every element once, and each placement lies in one of the boxes."""
+    seen = 0
+    for fields in GEOMETRIES:
+        for t in _described(layout, fields):
+            assert counted(t.shape, [pl.index for pl in t.placements]), (layout, fields, t.name)
+            if t.cover is None:
+                continue
+            seen += 1
+            for pl in t.placements:
+                box = (tuple((0, n) for n in t.shape) if pl.index == (...,)
+                       else base._box(pl.index, t.shape))
+                assert box is not None and any(
+                    all(lo <= b_lo and b_hi <= hi for (lo, hi), (b_lo, b_hi)
+                        in zip(c, box, strict=True)) for c in t.cover), (t.name, pl.index)
+    assert seen or layout == "tf-cudnn-params"  # its flat buffer is checked per placement
+
+
+def test_covers_that_overlap_or_leave_a_hole_do_not_tile():
+    """A layout that puts one direction twice on ONNX's direction axis, or forgets one: its
+    boxes overlap, or leave a slab empty."""
+    full = ((0, 4), (0, 3))
+    assert base.boxes_tile([((0, 1),) + full, ((1, 2),) + full], (2, 4, 3))
+    assert not base.boxes_tile([((0, 1),) + full, ((0, 1),) + full], (2, 4, 3))
+    assert not base.boxes_tile([((0, 1),) + full], (2, 4, 3))
+    assert not base.boxes_tile([((1, 3),) + full, ((0, 1),) + full], (2, 4, 3))  # outside
+    assert not base.boxes_tile([((0, 2), (0, 4), (0, 2)), ((0, 2), (0, 4), (1, 3))], (2, 4, 3))
+
+
+def test_a_merged_tensor_with_a_direction_twice_is_refused():
+    """Through ``_described``: ONNX's W with both directions at index 0 of its direction
+    axis (each direction's grid tiles its own slab; the slabs overlap)."""
+    wrong = base.Layout(name="onnx-wrong", title="", cells=("lstm",),
+                        describe=lambda case, layer, d: [base.fused(
+                            case, layer, d, "W", "W", "iofg", axis=0, lead=(0,),
+                            lead_shape=(2,))])
+    case = Case(name="w", cell="lstm", input_size=3, hidden_size=4, bidirectional=True,
+                batch=2, seq_len=3)
+    with pytest.raises(AssertionError, match="do not tile"):
+        wrong.tensors(case)

@@ -26,7 +26,6 @@ from harness.errors import WeightsError
 from harness.params import (
     DIRECTION_NAMES,
     Canonical,
-    block_offsets,
     block_shapes,
     expected_shapes,
     forget_shapes,
@@ -96,11 +95,20 @@ def _short(k: str) -> str:
     return f"{name} ({layer.replace('layer', 'layer ')}, {direction})"
 
 
+Box = tuple[tuple[int, int], ...]  # [lo, hi) per axis
+
+
 @dataclass(frozen=True)
 class NativeTensor:
+    """A native tensor and the placements that fill it. ``cover``: boxes its placements are
+    known to tile exactly, each element once, by construction (:func:`grid`: blocks side by
+    side in rows of one width; :func:`tiles` then checks only that the boxes tile the tensor),
+    or None: the placements themselves are checked."""
+
     name: str
     shape: tuple[int, ...]
     placements: tuple[Placement, ...]
+    cover: tuple[Box, ...] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -134,8 +142,8 @@ class Layout:
         """Native tensors holding ``canonical``, float64 or ``dtype``: a block copied as it is
         comes from ``canonical.cast(dtype)``, a summed or folded one is added up in float64 and
         rounded once, where it is stored (one rounding either way). Every element is placed
-        exactly once (checked when the description is made). :class:`_Gather` for a small
-        case (the tensors view one array), :class:`_Runs` for a large one. ``shared=True``
+        exactly once (checked when the description is made). A small case's blocks are placed
+        one by one, a large one's in runs (:class:`_Runs`). ``shared=True``
         (for callers that only read them, as adapters do): in a large case, a tensor that is
         canonical blocks lying end to end in the cast (:meth:`Canonical.span`: all of torch's)
         comes back as a read-only view of it, not a copy."""
@@ -235,7 +243,9 @@ def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
                 if t.name in merged:
                     old = merged[t.name]
                     assert old.shape == t.shape, (t.name, old.shape, t.shape)
-                    t = replace(old, placements=old.placements + t.placements)
+                    cover = (old.cover + t.cover if old.cover is not None
+                             and t.cover is not None else None)
+                    t = replace(old, placements=old.placements + t.placements, cover=cover)
                 merged[t.name] = t
         for t in merged.values():
             assert tiles(t), f"{layout.name}: {t.name} placements do not tile it"
@@ -247,12 +257,38 @@ DENSE_TILE_CHECK = 1 << 16
 
 
 def tiles(t: NativeTensor) -> bool:
-    """Whether ``t``'s placements cover each of its elements exactly once. A placement of ints
-    and unit-step slices is a box; the boxes' edges cut every axis into intervals, and each box
-    covers whole cells of that coarse grid, so counting on the grid (a few cells, whatever the
-    tensor's size) is counting on the elements (seed 000's 11 M elements: ~1 ms of int8 counts
-    a layout -> ~0.1 ms). Small tensors, and any index that is not a box, are counted element by
-    element (cheaper below :data:`DENSE_TILE_CHECK` elements)."""
+    """Whether ``t``'s placements cover each of its elements exactly once. Where the
+    placements are known to tile the boxes of ``t.cover`` (:func:`grid`'s construction,
+    ``tests/test_tiles.py`` counts it on every layout), whether those few boxes tile ``t``
+    (:func:`boxes_tile`: half a layout's description time, when it was counted per placement).
+    Otherwise the placements: see :func:`placements_tile`."""
+    if t.cover is not None:
+        return (len(t.cover) == 1 and all(lo == 0 and hi == n for (lo, hi), n in zip(
+            t.cover[0], t.shape, strict=True))) or boxes_tile(t.cover, t.shape)
+    return placements_tile(t)
+
+
+def boxes_tile(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
+    """Whether ``boxes`` cover each element of ``shape`` exactly once: inside it, pairwise
+    disjoint, and as many elements as it has (a few boxes: pairs in plain Python)."""
+    if any(not 0 <= lo <= hi <= n for box in boxes for (lo, hi), n in zip(box, shape,
+                                                                          strict=True)):
+        return False
+    if sum(math.prod(hi - lo for lo, hi in box) for box in boxes) != math.prod(shape):
+        return False
+    return not any(all(lo < b_hi and b_lo < hi for (lo, hi), (b_lo, b_hi) in zip(a, b,
+                                                                                 strict=True))
+                   for k, a in enumerate(boxes) for b in boxes[k + 1:])
+
+
+def placements_tile(t: NativeTensor) -> bool:
+    """Whether ``t``'s placements cover each of its elements exactly once, from the
+    placements alone. A placement of ints and unit-step slices is a box; the boxes' edges cut
+    every axis into intervals, and each box covers whole cells of that coarse grid, so counting
+    on the grid (a few cells, whatever the tensor's size) is counting on the elements (seed
+    000's 11 M elements: ~1 ms of int8 counts a layout -> ~0.1 ms). Small tensors, and any index
+    that is not a box, are counted element by element (cheaper below :data:`DENSE_TILE_CHECK`
+    elements)."""
     boxes = ([_box(pl.index, t.shape) for pl in t.placements]
              if math.prod(t.shape) > DENSE_TILE_CHECK else [None])
     if any(b is None for b in boxes):
@@ -311,104 +347,10 @@ def _cache_key(layout: Layout, case: Case) -> tuple:
     return (layout, *(getattr(case, name) for name in GEOMETRY), case.forget_bias != 0)
 
 
-GATHER_MAX_SIZE = 1 << 15  # native elements up to which to_native is one gather (faster than
-# the placements' loop up to ~40 k elements: benchmarks/bench_overhead.py's tiny cases)
-
-
-@dataclass(frozen=True)
-class _Gather:
-    """:meth:`Layout.to_native` of a small case as one NumPy gather (a Python loop over its
-    placements costs ~1.3 µs each; tiny cases have dozens). The gathered vector: every
-    canonical block laid end to end in ``keys`` order (:meth:`Canonical.flat`), then the
-    elements of the summed or folded blocks, each the sum of the float64 elements at
-    ``terms`` (positions in the float64 vector; term k of the elements ``terms_at[k]``,
-    ``terms_at[0]`` all of them) plus the forget bias where ``fold``, rounded once.
-    ``index``: every native element's position in the gathered vector, the tensors one after
-    the other (``tensors``: name, shape, first and last element + 1)."""
-
-    keys: tuple[str, ...]
-    terms: tuple[np.ndarray, ...]
-    terms_at: tuple[np.ndarray, ...]
-    fold: np.ndarray
-    index: np.ndarray
-    tensors: tuple[tuple[str, tuple[int, ...], int, int], ...]
-
-    def natives(self, canonical: Canonical, case: Case, dtype: type,
-                shared: bool = False) -> dict[str, np.ndarray]:
-        """Views into one array of ``dtype``, made anew (``shared`` or not): the same values as
-        the placements give (a sum added up in float64 in the same order and rounded once)."""
-        flat = canonical.flat(dtype, self.keys)
-        if self.terms:
-            f64 = canonical.flat(np.float64, self.keys)
-            value = f64.take(self.terms[0])
-            for idx, at in zip(self.terms[1:], self.terms_at[1:], strict=True):
-                value[at] += f64.take(idx)
-            value[self.fold] += case.forget_bias
-            flat = np.concatenate([flat, value.astype(dtype)])
-        values = flat.take(self.index)
-        return {name: values[start:stop].reshape(shape)
-                for name, shape, start, stop in self.tensors}
-
-
-_PLANS: dict[tuple, _Gather | _Runs] = {}
-
-
-def _plan(layout: Layout, case: Case) -> _Gather | _Runs:
-    """How :meth:`Layout.to_native` fills the case's natives, worked out once per layout and
-    model (:func:`_cache_key`): one gather up to :data:`GATHER_MAX_SIZE` native elements,
-    else :class:`_Runs`."""
-    k = _cache_key(layout, case)
-    plan = _PLANS.get(k)
-    if plan is None:
-        if len(_PLANS) > 1024:
-            _PLANS.clear()
-        tensors = _described(layout, case)
-        bounds = np.cumsum([0] + [math.prod(t.shape) for t in tensors])
-        plan = _PLANS[k] = (_gather(tensors, bounds, case) if bounds[-1] <= GATHER_MAX_SIZE
-                            else _runs(tensors, case))
-    return plan
-
-
-def _gather(tensors: tuple[NativeTensor, ...], bounds: np.ndarray, case: Case) -> _Gather:
-    """The placements applied to element positions instead of values, so the gather places
-    every element where the placements would."""
-    shapes = expected_shapes(case)
-    offset, blocks = block_offsets(case)  # the summed elements follow the blocks
-    count = np.arange(blocks + int(bounds[-1]))  # positions: views of it (no more sums than
-    # native elements)
-    terms: list[list[np.ndarray]] = []  # [term k][sum] positions in the float64 vector
-    terms_at: list[list[np.ndarray]] = []
-    fold: list[np.ndarray] = []
-    end = 0  # summed elements so far
-    index = np.empty(bounds[-1], dtype=np.int64)
-    for t, start, stop in zip(tensors, bounds[:-1], bounds[1:], strict=True):
-        view = index[start:stop].reshape(t.shape)
-        for pl in t.placements:
-            shape = shapes[pl.sources[0]]
-            n = math.prod(shape)
-            if len(pl.sources) == 1 and not pl.fold_forget_bias:
-                first = offset[pl.sources[0]]
-            else:
-                first, at = blocks + end, count[end:end + n]
-                for j, src in enumerate(pl.sources):
-                    if j == len(terms):
-                        terms.append([])
-                        terms_at.append([])
-                    terms[j].append(count[offset[src]:offset[src] + n])
-                    terms_at[j].append(at)
-                if pl.fold_forget_bias:
-                    fold.append(at)
-                end += n
-            dst = view[pl.index]
-            dst[...] = _apply(pl.transform, count[first:first + n].reshape(shape), dst.shape)
-
-    def joined(parts: list[np.ndarray]) -> np.ndarray:
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-
-    return _Gather(
-        tuple(shapes), tuple(map(joined, terms)), tuple(map(joined, terms_at)), joined(fold),
-        index, tuple((t.name, t.shape, int(start), int(stop))
-                     for t, start, stop in zip(tensors, bounds[:-1], bounds[1:], strict=True)))
+DIRECT_MAX_SIZE = 1 << 15  # native elements up to which to_native places the blocks one by one
+# with no plan: working out a plan (a gather index, or runs) costs more than the few dozen
+# placements it would save on a model converted once or twice, as a run converts them (3-4
+# native elements: 50 -> 3 us to plan, 7 -> 15 us to convert; 9 k: 200 -> 7 us, 45 -> 55 us)
 
 
 @dataclass(frozen=True)
@@ -425,6 +367,12 @@ class _Runs:
     runs: tuple[tuple[int, int, int, tuple[str, ...]], ...]
     rest: tuple[tuple[int, Placement], ...]
     whole: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (tensor, keys): one run fills it
+
+    @classmethod
+    def direct(cls, tensors: tuple[NativeTensor, ...]) -> _Runs:
+        """Every placement placed one by one (no runs: nothing to work out)."""
+        return cls(tuple((t.name, t.shape) for t in tensors), (),
+                   tuple((k, pl) for k, t in enumerate(tensors) for pl in t.placements))
 
     def natives(self, canonical: Canonical, case: Case, dtype: type,
                 shared: bool = False) -> dict[str, np.ndarray]:
@@ -458,6 +406,25 @@ class _Runs:
                     dst[...] = _apply(pl.transform, value, dst.shape)
             _transpose_all(later)
         return {name: a for (name, _), a in zip(self.tensors, arrays, strict=True)}
+
+
+_PLANS: dict[tuple, _Runs] = {}
+
+
+def _plan(layout: Layout, case: Case) -> _Runs:
+    """How :meth:`Layout.to_native` fills the case's natives, worked out once per layout and
+    model (:func:`_cache_key`): up to :data:`DIRECT_MAX_SIZE` native elements, placement by
+    placement; above, runs of blocks (:func:`_runs`)."""
+    k = _cache_key(layout, case)
+    plan = _PLANS.get(k)
+    if plan is None:
+        if len(_PLANS) > 1024:
+            _PLANS.clear()
+        tensors = _described(layout, case)
+        plan = _PLANS[k] = (_Runs.direct(tensors)
+                            if sum(math.prod(t.shape) for t in tensors) <= DIRECT_MAX_SIZE
+                            else _runs(tensors, case))
+    return plan
 
 
 def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
@@ -585,7 +552,8 @@ def grid(
     prefix = key(layer, direction, "")
     return NativeTensor(name, shape, tuple([
         Placement(index, tuple([prefix + n for n in names]), transform, fold, where)
-        for index, names, fold, where in laid]))
+        for index, names, fold, where in laid]),
+        cover=(tuple((i, i + 1) for i in lead) + tuple((0, n) for n in shape[len(lead):]),))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -654,20 +622,3 @@ def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[s
     if axis == 0 and len(first) == 2:
         return grid(case, layer, direction, name, [[t] for t in tiles], **kw)
     return grid(case, layer, direction, name, [tiles], **kw)
-
-
-def flat(case: Case, layer: int, direction: int, name: str, tiles: Sequence[str],
-         *, offset: int = 0, total: int | None = None) -> NativeTensor:
-    """A flat buffer of C-order-flattened blocks, one after another (cuDNN's parameter buffer),
-    starting at ``offset``; ``total`` is the buffer's length when other parts share it."""
-    placements, off = [], offset
-    for n in tiles:
-        size = math.prod(block_shapes(case, layer)[n])
-        placements.append(Placement(
-            index=(slice(off, off + size),),
-            sources=(key(layer, direction, n),),
-            transform="reshape",
-            where=f"[{off}:{off + size}]",
-        ))
-        off += size
-    return NativeTensor(name, (total if total is not None else off,), tuple(placements))

@@ -10,7 +10,8 @@ from harness.spec import Case
 def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
     return [
         NativeTensor(key(layer, d, name), shape,
-                     (Placement((...,), (key(layer, d, name),), where="[...]"),))
+                     (Placement((...,), (key(layer, d, name),), where="[...]"),),
+                     cover=(tuple((0, n) for n in shape),))
         for name, shape in block_shapes(case, layer).items()
     ]
 
