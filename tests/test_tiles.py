@@ -5,6 +5,8 @@ overlaps, holes, clipped and negative indices included."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -117,6 +119,8 @@ GEOMETRIES = [
 def _described(layout, fields):
     base.forget_kept()
     case = Case(name="g", batch=2, seq_len=3, dtype="float32", **fields)
+    if case.cell not in LAYOUTS[layout].cells:
+        return []
     try:
         return LAYOUTS[layout].tensors(case)
     except Exception:  # a model the layout cannot hold (cuDNN: peepholes, ...)
@@ -166,3 +170,29 @@ def test_a_merged_tensor_with_a_direction_twice_is_refused():
                 batch=2, seq_len=3)
     with pytest.raises(AssertionError, match="do not tile"):
         wrong.tensors(case)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_each_slice_has_its_blocks_shape(layout):
+    """Placements are worked out from symbolic sizes (``_grid_symbols``): at each geometry the
+    slice a placement names has the shape of its blocks (``params.block_shapes``), transposed
+    for ``transpose``, the same number of elements for ``reshape`` (no broadcasting)."""
+    from harness.params import expected_shapes
+
+    for fields in GEOMETRIES:
+        tensors = _described(layout, fields)
+        if not tensors:
+            continue
+        shapes = expected_shapes(Case(name="g", batch=2, seq_len=3, **fields))
+        for t in tensors:
+            probe = np.empty(t.shape, dtype=np.int8)
+            for pl in t.placements:
+                got = probe[pl.index].shape
+                for s in pl.sources:
+                    want = shapes[s]
+                    if pl.transform == "transpose":
+                        assert got == want[::-1], (layout, fields, t.name, s)
+                    elif pl.transform == "reshape":
+                        assert math.prod(got) == math.prod(want), (layout, fields, t.name, s)
+                    else:
+                        assert got == want, (layout, fields, t.name, s)

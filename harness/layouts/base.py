@@ -30,9 +30,7 @@ from harness.params import (
     expected_shapes,
     forget_shapes,
     key,
-    layer_block_shapes,
     layer_dirs,
-    layer_model,
 )
 from harness.spec import Case
 
@@ -232,6 +230,7 @@ def _described(layout: Layout, case: Case) -> tuple[NativeTensor, ...]:
     description, and cases of one model share it."""
     k = _cache_key(layout, case)
     if k not in _DESCRIBED:
+        assert case.cell in layout.cells, f"{layout.name} holds no {case.cell}"  # callers ask
         if len(_DESCRIBED) > 1024:
             _DESCRIBED.clear()
         merged: dict[str, NativeTensor] = {}
@@ -331,7 +330,7 @@ def forget_kept() -> None:
     run's first uses starts from), down to the block shapes and the grids' tiles."""
     _DESCRIBED.clear()
     _PLANS.clear()
-    for cached in (_grid_tiles, _kind_symbols, sym):
+    for cached in (_grid_tiles, _grid_symbols, _kind_symbols, sym):
         cached.cache_clear()
     forget_shapes()
 
@@ -545,69 +544,102 @@ def grid(
     direction axis). ``fold_forget_bias`` stores the case's forget_bias in the ``bW_f`` block (or
     the summed block containing it).
     """
-    shape, laid = _grid_tiles(
-        layer_model(case, layer), (case.num_directions, bool(case.proj_size), layer == 0),
-        name, tuple(tuple(row) for row in rows), transform, tuple(lead), tuple(lead_shape),
-        fold_forget_bias, squeeze)
+    try:
+        shape, laid, cover = _grid_tiles(
+            (case.input_size, case.hidden_size, case.proj_size),
+            (case.num_directions, bool(case.proj_size), layer == 0),
+            tuple(map(tuple, rows)), transform, tuple(lead), tuple(lead_shape),
+            fold_forget_bias, squeeze)
+    except _Untiled as exc:
+        raise AssertionError(f"{name}: {exc}") from None
     prefix = key(layer, direction, "")
     return NativeTensor(name, shape, tuple([
         Placement(index, tuple([prefix + n for n in names]), transform, fold, where)
-        for index, names, fold, where in laid]),
-        cover=(tuple((i, i + 1) for i in lead) + tuple((0, n) for n in shape[len(lead):]),))
+        for index, names, fold, where in laid]), cover)
+
+
+GridTile = tuple[tuple, tuple[str, ...], bool, str]  # index, NAMEs, folded, where
+
+
+class _Untiled(Exception):
+    """Rows that do not tile a rectangle (a layout's mistake; :func:`grid` names the tensor)."""
 
 
 @functools.lru_cache(maxsize=4096)
-def _grid_tiles(block_model: tuple, symbol_model: tuple, name: str,
-                rows: tuple[tuple[Tile, ...], ...], transform: str, lead: tuple[int, ...],
-                lead_shape: tuple[int, ...], fold_forget_bias: bool, squeeze: bool
-                ) -> tuple[tuple[int, ...], tuple[tuple[tuple, tuple[str, ...], bool, str], ...]]:
-    """:func:`grid` without the layer and direction: (shape, (index, NAMEs, folded, where) per
-    tile), made once per block sizes and arguments (the layers past the first of a stack, both
-    directions and cases of other models with the same sizes share it)."""
-    shapes = layer_block_shapes(*block_model)
+def _grid_tiles(sizes: tuple[int, int, int], symbol_model: tuple, *args
+                ) -> tuple[tuple[int, ...], tuple[GridTile, ...], tuple[Box]]:
+    """:func:`grid` without the layer and direction, at ``sizes`` (I, H, P): its shape, tiles
+    and cover (one box: its index on the leading axes, all of the others), the symbols of
+    :func:`_grid_symbols` evaluated (kept per sizes and arguments: the layers past the first of
+    a stack, both directions and models of the same sizes share it)."""
+    shape, laid, lead, lead_shape = _grid_symbols(symbol_model, *args)
+
+    def at(s: Symbol) -> int:
+        return s[0] * sizes[0] + s[1] * sizes[1] + s[2] * sizes[2]
+
+    inner = tuple([n if type(n) is int else at(n) for n in shape])
+    cover = (tuple([(i, i + 1) for i in lead] + [(0, n) for n in inner]),)
+    return lead_shape + inner, tuple([
+        (tuple([i if type(i) is int else slice(at(i[0]), at(i[1])) for i in index]), names,
+         fold, where) for index, names, fold, where in laid]), cover
+
+
+@functools.lru_cache(maxsize=1024)
+def _grid_symbols(symbol_model: tuple, rows: tuple[tuple[Tile, ...], ...],
+                  transform: str, lead: tuple[int, ...], lead_shape: tuple[int, ...],
+                  fold_forget_bias: bool, squeeze: bool
+                  ) -> tuple[tuple[Symbol | int, ...], tuple[GridTile, ...], tuple[int, ...],
+                             tuple[int, ...]]:
+    """:func:`grid` with the sizes left symbolic (:data:`Symbol`, multiples of I, H, P), made
+    once per kind of layer (``symbol_model``: directions, projected, first layer) and
+    arguments, whatever the sizes: (shape after ``lead_shape``, tiles with an index of ints and
+    (start, stop) Symbol pairs for slices, ``lead``, ``lead_shape``). Blocks of one row are of one
+    height and rows of one width as symbols, so at any sizes: the tiles cover the shape, each
+    element once (:attr:`NativeTensor.cover`)."""
     flip = transform in ("transpose", "reshape")  # the slice is [in, H]-shaped
     lead_where = "".join(f"{i}, " for i in lead)
     stacked = not (squeeze and len(rows) == 1)
+    zero = (0, 0, 0)
 
-    def tile_shape(tile: Tile) -> tuple[tuple[int, ...], tuple[Symbol, ...]]:
+    def tile_symbols(tile: Tile) -> tuple[Symbol, ...]:
         first = tile if isinstance(tile, str) else tile[0]
-        s, y = shapes[first], _kind_symbols(*symbol_model, first.split("_")[0])
-        return (s[::-1], y[::-1]) if flip else (s, y)
+        y = _kind_symbols(*symbol_model, first.split("_")[0])
+        return y[::-1] if flip else y
 
     laid = []
-    one_d = len(tile_shape(rows[0][0])[0]) == 1
-    row_off, row_sym = 0, (0, 0, 0)
-    width = None
+    one_d = len(tile_symbols(rows[0][0])) == 1
+    row_sym, width = zero, None
     for r, row in enumerate(rows):
-        col_off, col_sym = 0, (0, 0, 0)
-        height, hsym = None, None
+        col_sym, height = zero, None
         for tile in row:
-            s, y = tile_shape(tile)
+            y = tile_symbols(tile)
             names = (tile,) if isinstance(tile, str) else tuple(tile)
             if one_d:
-                end, end_sym = col_off + s[0], _plus(col_sym, y[0])
-                idx = ((r,) if stacked else ()) + (slice(col_off, end),)
+                end_sym = _plus(col_sym, y[0])
+                idx = ((r,) if stacked else ()) + ((col_sym, end_sym),)
                 where = (f"{r}, " if stacked else "") + f"{sym(col_sym)}:{sym(end_sym)}"
             else:
-                assert height in (None, s[0]), f"{name}: blocks of unequal height in a row"
-                height, hsym = s[0], y[0]
-                end, end_sym = col_off + s[1], _plus(col_sym, y[1])
-                idx = (slice(row_off, row_off + s[0]), slice(col_off, end))
+                if height not in (None, y[0]):
+                    raise _Untiled("blocks of unequal height in a row")
+                height = y[0]
+                end_sym = _plus(col_sym, y[1])
+                idx = ((row_sym, _plus(row_sym, y[0])), (col_sym, end_sym))
                 rs = ":" if len(rows) == 1 else f"{sym(row_sym)}:{sym(_plus(row_sym, y[0]))}"
                 cs = ":" if len(row) == 1 else f"{sym(col_sym)}:{sym(end_sym)}"
                 where = f"{rs}, {cs}"
-            col_off, col_sym = end, end_sym
+            col_sym = end_sym
             laid.append((lead + idx, names, fold_forget_bias and "bW_f" in names,
                          f"[{lead_where}{where}]"))
-        assert width in (None, col_off), f"{name}: rows of unequal width"
-        width = col_off
+        if width not in (None, col_sym):
+            raise _Untiled("rows of unequal width")
+        width = col_sym
         if not one_d:
-            row_off, row_sym = row_off + height, _plus(row_sym, hsym)
+            row_sym = _plus(row_sym, height)
     if one_d:
         shape = (width,) if not stacked else (len(rows), width)
     else:
-        shape = (row_off, width)
-    return tuple(lead_shape) + shape, tuple(laid)
+        shape = (row_sym, width)
+    return shape, tuple(laid), lead, lead_shape
 
 
 def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[str, ...],
@@ -618,7 +650,6 @@ def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[s
     kinds = (kind,) if isinstance(kind, str) else kind
     tiles = [tuple(f"{k}_{g}" for k in kinds) if len(kinds) > 1 else f"{kinds[0]}_{g}"
              for g in order]
-    first = block_shapes(case, layer)[f"{kinds[0]}_{order[0]}"]
-    if axis == 0 and len(first) == 2:
+    if axis == 0 and len(_kind_symbols(1, False, True, kinds[0])) == 2:  # matrices
         return grid(case, layer, direction, name, [[t] for t in tiles], **kw)
     return grid(case, layer, direction, name, [tiles], **kw)
