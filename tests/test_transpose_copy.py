@@ -12,16 +12,40 @@ from harness.params import generate
 from harness.spec import Case
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("shape", [(128, 256), (16, 16), (100, 37), (1, 5), (33, 1)])
-def test_transposed_copy_into_a_slice_touches_only_the_slice(shape, dtype):
-    """Into float32 too: each value rounded as NumPy's cast rounds it."""
+@pytest.fixture(params=["omatcopy", "tiled"])
+def path(request, monkeypatch):
+    """Both ways of the copy: OpenBLAS's omatcopy (where NumPy's OpenBLAS has it) and the
+    compiled tiled copy; returns (which, the tiled copy's calls)."""
+    from harness.layouts import transpose
+
+    if request.param == "tiled":
+        monkeypatch.setattr(transpose, "omatcopy", lambda: {})
+    elif not transpose.omatcopy():
+        pytest.skip("NumPy's BLAS is not scipy-openblas64: no omatcopy here")
+    calls = []
+    tiled = transpose._transpose
+    monkeypatch.setattr(transpose, "_transpose", lambda *a: calls.append(1) or tiled(*a))
+    return request.param, calls
+
+
+@pytest.mark.parametrize("src_dtype, dtype", [(np.float64, np.float64), (np.float32, np.float32),
+                                              (np.float64, np.float32)])
+@pytest.mark.parametrize("shape", [(128, 256), (16, 16), (100, 37), (1, 5), (33, 1), (300, 257)])
+def test_transposed_copy_into_a_slice_touches_only_the_slice(shape, src_dtype, dtype, path):
+    """Bit for bit (-0.0, a subnormal, the extremes included); a float64 block into float32 is
+    rounded as NumPy's cast rounds it, by the tiled copy whichever path is asked for."""
     rng = np.random.default_rng(0)
-    src = rng.standard_normal(shape)
+    src = rng.standard_normal(shape).astype(src_dtype)
+    info = np.finfo(src_dtype)
+    src.reshape(-1)[:4] = [-0.0, info.smallest_subnormal, info.max, -info.tiny][:src.size]
     base = np.zeros((2, 300, 400), dtype=dtype)
     dst = base[1, 7:7 + shape[1], 50:50 + shape[0]]
     assert transpose_into(dst, src)
-    np.testing.assert_array_equal(dst, src.T.astype(dtype))
+    which, tiled = path
+    assert len(tiled) == (0 if which == "omatcopy" and src_dtype == dtype else 1)
+    with np.errstate(over="ignore"):  # float64's max is inf in float32, both ways
+        want = src.T.astype(dtype)
+    assert dst.tobytes() == np.ascontiguousarray(want).tobytes()
     dst[...] = 0.0
     assert not base.any()
 
