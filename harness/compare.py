@@ -65,7 +65,7 @@ def tolerance_for(case: Case, adapter: str,
     atol, rtol = DEFAULT_TOLERANCE[case.dtype].atol, DEFAULT_TOLERANCE[case.dtype].rtol
     layers = [
         (adapter_defaults or {}).get(case.dtype),
-        Tol(atol=case.tolerance.atol, rtol=case.tolerance.rtol),
+        case.tolerance,  # its atol and rtol: the top level
         getattr(case.tolerance, case.dtype),
         case.tolerance.adapters.get(adapter),
     ]
