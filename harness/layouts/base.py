@@ -354,13 +354,13 @@ DIRECT_MAX_SIZE = 1 << 15  # native elements up to which to_native places the bl
 
 @dataclass(frozen=True)
 class _Runs:
-    """:meth:`Layout.to_native` of a large case, tensor by tensor (``tensors``: name and
-    shape). ``runs``: (tensor, lo, hi, keys), ranges [lo, hi) of a tensor's C-order elements
-    that hold canonical blocks laid end to end, each in C order (blocks copied or C-order
-    reshaped into a contiguous slice: all of torch's, ONNX's and cuDNN's weights), filled by
-    one ``np.concatenate`` each; ``rest``: (tensor, placement) for the others (transposed,
-    summed, folded or strided), placed one by one; ``whole``: the tensors one run fills, which
-    ``shared`` natives view in the cast where its blocks lie so."""
+    """:meth:`Layout.to_native`, tensor by tensor (``tensors``: name and shape); a small case
+    has no runs (:meth:`direct`). ``runs``: (tensor, lo, hi, keys), ranges [lo, hi) of a
+    tensor's C-order elements that hold canonical blocks laid end to end, each in C order
+    (blocks copied or C-order reshaped into a contiguous slice: all of torch's, ONNX's and
+    cuDNN's weights), filled by one ``np.concatenate`` each; ``rest``: (tensor, placement) for
+    the others (transposed, summed, folded or strided), placed one by one; ``whole``: the
+    tensors one run fills, which ``shared`` natives view in the cast where its blocks lie so."""
 
     tensors: tuple[tuple[str, tuple[int, ...]], ...]
     runs: tuple[tuple[int, int, int, tuple[str, ...]], ...]
