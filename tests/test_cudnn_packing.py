@@ -303,7 +303,7 @@ def tf_variant(swap: tuple[str, str]) -> Layout:
     def describe(case: Case, layer: int, d: int):
         out = []
         for t in TF_CUDNN.describe(case, layer, d):
-            pls = tuple(replace(p, sources=tuple(
+            pls = tuple(p._replace(sources=tuple(
                 s.replace(f"/{a}", f"/{b}") if s.endswith(f"/{a}") else
                 s.replace(f"/{b}", f"/{a}") if s.endswith(f"/{b}") else s for s in p.sources))
                 for p in t.placements)

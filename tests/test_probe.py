@@ -62,8 +62,8 @@ def test_a_wrong_declaration_fails() -> None:
         tensors = TORCH.describe(case, layer, d)
         w = tensors[0]
         pls = list(w.placements)
-        pls[0], pls[1] = (replace(pls[0], sources=pls[1].sources),
-                          replace(pls[1], sources=pls[0].sources))
+        pls[0], pls[1] = (pls[0]._replace(sources=pls[1].sources),
+                          pls[1]._replace(sources=pls[0].sources))
         return [replace(w, placements=tuple(pls))] + tensors[1:]
 
     class Wrong(TorchCPU):

@@ -19,6 +19,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,9 +52,9 @@ def _plus(a: Symbol, b: Symbol) -> Symbol:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
-@dataclass(frozen=True)
-class Placement:
-    """One canonical block (or a sum of blocks) inside a native tensor."""
+class Placement(NamedTuple):
+    """One canonical block (or a sum of blocks) inside a native tensor (a named tuple: a
+    layout's description makes hundreds, 2-3x faster than a frozen dataclass)."""
 
     index: tuple  # ints and slices into the native tensor
     sources: tuple[str, ...]  # canonical keys summed here, e.g. (bW_i, bR_i)
