@@ -196,3 +196,19 @@ def test_each_slice_has_its_blocks_shape(layout):
                         assert math.prod(got) == math.prod(want), (layout, fields, t.name, s)
                     else:
                         assert got == want, (layout, fields, t.name, s)
+
+
+@settings(max_examples=400, deadline=None)
+@given(placement_sets())
+def test_a_contiguous_span_is_what_numpy_selects(drawn):
+    """``_span_of`` (conversion runs, worked out from the index) against the view NumPy makes
+    of a C-order array: contiguous and non-empty exactly when a span is found, at the offset
+    and of the size of the view."""
+    shape, indices = drawn
+    probe = np.empty(shape, dtype=np.int8)
+    origin = probe.__array_interface__["data"][0]
+    for index in indices:
+        view = probe[(*index, ...)]  # a view, also where every axis is an int
+        want = ((view.__array_interface__["data"][0] - origin, view.size)
+                if view.size and view.flags.c_contiguous and base._box(index, shape) else None)
+        assert base._span_of(index, shape) == want, (shape, index)

@@ -429,22 +429,18 @@ def _plan(layout: Layout, case: Case) -> _Runs:
 
 def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
     """The placements whose block lands in C order on a contiguous slice (a forget bias of 0
-    folded is a copy), merged into runs where they follow one another; the slices are found
-    on never-written int8 arrays of the tensors' shapes (their addresses give offsets)."""
+    folded is a copy), merged into runs where they follow one another (:func:`_span_of`)."""
     sizes = {k: math.prod(v) for k, v in expected_shapes(case).items()}
     runs: list[tuple[int, int, int, tuple[str, ...]]] = []
     rest: list[tuple[int, Placement]] = []
     for k, t in enumerate(tensors):
-        probe = np.empty(t.shape, dtype=np.int8)
-        origin = probe.__array_interface__["data"][0]
         found: list[tuple[int, int, str]] = []  # (offset, size, canonical key)
         for pl in t.placements:
-            view = probe[pl.index]
-            if (len(pl.sources) == 1 and not (pl.fold_forget_bias and case.forget_bias)
-                    and pl.transform in ("copy", "reshape") and view.flags.c_contiguous
-                    and view.size == sizes[pl.sources[0]]):
-                found.append((view.__array_interface__["data"][0] - origin, view.size,
-                              pl.sources[0]))
+            span = (_span_of(pl.index, t.shape) if len(pl.sources) == 1
+                    and not (pl.fold_forget_bias and case.forget_bias)
+                    and pl.transform in ("copy", "reshape") else None)
+            if span is not None and span[1] == sizes[pl.sources[0]]:
+                found.append((*span, pl.sources[0]))
             else:
                 rest.append((k, pl))
         first = len(runs)
@@ -458,6 +454,26 @@ def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
              if lo == 0 and hi == math.prod(tensors[k].shape)]
     return _Runs(tuple((t.name, t.shape) for t in tensors), tuple(runs), tuple(rest),
                  tuple(whole))
+
+
+def _span_of(index: tuple, shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """(first element, elements) of ``index`` into a C-order array of ``shape`` where what it
+    selects is one contiguous range, else None: a box (:func:`_box`) whose axes after the
+    first one it spans more than one index of are whole, and ``(...,)``."""
+    if index == (...,):
+        return 0, math.prod(shape)
+    box = _box(index, shape)
+    if box is None:
+        return None
+    size = math.prod(hi - lo for lo, hi in box)
+    offset, stride, whole_after = 0, 1, True  # walking from the last axis
+    for (lo, hi), n in zip(reversed(box), reversed(shape), strict=True):
+        if hi - lo > 1 and not whole_after:
+            return None
+        whole_after = whole_after and (lo, hi) == (0, n)
+        offset += lo * stride
+        stride *= n
+    return (offset, size) if size else None
 
 
 def _apply(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
