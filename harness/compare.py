@@ -109,9 +109,9 @@ class _Group:
         return (m.transpose(0, 2, 1) if self.transpose else m).reshape(5, -1)
 
 
-def _grid(*columns) -> tuple[np.ndarray, ...]:
-    """Row labels of the outer product of ``columns`` (first varies slowest)."""
-    return tuple(g.ravel() for g in np.meshgrid(*columns, indexing="ij"))
+def _grid(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row labels of the outer product of ``a`` and ``b`` (``a`` varies slowest)."""
+    return np.repeat(a, len(b)), np.tile(b, len(a))
 
 
 def _groups(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None) -> list[_Group]:
