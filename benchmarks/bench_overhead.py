@@ -5,6 +5,7 @@
     python benchmarks/bench_overhead.py --profile       # cProfile of every pair over 10 %
     python benchmarks/bench_overhead.py --smoke         # reference adapters, tiny case only
     python benchmarks/bench_overhead.py --suite cases   # the suite's own cases, totals per adapter
+    python benchmarks/bench_overhead.py --layouts cases # describe+plan of DIR's cases per layout
 
 ``pair`` is the wall time of ``harness.runner.run_pair`` (availability check, canonical ->
 native conversion through the layout, the adapter's ``_run``, output checks, the divergence
@@ -24,6 +25,11 @@ work out and later ones reuse (the layout of a model shared by several cases, th
 side of the divergence) is paid where a run pays it, not hidden by repeating one pair. The
 table shows medians over the repeats (the overhead is a difference of two times taken in the
 same call, so the median is steadier than a minimum); the parts are timed afterwards, hot.
+
+``--layouts DIR``: per layout, the time to describe every case of DIR and work out its
+conversion plan with nothing kept (``forget_kept()`` before each pass: a new process's state),
+in a loop (hot caches: a run pays each model's once, cold, right after a forward); the median
+of ``--repeat`` passes.
 
 ``--suite DIR``: every case x adapter pair of DIR's cases; per adapter the sums over its pairs
 of the per-pair medians (overhead % = total overhead / total pair time), the same with the
@@ -156,6 +162,32 @@ def suite(folder: str, adapters, repeat: int) -> None:
                        "overhead %", "with frame %", "worst pair %", "worst case"]))
 
 
+def layouts(folder: str, repeat: int) -> None:
+    """Describe+plan of every case of ``folder`` per layout, nothing kept between passes."""
+    from harness.layouts import LAYOUTS
+    from harness.layouts.base import _plan, forget_kept
+
+    cases = discover([folder])
+    rows = []
+    for name, layout in LAYOUTS.items():
+        held = [c for c in cases if c.cell in layout.cells]
+
+        def one_pass(layout=layout, held=held) -> int:
+            forget_kept()
+            described = 0
+            for case in held:
+                try:
+                    _plan(layout, case)
+                    described += 1
+                except Exception:  # a model the layout cannot hold (cuDNN: peepholes, ...)
+                    pass
+            return described
+        n = one_pass()
+        rows.append([name, n, 1e3 * median([_seconds(one_pass) for _ in range(repeat)])])
+    print_facts([("suite", f"{folder} ({len(cases)} cases)"), ("repeat", str(repeat))])
+    print(table(rows, ["layout", "cases described", "describe+plan ms (all of them)"]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--adapters", default=None, help="comma-separated (default: every CPU one)")
@@ -167,10 +199,15 @@ def main() -> None:
                     help="print a cProfile of every pair whose overhead is over 10 %%")
     ap.add_argument("--smoke", action="store_true", help="reference adapters, tiny case, 2 runs")
     ap.add_argument("--suite", metavar="DIR", help="totals over every pair of DIR's cases")
+    ap.add_argument("--layouts", metavar="DIR",
+                    help="describe+plan of DIR's cases per layout, nothing kept between passes")
     args = ap.parse_args()
     if args.smoke:
         args.adapters, args.cases, args.repeat = "reference,noise-floor", "tiny-lstm", 2
     set_threads(args.threads)
+    if args.layouts:
+        layouts(args.layouts, args.repeat)
+        return
     adapters = select(args.adapters.split(",") if args.adapters else None, device="cpu")
     if args.suite:
         suite(args.suite, adapters, args.repeat)

@@ -29,3 +29,14 @@ def test_benchmark_runs(script: str) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     assert SCRIPTS[script] in p.stdout, p.stdout[-2000:]
     assert "cpu " in p.stdout and "command " in p.stdout  # the machine facts
+
+
+def test_layout_timings_run() -> None:
+    """``bench_overhead.py --layouts``: every layout describes the suite's cases it can hold."""
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_overhead.py"),
+                        "--layouts", "cases", "--repeat", "1"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "describe+plan ms" in p.stdout, p.stdout[-2000:]
+    lines = {line.split()[0]: line.split() for line in p.stdout.splitlines() if line.strip()}
+    assert int(lines["torch"][1]) > 20 and int(lines["tf-block"][1]) > 5, p.stdout[-2000:]
