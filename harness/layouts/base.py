@@ -331,7 +331,9 @@ def forget_kept() -> None:
     run's first uses starts from), down to the block shapes and the grids' tiles."""
     _DESCRIBED.clear()
     _PLANS.clear()
-    for cached in (_grid_tiles, _grid_symbols, _kind_symbols, sym):
+    from harness.cudnn import _regions
+
+    for cached in (_grid_tiles, _grid_symbols, _kind_symbols, sym, _regions):
         cached.cache_clear()
     forget_shapes()
 
