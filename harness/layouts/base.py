@@ -589,8 +589,9 @@ def _grid_tiles(sizes: tuple[int, int, int], symbol_model: tuple, *args
                 ) -> tuple[tuple[int, ...], tuple[GridTile, ...], tuple[Box]]:
     """:func:`grid` without the layer and direction, at ``sizes`` (I, H, P): its shape, tiles
     and cover (one box: its index on the leading axes, all of the others), the symbols of
-    :func:`_grid_symbols` evaluated (kept per sizes and arguments: the layers past the first of
-    a stack, both directions and models of the same sizes share it)."""
+    :func:`_grid_symbols` (``symbol_model`` and ``args``: rows, transform, lead, lead_shape,
+    fold_forget_bias, squeeze) evaluated; kept per sizes and arguments (the layers past the
+    first of a stack, both directions and models of the same sizes share it)."""
     shape, laid, lead, lead_shape = _grid_symbols(symbol_model, *args)
 
     def at(s: Symbol) -> int:
