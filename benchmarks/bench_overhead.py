@@ -33,7 +33,8 @@ of ``--repeat`` passes.
 
 ``--suite DIR``: every case x adapter pair of DIR's cases; per adapter the sums over its pairs
 of the per-pair medians (overhead % = total overhead / total pair time), the same with the
-adapter's share of the run's one frame (``with frame %``, by rows) and the worst single pair.
+adapter's share of the run's one frame (``with frame %``, by rows) and the worst single pair;
+``all``: every pair together.
 """
 
 from __future__ import annotations
@@ -158,6 +159,10 @@ def suite(folder: str, adapters, repeat: int) -> None:
     rows = [[name, n, pair, fwd, 1e3 * (pair - fwd) / n, 100 * (pair - fwd) / pair,
              100 * (pair - fwd + share[name]) / (pair + share[name]), worst, where]
             for name, (n, pair, fwd, worst, where) in totals.items() if n]
+    n, pair, fwd = (sum(t[k] for t in totals.values()) for k in range(3))
+    if n:  # every pair of the suite together: the harness's share of the time its pairs take
+        rows.append(["all", n, pair, fwd, 1e3 * (pair - fwd) / n, 100 * (pair - fwd) / pair,
+                     100 * (pair - fwd + frame) / (pair + frame), "", ""])
     print(table(rows, ["adapter", "pairs", "pair s", "forward s", "overhead ms/pair",
                        "overhead %", "with frame %", "worst pair %", "worst case"]))
 
