@@ -10,9 +10,9 @@
 
 Speed, as in ``lstm.py``: a time step allocates nothing (buffers made before the loop, ``out=``,
 in-place operators; the gates are contiguous [B, H] slices of one gate-major [3, B, H] buffer),
-the input projection is computed a block of timesteps at a time, and reset_after computes
-R_r h, R_z h and R_n h with one (batched) matrix product. ``q_`` is the rounding hook applied
-in place (nothing in float64).
+the input projection is computed a block of timesteps at a time, and R_r h, R_z h and R_n h
+(reset_after; R_r h and R_z h otherwise) are one matrix product (the R_k.T side by side,
+``recurrent_matrix``). ``q_`` is the rounding hook applied in place (nothing in float64).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from harness.reference.functions import (
     exact,
     in_place,
     input_projections,
+    recurrent_matrix,
     tanh_into,
 )
 from harness.spec import Case
@@ -68,7 +69,7 @@ def gru_direction(
     # Gates stacked r, z, n (gate-major): W [3, H, in], R [3, H, H], bW, bR [3, H]
     W = xp.stack([p[f"W_{g}"] for g in GATES])
     bW = xp.stack([p[f"bW_{g}"] for g in GATES])
-    RT = xp.stack([p[f"R_{g}"] for g in GATES]).transpose(0, 2, 1)  # R_k.T, views
+    RT = recurrent_matrix(p, GATES)  # [H, 3H]: R_k.T side by side
     # bR_k repeated for every row [3, B, H]: adding it is twice as fast as broadcasting [3, 1, H]
     bR = xp.repeat(xp.stack([p[f"bR_{g}"] for g in GATES])[:, None, :], B, axis=1)
 
@@ -76,6 +77,8 @@ def gru_direction(
     # [B, H] contiguous; the state and the next.
     Rh = xp.empty((3, B, H))
     Rh_rz, n = Rh[:2], Rh[2]
+    products = xp.empty((B, 3 * H))  # R_k h side by side: one matrix product a step
+    products_k = products.reshape(B, 3, H).transpose(1, 0, 2)  # gate-major [3, B, H] (a view)
     r, z = Rh[0], Rh[1]
     rh = xp.empty((B, H))  # r ⊙ h (reset_before)
     h, h_new = xp.array(h0, dtype=float), xp.empty((B, H))
@@ -89,14 +92,14 @@ def gru_direction(
     projections = input_projections(x, W, bW, q_, helper=helper)
     for t, Wx_t in enumerate(projections):  # Wx_t = W_k x_t + bW_k [3, B, H]
         if case.reset_after:  # R_k h + bR_k of the three gates at once
-            xp.matmul(h, RT, out=Rh)
-            q_(Rh)
-            Rh += bR
+            xp.matmul(h, RT, out=products)
+            q_(products)
+            xp.add(products_k, bR, out=Rh)
             q_(Rh)
         else:  # of r and z only: R_n multiplies r ⊙ h, known after r
-            xp.matmul(h, RT[:2], out=Rh_rz)
-            q_(Rh_rz)
-            Rh_rz += bR[:2]
+            xp.matmul(h, RT[:, :2 * H], out=products[:, :2 * H])
+            q_(products[:, :2 * H])
+            xp.add(products_k[:2], bR[:2], out=Rh_rz)
             q_(Rh_rz)
         # r, z = σ(W x + bW + R h + bR)
         Rh_rz += Wx_t[:2]
@@ -109,7 +112,7 @@ def gru_direction(
         else:
             xp.multiply(r, h, out=rh)
             q_(rh)
-            xp.matmul(rh, RT[2], out=tmp)
+            xp.matmul(rh, RT[:, 2 * H:], out=tmp)
             q_(tmp)
             xp.add(tmp, bR[2], out=n)
             q_(n)

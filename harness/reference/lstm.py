@@ -15,7 +15,9 @@ Speed (benchmarks/bench_reference.py): a time step allocates nothing. Each eleme
 written into a buffer made before the loop (``out=``, in-place operators), the four gates'
 pre-activations come from one (batched) matrix product into one gate-major buffer [4, B, H],
 so each gate is a contiguous [B, H] (NumPy's loops over column slices of a [B, 4H] cost a
-multiple), and σ runs once over the adjacent gates i, f, o. ``q_`` after each
+multiple), and σ runs once over the adjacent gates i, f, o. The four recurrent products R_k h
+are one matrix product with the R_k.T side by side (``recurrent_matrix``), read gate-major as
+they are added to W_k x + b_k. ``q_`` after each
 operation is the rounding hook applied in place (the noise floor: the same elementary results
 rounded as in the equations above); in float64 it does nothing.
 """
@@ -33,6 +35,7 @@ from harness.reference.functions import (
     exact,
     in_place,
     input_projections,
+    recurrent_matrix,
     tanh_into,
 )
 from harness.spec import Case
@@ -78,7 +81,7 @@ def lstm_direction(
 
     # Gates stacked i, f, o, g (gate-major): W [4, H, in], R [4, H, P or H], b [4, H]
     W = xp.stack([p[f"W_{g}"] for g in GATES])
-    RT = xp.stack([p[f"R_{g}"] for g in GATES]).transpose(0, 2, 1)  # R_k.T, views
+    RT = recurrent_matrix(p, GATES)  # [P or H, 4H]: R_k.T side by side
     b = xp.stack([q(p[f"bW_{g}"] + p[f"bR_{g}"]) for g in GATES])
     p_i, p_f, p_o = (p.get("p_i"), p.get("p_f"), p.get("p_o"))
     Wp = p.get("Wp")
@@ -87,6 +90,8 @@ def lstm_direction(
     # [B, H] contiguous; the state and the next.
     a = xp.empty((4, B, H))
     a_i, a_f, a_o, a_g = a
+    Rh = xp.empty((B, 4 * H))  # R_k h side by side: one matrix product a step
+    Rh_k = Rh.reshape(B, 4, H).transpose(1, 0, 2)  # the same, gate-major [4, B, H] (a view)
     sigma_gates = a[:2] if peep else a[:3]  # o's peephole needs the new c first
     h, h_new = xp.array(h0, dtype=float), xp.empty((B, O))
     c, c_new = xp.array(c0, dtype=float), xp.empty((B, H))
@@ -101,9 +106,9 @@ def lstm_direction(
     projections = input_projections(x, W, b, q_, helper=helper)
     for t, Wx_t in enumerate(projections):  # Wx_t = W_k x_t + b_k [4, B, H]
         # pre-activations: a_k = W_k x + b_k + R_k h
-        xp.matmul(h, RT, out=a)
-        q_(a)
-        a += Wx_t
+        xp.matmul(h, RT, out=Rh)
+        q_(Rh)
+        xp.add(Rh_k, Wx_t, out=a)
         q_(a)
         if peep:  # i and f see c_prev
             for a_k, p_k in ((a_i, p_i), (a_f, p_f)):
