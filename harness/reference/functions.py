@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from types import ModuleType
 
@@ -60,13 +60,14 @@ def input_projections(x: np.ndarray, W: np.ndarray, b: np.ndarray, q_: InPlace,
     """W_k x_t + b_k for every gate k: [G, B, H] for t = 0, 1, ..., T − 1 (x [B, T, in],
     W [G, H, in] and b [G, H] stacked per gate).
 
-    Computed for a block of timesteps at a time, one matrix product per gate and block (as
-    efficient as one for all T at ``block_rows`` = B x timesteps rows, by default 1024), into
-    buffers made once: gate-major and time-major, so each gate's [B, H] at a step is
-    contiguous, and small and reused, so no [B, T, G H] array is ever made (at seed 000's size
-    80 MB per direction, and fresh memory pages to fault in). A yielded array is overwritten by
-    a later block: use it before asking for the next step's. ``q_`` rounds in place after the
-    product and after the bias (the noise floor).
+    Computed for a block of timesteps at a time, one matrix product per block with the W_k.T
+    side by side (:func:`transposed_side_by_side`; as efficient as one for all T at
+    ``block_rows`` = B x timesteps rows, by default 1024), into buffers made once: time-major
+    [steps x B, G H], a step's [G, B, H] yielded as a gate-major view of its B rows (each
+    gate's [B, H] rows contiguous), and small and reused, so no [B, T, G H] array is ever made
+    (at seed 000's size 80 MB per direction, and fresh memory pages to fault in). A yielded
+    array is overwritten by a later block: use it before asking for the next step's. ``q_``
+    rounds in place after the product and after the bias (the noise floor).
 
     ``helper`` (an executor with one thread, ``harness.reference.parallel``): the blocks are
     computed there, up to :data:`AHEAD` blocks ahead of the step the caller is at, while the
@@ -80,19 +81,20 @@ def input_projections(x: np.ndarray, W: np.ndarray, b: np.ndarray, q_: InPlace,
         block_rows = 1024 if helper is None else AHEAD_BLOCK_ROWS
     C = max(1, min(T, block_rows // B))  # timesteps per block
     starts = range(0, T, C)
-    buffers = [(xp.empty((C, B, I)), xp.empty((G, C * B, H)))
+    buffers = [(xp.empty((C, B, I)), xp.empty((C * B, G * H)))
                for _ in range(1 if helper is None else min(AHEAD + 1, len(starts)))]
-    WT = W.transpose(0, 2, 1)  # W_k.T [G, in, H], views
+    WT = transposed_side_by_side(W)  # [in, G H]: W_k.T side by side
+    b_all = b.reshape(G * H)
 
     def block(j: int) -> np.ndarray:  # W x + b of block j, into buffer j mod len(buffers)
         xc, Wx = buffers[j % len(buffers)]
         t0 = starts[j]
         n = min(C, T - t0)
         xc[:n] = x[:, t0:t0 + n].transpose(1, 0, 2)
-        Wx_j = Wx[:, :n * B]
+        Wx_j = Wx[:n * B]
         xp.matmul(xc[:n].reshape(n * B, I), WT, out=Wx_j)
         q_(Wx_j)
-        Wx_j += b[:, None, :]
+        Wx_j += b_all
         q_(Wx_j)
         return Wx_j
 
@@ -101,8 +103,8 @@ def input_projections(x: np.ndarray, W: np.ndarray, b: np.ndarray, q_: InPlace,
     else:
         blocks = _computed_ahead(block, len(starts), len(buffers) - 1, helper)
     for Wx_j in blocks:
-        for k in range(Wx_j.shape[1] // B):
-            yield Wx_j[:, k * B:(k + 1) * B]
+        for k in range(Wx_j.shape[0] // B):
+            yield Wx_j[k * B:(k + 1) * B].reshape(B, G, H).transpose(1, 0, 2)
 
 
 AHEAD = 2
@@ -141,13 +143,15 @@ def in_place(q: Rounding) -> InPlace:
     return rounded
 
 
-def recurrent_matrix(p: dict[str, np.ndarray], gates: tuple[str, ...]) -> np.ndarray:
-    """[P or H, G H] the gates' R_k.T side by side, C order: h @ it is every R_k h of a step in
-    one matrix product (one BLAS call streaming R once: seed 000's sizes, B = 8, H = 320, 1000
-    steps of an LSTM direction 255 -> 209 ms against four products into a [4, B, H] buffer; a
-    transposed, F-order view of the stacked R_k loses most of that)."""
-    xp = array_namespace(p[f"R_{gates[0]}"])
-    return xp.ascontiguousarray(xp.concatenate([p[f"R_{g}"] for g in gates]).T)
+def transposed_side_by_side(blocks: Sequence[np.ndarray]) -> np.ndarray:
+    """[in, G H]: the [H, in] ``blocks`` transposed and side by side, in C order, so that
+    ``v @ it`` is every block's product with v in one matrix product (one BLAS call streaming
+    the matrix once). At seed 000's sizes (B = 8, H = 320, one thread) the recurrent products
+    of an LSTM direction's 1000 steps took 255 -> 209 ms against four products into a
+    [4, B, H] buffer, and a GRU's input projections 224 -> 210 ms; a transposed (F-order) view
+    of the stacked blocks loses most of that."""
+    xp = array_namespace(blocks[0])
+    return xp.ascontiguousarray(xp.concatenate(list(blocks)).T)
 
 
 def sigmoid_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -11,8 +11,9 @@
 Speed, as in ``lstm.py``: a time step allocates nothing (buffers made before the loop, ``out=``,
 in-place operators; the gates are contiguous [B, H] slices of one gate-major [3, B, H] buffer),
 the input projection is computed a block of timesteps at a time, and R_r h, R_z h and R_n h
-(reset_after; R_r h and R_z h otherwise) are one matrix product (the R_k.T side by side,
-``recurrent_matrix``). ``q_`` is the rounding hook applied in place (nothing in float64).
+(reset_after; R_r h and R_z h otherwise) are one matrix product (the R_k.T side by side:
+``transposed_side_by_side``). ``q_`` is the rounding hook applied in place (nothing in
+float64).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from harness.reference.functions import (
     exact,
     in_place,
     input_projections,
-    recurrent_matrix,
     tanh_into,
+    transposed_side_by_side,
 )
 from harness.spec import Case
 
@@ -69,7 +70,7 @@ def gru_direction(
     # Gates stacked r, z, n (gate-major): W [3, H, in], R [3, H, H], bW, bR [3, H]
     W = xp.stack([p[f"W_{g}"] for g in GATES])
     bW = xp.stack([p[f"bW_{g}"] for g in GATES])
-    RT = recurrent_matrix(p, GATES)  # [H, 3H]: R_k.T side by side
+    RT = transposed_side_by_side([p[f"R_{g}"] for g in GATES])  # [H, 3H]
     # bR_k repeated for every row [3, B, H]: adding it is twice as fast as broadcasting [3, 1, H]
     bR = xp.repeat(xp.stack([p[f"bR_{g}"] for g in GATES])[:, None, :], B, axis=1)
 

@@ -16,8 +16,8 @@ written into a buffer made before the loop (``out=``, in-place operators), the f
 pre-activations come from one (batched) matrix product into one gate-major buffer [4, B, H],
 so each gate is a contiguous [B, H] (NumPy's loops over column slices of a [B, 4H] cost a
 multiple), and σ runs once over the adjacent gates i, f, o. The four recurrent products R_k h
-are one matrix product with the R_k.T side by side (``recurrent_matrix``), read gate-major as
-they are added to W_k x + b_k. ``q_`` after each
+are one matrix product with the R_k.T side by side (``transposed_side_by_side``), read
+gate-major as they are added to W_k x + b_k. ``q_`` after each
 operation is the rounding hook applied in place (the noise floor: the same elementary results
 rounded as in the equations above); in float64 it does nothing.
 """
@@ -35,8 +35,8 @@ from harness.reference.functions import (
     exact,
     in_place,
     input_projections,
-    recurrent_matrix,
     tanh_into,
+    transposed_side_by_side,
 )
 from harness.spec import Case
 
@@ -81,7 +81,7 @@ def lstm_direction(
 
     # Gates stacked i, f, o, g (gate-major): W [4, H, in], R [4, H, P or H], b [4, H]
     W = xp.stack([p[f"W_{g}"] for g in GATES])
-    RT = recurrent_matrix(p, GATES)  # [P or H, 4H]: R_k.T side by side
+    RT = transposed_side_by_side([p[f"R_{g}"] for g in GATES])  # [P or H, 4H]
     b = xp.stack([q(p[f"bW_{g}"] + p[f"bR_{g}"]) for g in GATES])
     p_i, p_f, p_o = (p.get("p_i"), p.get("p_f"), p.get("p_o"))
     Wp = p.get("Wp")
