@@ -184,13 +184,17 @@ def test_input_projections_computed_ahead_are_the_same(monkeypatch, ahead: int, 
     rng = np.random.default_rng(0)
     x, W, b = rng.normal(size=(batch, T, 6)), rng.normal(size=(4, 5, 6)), rng.normal(size=(4, 5))
     q_ = functions.in_place(functions.exact)
-    want = [a.copy() for a in functions.input_projections(x, W, b, q_, block_rows=block_rows)]
+    WT = functions.transposed_side_by_side(W)  # [6, 4 x 5]
+    want = [a.copy() for a in functions.input_projections(x, WT, b, q_, block_rows=block_rows)]
     with ThreadPoolExecutor(1) as helper:
-        got = [a.copy() for a in functions.input_projections(x, W, b, q_, block_rows=block_rows,
+        got = [a.copy() for a in functions.input_projections(x, WT, b, q_, block_rows=block_rows,
                                                              helper=helper)]
     assert len(got) == len(want) == T
     for t, (g, w) in enumerate(zip(got, want, strict=True)):
         np.testing.assert_array_equal(g, w, err_msg=f"step {t}")
+        # and each is W_k x_t + b_k, gate-major [4, B, 5]
+        np.testing.assert_allclose(w, np.einsum("ghi,bi->gbh", W, x[:, t]) + b[:, None],
+                                   rtol=1e-12, atol=1e-12, err_msg=f"step {t}")
 
 
 def test_row_shards_cover_the_batch_in_order() -> None:

@@ -54,14 +54,15 @@ def rounding_to(dtype: str) -> Rounding:
     return lambda a: round_to(a, dtype)
 
 
-def input_projections(x: np.ndarray, W: np.ndarray, b: np.ndarray, q_: InPlace,
+def input_projections(x: np.ndarray, WT: np.ndarray, b: np.ndarray, q_: InPlace,
                       block_rows: int | None = None, helper: Executor | None = None,
                       ) -> Iterator[np.ndarray]:
     """W_k x_t + b_k for every gate k: [G, B, H] for t = 0, 1, ..., T − 1 (x [B, T, in],
-    W [G, H, in] and b [G, H] stacked per gate).
+    WT [in, G H] the W_k.T side by side (:func:`transposed_side_by_side`), b [G, H] stacked
+    per gate).
 
-    Computed for a block of timesteps at a time, one matrix product per block with the W_k.T
-    side by side (:func:`transposed_side_by_side`; as efficient as one for all T at
+    Computed for a block of timesteps at a time, one matrix product per block (as efficient as
+    one for all T at
     ``block_rows`` = B x timesteps rows, by default 1024), into buffers made once: time-major
     [steps x B, G H], a step's [G, B, H] yielded as a gate-major view of its B rows (each
     gate's [B, H] rows contiguous), and small and reused, so no [B, T, G H] array is ever made
@@ -76,14 +77,13 @@ def input_projections(x: np.ndarray, W: np.ndarray, b: np.ndarray, q_: InPlace,
     """
     xp = array_namespace(x)
     B, T, I = x.shape
-    G, H, _ = W.shape
+    G, H = b.shape
     if block_rows is None:
         block_rows = 1024 if helper is None else AHEAD_BLOCK_ROWS
     C = max(1, min(T, block_rows // B))  # timesteps per block
     starts = range(0, T, C)
     buffers = [(xp.empty((C, B, I)), xp.empty((C * B, G * H)))
                for _ in range(1 if helper is None else min(AHEAD + 1, len(starts)))]
-    WT = transposed_side_by_side(W)  # [in, G H]: W_k.T side by side
     b_all = b.reshape(G * H)
 
     def block(j: int) -> np.ndarray:  # W x + b of block j, into buffer j mod len(buffers)

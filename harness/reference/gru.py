@@ -67,8 +67,8 @@ def gru_direction(
         f(a, out=a)
         q_(a)
 
-    # Gates stacked r, z, n (gate-major): W [3, H, in], R [3, H, H], bW, bR [3, H]
-    W = xp.stack([p[f"W_{g}"] for g in GATES])
+    # Gates r, z, n: W_k.T and R_k.T side by side, bW, bR [3, H] stacked (gate-major)
+    WT = transposed_side_by_side([p[f"W_{g}"] for g in GATES])  # [in, 3H]
     bW = xp.stack([p[f"bW_{g}"] for g in GATES])
     RT = transposed_side_by_side([p[f"R_{g}"] for g in GATES])  # [H, 3H]
     # bR_k repeated for every row [3, B, H]: adding it is twice as fast as broadcasting [3, 1, H]
@@ -90,7 +90,7 @@ def gru_direction(
     masked = not valid.all()
     if masked:
         y[...] = 0.0
-    projections = input_projections(x, W, bW, q_, helper=helper)
+    projections = input_projections(x, WT, bW, q_, helper=helper)
     for t, Wx_t in enumerate(projections):  # Wx_t = W_k x_t + bW_k [3, B, H]
         if case.reset_after:  # R_k h + bR_k of the three gates at once
             xp.matmul(h, RT, out=products)

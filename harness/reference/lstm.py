@@ -12,12 +12,11 @@
 block of timesteps; the recurrence is a loop over time, vectorised over the batch.
 
 Speed (benchmarks/bench_reference.py): a time step allocates nothing. Each elementary result is
-written into a buffer made before the loop (``out=``, in-place operators), the four gates'
-pre-activations come from one (batched) matrix product into one gate-major buffer [4, B, H],
-so each gate is a contiguous [B, H] (NumPy's loops over column slices of a [B, 4H] cost a
-multiple), and σ runs once over the adjacent gates i, f, o. The four recurrent products R_k h
-are one matrix product with the R_k.T side by side (``transposed_side_by_side``), read
-gate-major as they are added to W_k x + b_k. ``q_`` after each
+written into a buffer made before the loop (``out=``, in-place operators). The four recurrent
+products R_k h are one matrix product with the R_k.T side by side (``transposed_side_by_side``),
+read gate-major as they are added to W_k x + b_k into one gate-major buffer [4, B, H], so each
+gate is a contiguous [B, H] (NumPy's loops over column slices of a [B, 4H] cost a multiple),
+and σ runs once over the adjacent gates i, f, o. ``q_`` after each
 operation is the rounding hook applied in place (the noise floor: the same elementary results
 rounded as in the equations above); in float64 it does nothing.
 """
@@ -41,7 +40,7 @@ from harness.reference.functions import (
 from harness.spec import Case
 
 GATES = ("i", "f", "o", "g")
-"""Order of the gate blocks in the stacked W, R, b here (any order is the same LSTM): the three
+"""Order of the gate blocks in W, R, b here (any order is the same LSTM): the three
 σ gates adjacent, so one activation call covers them."""
 
 
@@ -79,8 +78,8 @@ def lstm_direction(
         f(a, out=a)
         q_(a)
 
-    # Gates stacked i, f, o, g (gate-major): W [4, H, in], R [4, H, P or H], b [4, H]
-    W = xp.stack([p[f"W_{g}"] for g in GATES])
+    # Gates i, f, o, g: W_k.T and R_k.T side by side, b [4, H] stacked (gate-major)
+    WT = transposed_side_by_side([p[f"W_{g}"] for g in GATES])  # [in, 4H]
     RT = transposed_side_by_side([p[f"R_{g}"] for g in GATES])  # [P or H, 4H]
     b = xp.stack([q(p[f"bW_{g}"] + p[f"bR_{g}"]) for g in GATES])
     p_i, p_f, p_o = (p.get("p_i"), p.get("p_f"), p.get("p_o"))
@@ -103,7 +102,7 @@ def lstm_direction(
     masked = not valid.all()
     if masked:
         y[...] = 0.0
-    projections = input_projections(x, W, b, q_, helper=helper)
+    projections = input_projections(x, WT, b, q_, helper=helper)
     for t, Wx_t in enumerate(projections):  # Wx_t = W_k x_t + b_k [4, B, H]
         # pre-activations: a_k = W_k x + b_k + R_k h
         xp.matmul(h, RT, out=Rh)
