@@ -262,10 +262,7 @@ def tiles(t: NativeTensor) -> bool:
     ``tests/test_tiles.py`` counts it on every layout), whether those few boxes tile ``t``
     (:func:`boxes_tile`: half a layout's description time, when it was counted per placement).
     Otherwise the placements: see :func:`placements_tile`."""
-    if t.cover is not None:
-        return (len(t.cover) == 1 and all(lo == 0 and hi == n for (lo, hi), n in zip(
-            t.cover[0], t.shape, strict=True))) or boxes_tile(t.cover, t.shape)
-    return placements_tile(t)
+    return boxes_tile(t.cover, t.shape) if t.cover is not None else placements_tile(t)
 
 
 def boxes_tile(boxes: Sequence[Box], shape: tuple[int, ...]) -> bool:
@@ -585,14 +582,15 @@ class _Untiled(Exception):
 
 
 @functools.lru_cache(maxsize=4096)
-def _grid_tiles(sizes: tuple[int, int, int], symbol_model: tuple, *args
+def _grid_tiles(sizes: tuple[int, int, int], symbol_model: tuple,
+                rows: tuple[tuple[Tile, ...], ...], transform: str, lead: tuple[int, ...],
+                lead_shape: tuple[int, ...], fold_forget_bias: bool, squeeze: bool
                 ) -> tuple[tuple[int, ...], tuple[GridTile, ...], tuple[Box]]:
     """:func:`grid` without the layer and direction, at ``sizes`` (I, H, P): its shape, tiles
     and cover (one box: its index on the leading axes, all of the others), the symbols of
-    :func:`_grid_symbols` (``symbol_model`` and ``args``: rows, transform, lead, lead_shape,
-    fold_forget_bias, squeeze) evaluated; kept per sizes and arguments (the layers past the
-    first of a stack, both directions and models of the same sizes share it)."""
-    shape, laid, lead, lead_shape = _grid_symbols(symbol_model, *args)
+    :func:`_grid_symbols` evaluated; kept per sizes and arguments (the layers past the first
+    of a stack, both directions and models of the same sizes share it)."""
+    shape, laid = _grid_symbols(symbol_model, rows, transform, lead, fold_forget_bias, squeeze)
 
     def at(s: Symbol) -> int:
         return s[0] * sizes[0] + s[1] * sizes[1] + s[2] * sizes[2]
@@ -606,16 +604,14 @@ def _grid_tiles(sizes: tuple[int, int, int], symbol_model: tuple, *args
 
 @functools.lru_cache(maxsize=1024)
 def _grid_symbols(symbol_model: tuple, rows: tuple[tuple[Tile, ...], ...],
-                  transform: str, lead: tuple[int, ...], lead_shape: tuple[int, ...],
-                  fold_forget_bias: bool, squeeze: bool
-                  ) -> tuple[tuple[Symbol | int, ...], tuple[GridTile, ...], tuple[int, ...],
-                             tuple[int, ...]]:
+                  transform: str, lead: tuple[int, ...], fold_forget_bias: bool, squeeze: bool
+                  ) -> tuple[tuple[Symbol | int, ...], tuple[GridTile, ...]]:
     """:func:`grid` with the sizes left symbolic (:data:`Symbol`, multiples of I, H, P), made
     once per kind of layer (``symbol_model``: directions, projected, first layer) and
-    arguments, whatever the sizes: (shape after ``lead_shape``, tiles with an index of ints and
-    (start, stop) Symbol pairs for slices, ``lead``, ``lead_shape``). Blocks of one row are of one
-    height and rows of one width as symbols, so at any sizes: the tiles cover the shape, each
-    element once (:attr:`NativeTensor.cover`)."""
+    arguments, whatever the sizes: (shape after the leading axes, tiles with an index of ints
+    and (start, stop) Symbol pairs for slices). Blocks of one row are of one height and rows of
+    one width as symbols, so at any sizes: the tiles cover the shape, each element once
+    (:attr:`NativeTensor.cover`)."""
     flip = transform in ("transpose", "reshape")  # the slice is [in, H]-shaped
     lead_where = "".join(f"{i}, " for i in lead)
     stacked = not (squeeze and len(rows) == 1)
@@ -659,7 +655,7 @@ def _grid_symbols(symbol_model: tuple, rows: tuple[tuple[Tile, ...], ...],
         shape = (width,) if not stacked else (len(rows), width)
     else:
         shape = (row_sym, width)
-    return shape, tuple(laid), lead, lead_shape
+    return shape, tuple(laid)
 
 
 def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[str, ...],
