@@ -7,8 +7,6 @@ Timings on a shared machine are noisy: every script runs the things it compares 
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import json
 import os
 import platform
@@ -26,6 +24,8 @@ if str(ROOT) not in sys.path:  # run as `python benchmarks/x.py` from anywhere, 
 import numpy as np  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
+from harness.blas import numpy_openblas  # noqa: E402
+
 
 def cpu_model() -> str:
     try:
@@ -37,19 +37,8 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _openblas():
-    """NumPy's bundled OpenBLAS (scipy-openblas, 64-bit ints) as a ctypes library, or None."""
-    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs",
-                                  "libscipy_openblas*"))
-    for path in libs:
-        lib = ctypes.CDLL(path)
-        if hasattr(lib, "scipy_openblas_get_num_threads64_"):
-            return lib
-    return None
-
-
 def blas_threads() -> int | None:
-    lib = _openblas()
+    lib = numpy_openblas()
     return None if lib is None else int(lib.scipy_openblas_get_num_threads64_())
 
 
@@ -57,7 +46,7 @@ def set_threads(n: int | None) -> None:
     """Same thread count for NumPy's OpenBLAS and PyTorch (intra-op); None leaves both alone."""
     if n is None:
         return
-    lib = _openblas()
+    lib = numpy_openblas()
     if lib is not None:
         lib.scipy_openblas_set_num_threads64_(n)
     if "torch" in sys.modules:

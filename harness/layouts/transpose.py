@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
-import os
 
 import numba
 import numpy as np
+
+from harness.blas import numpy_openblas
 
 TILE = 16
 
@@ -61,28 +61,20 @@ ROW_MAJOR, TRANS = 101, 112  # CBLAS_ORDER, CBLAS_TRANSPOSE
 
 @functools.cache
 def omatcopy() -> dict[np.dtype, ctypes._CFuncPtr]:
-    """dtype -> ``cblas_?omatcopy`` of the OpenBLAS NumPy runs on (the scipy-openblas64 build
-    its wheels bundle: 64-bit ints, ``scipy_`` prefixed symbols), float32 and float64; empty
-    where there is no such library (another BLAS, another build): the Numba copy then."""
-    here = os.path.dirname(np.__file__)
-    for path in sorted(glob.glob(os.path.join(here, "..", "numpy.libs", "libscipy_openblas64*"))
-                       + glob.glob(os.path.join(here, ".dylibs", "libscipy_openblas64*"))):
-        try:
-            lib = ctypes.CDLL(path)  # the one NumPy loaded: the same file
-        except OSError:
-            continue
-        found = {}
-        for dtype, name, alpha in ((np.float32, "scipy_cblas_somatcopy64_", ctypes.c_float),
-                                   (np.float64, "scipy_cblas_domatcopy64_", ctypes.c_double)):
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, alpha,
-                               ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
-                fn.restype = None
-                found[np.dtype(dtype)] = fn
-        if found:
-            return found
-    return {}
+    """dtype -> ``cblas_?omatcopy`` of the OpenBLAS NumPy runs on
+    (:func:`harness.blas.numpy_openblas`), float32 and float64; empty where there is no such
+    library (another BLAS, another build): the Numba copy then."""
+    lib = numpy_openblas()
+    found = {}
+    for dtype, name, alpha in ((np.float32, "scipy_cblas_somatcopy64_", ctypes.c_float),
+                               (np.float64, "scipy_cblas_domatcopy64_", ctypes.c_double)):
+        fn = getattr(lib, name, None) if lib is not None else None
+        if fn is not None:
+            fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, alpha,
+                           ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+            fn.restype = None
+            found[np.dtype(dtype)] = fn
+    return found
 
 
 def transpose_into(dst: np.ndarray, src: np.ndarray) -> bool:
