@@ -34,7 +34,11 @@ of ``--repeat`` passes.
 ``--suite DIR``: every case x adapter pair of DIR's cases; per adapter the sums over its pairs
 of the per-pair medians (overhead % = total overhead / total pair time), the same with the
 adapter's share of the run's one frame (``with frame %``, by rows) and the worst single pair;
-``all``: every pair together.
+``all``: every pair together. ``prepare (per case)``: the cases' ``prepare``, its "forward"
+the reference and the noise floor (``Prepared.reference_seconds``) and its overhead the rest
+(weights and inputs, their cast, the reference's side of every pair's rows, which the case's
+adapters share); ``all with prepare``: the pairs and the prepares together (overhead per
+pair).
 """
 
 from __future__ import annotations
@@ -105,10 +109,11 @@ def profile(prep, adapter, repeat: int) -> str:
     return s.getvalue()
 
 
-def as_run(cases: list[Case], adapters, repeat: int):
+def as_run(cases: list[Case], adapters, repeat: int, prepared: dict | None = None):
     """Every pair of ``cases`` x ``adapters`` timed as a run makes it (the module text):
     (adapter, case) -> [(pair seconds, forward seconds)] per repeat, the last PairResult of
-    each, and why the pairs that did not run did not."""
+    each, and why the pairs that did not run did not. ``prepared``, if given, gets case name ->
+    [(prepare seconds, of which the reference and noise floor computing)] per repeat."""
     from harness.layouts.base import forget_kept
 
     warm = prepare(Case(name="tiny-lstm", **CASES["tiny-lstm"]))
@@ -120,6 +125,8 @@ def as_run(cases: list[Case], adapters, repeat: int):
         forget_kept()
         for case in cases:
             prep = prepare(case)
+            if prepared is not None:
+                prepared.setdefault(case.name, []).append((prep.seconds, prep.reference_seconds))
             for adapter in adapters:
                 t = time.perf_counter()
                 r = run_pair(prep, adapter)
@@ -137,7 +144,8 @@ def as_run(cases: list[Case], adapters, repeat: int):
 def suite(folder: str, adapters, repeat: int) -> None:
     """Totals per adapter over every pair of the suite's cases."""
     cases = discover([folder])
-    times, results, _ = as_run(cases, adapters, repeat)
+    prepared: dict[str, list[tuple[float, float]]] = {}
+    times, results, _ = as_run(cases, adapters, repeat, prepared)
     totals = {a.name: [0, 0.0, 0.0, 0.0, ""] for a in adapters}  # pairs, pair, fwd, worst %
     for (name, case_name), runs in times.items():
         pair, fwd = median([p for p, _ in runs]), median([f for _, f in runs])
@@ -163,6 +171,20 @@ def suite(folder: str, adapters, repeat: int) -> None:
     if n:  # every pair of the suite together: the harness's share of the time its pairs take
         rows.append(["all", n, pair, fwd, 1e3 * (pair - fwd) / n, 100 * (pair - fwd) / pair,
                      100 * (pair - fwd + frame) / (pair + frame), "", ""])
+    # each case's prepare: its harness work (weights and inputs, the cast, the reference's side
+    # of the rows) beyond computing the reference and the noise floor
+    cost = {name: (median([p for p, _ in runs]), median([r for _, r in runs]))
+            for name, runs in prepared.items()}
+    worst = max(cost, key=lambda k: (cost[k][0] - cost[k][1]) / cost[k][0])
+    prep, ref = sum(p for p, _ in cost.values()), sum(r for _, r in cost.values())
+    rows.append(["prepare (per case)", len(cost), prep, ref, 1e3 * (prep - ref) / len(cost),
+                 100 * (prep - ref) / prep, "",
+                 100 * (cost[worst][0] - cost[worst][1]) / cost[worst][0], worst])
+    if n:  # the pairs and the cases' prepares together
+        over = pair - fwd + frame + prep - ref
+        rows.append(["all with prepare", n, pair + prep, fwd + ref, 1e3 * over / n,
+                     100 * (pair - fwd + prep - ref) / (pair + prep),
+                     100 * over / (pair + frame + prep), "", ""])
     print(table(rows, ["adapter", "pairs", "pair s", "forward s", "overhead ms/pair",
                        "overhead %", "with frame %", "worst pair %", "worst case"]))
 

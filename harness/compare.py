@@ -22,6 +22,7 @@ Verdicts are decided here and nowhere else: :attr:`Rows.verdict` and :func:`verd
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -384,6 +385,19 @@ def _plan(groups: list[_Group], parts: list[dict[str, np.ndarray]], b: _Baseline
                  spans)
     b.plans[keys] = plan
     return plan
+
+
+def prime(case: Case, ref: Outputs, floor: Outputs | None = None) -> None:
+    """Make now what every adapter's rows of the case share (:func:`harness.prepare.prepare`
+    calls it after the reference and the noise floor): the reference's side of each output
+    and the noise floor's maxima (kept with ``ref``, up to :data:`KEEP_BYTES`), and the rows'
+    plans for both forms an adapter's outputs come in, every layer's ``y`` or the last one's.
+    Otherwise the case's first compared pair would make them, cold, right after its forward."""
+    b = _baseline(ref, floor)
+    forms = [ref] if ref.y_layers is None else [ref, dataclasses.replace(ref, y_layers=None)]
+    for out in forms:
+        groups = _groups(case, out, ref, floor)
+        _plan(groups, [_reference_side(g, b, case.dtype) for g in groups], b)
 
 
 def rows_of(case: Case, adapter: str, out: Outputs, ref: Outputs, tol: Tolerance,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import data, params, reference
+from harness import compare, data, params, reference
 from harness.data import Inputs, Outputs, state_shapes
 from harness.dtypes import native_numpy, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
@@ -32,7 +32,8 @@ class Prepared:
     inputs: Inputs
     reference: Outputs
     noise_floor: Outputs
-    seconds: float = 0.0
+    seconds: float = 0.0  # all of prepare
+    reference_seconds: float = 0.0  # of which the reference and the noise floor computing
 
 
 # Resource guard ------------------------------------------------------------------------------
@@ -205,8 +206,9 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
 
 def prepare(case: Case, limit: int | None = None) -> Prepared:
     """Canonical parameters (and their cast to the case dtype), inputs, the reference and the
-    noise floor of one case. ``limit``: the memory limit in bytes (default:
-    :func:`max_memory`)."""
+    noise floor of one case, and the reference's side of the divergence rows
+    (:func:`harness.compare.prime`): what every adapter of the case shares. ``limit``: the
+    memory limit in bytes (default: :func:`max_memory`)."""
     import time
 
     start = time.perf_counter()
@@ -216,6 +218,7 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
     # what the case's adapters convert from (Adapter.native_dtype), made once here, not by the
     # first pair (float64: the tensors themselves)
     canonical.cast(native_numpy(case.dtype))
+    computing = time.perf_counter()
     ref = reference.run(case, canonical, inputs)
     floor = (reference.run(case, canonical, inputs, dtype=case.dtype)
              if case.dtype != "float64" else ref)
@@ -223,4 +226,7 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
         ref.grads = reference.gradients(case, canonical, inputs)
         if floor is not ref:
             floor.grads = reference.gradients(case, canonical, inputs, dtype=case.dtype)
-    return Prepared(case, canonical, inputs, ref, floor, time.perf_counter() - start)
+    computed = time.perf_counter()
+    compare.prime(case, ref, floor)
+    return Prepared(case, canonical, inputs, ref, floor, time.perf_counter() - start,
+                    computed - computing)

@@ -4,10 +4,12 @@ np.spacing."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 
 import ml_dtypes
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness import compare
@@ -127,6 +129,27 @@ def test_kept_reference_side_gives_the_same_rows_and_is_dropped_with_the_referen
     del prep, out
     gc.collect()
     assert ref_id not in compare._BASELINES
+
+
+def test_prepare_makes_the_shared_side_and_pairs_of_either_form_reuse_it():
+    """prepare primes the reference's side and the plans of both output forms (every layer's
+    y, or the last one's); a pair then makes nothing new, and its rows are those of a
+    reference that was never primed (the same arrays in new Outputs: another baseline)."""
+    case = Case(name="big", **BIG)
+    prep = prepare(case)
+    b = compare._BASELINES[id(prep.reference)]
+    assert len(b.plans) == 2
+    kept, plans = dict(b.groups), dict(b.plans)
+    out = noisy(prep.reference, 1e-6)
+    tol = Tolerance(1e-6, 1e-6)
+    for form in (out, dataclasses.replace(out, y_layers=None)):
+        primed = divergence(case, "x", form, prep.reference, tol, prep.noise_floor)
+        unprimed = divergence(case, "x", form, dataclasses.replace(prep.reference),
+                              tol, dataclasses.replace(prep.noise_floor))
+        assert len(primed) == len(unprimed) > 0
+        pd.testing.assert_frame_equal(primed, unprimed)
+    assert b.plans == plans and b.groups.keys() == kept.keys()
+    assert all(b.groups[k] is v for k, v in kept.items())
 
 
 def test_floor_ratio_is_max_abs_over_the_noise_floor():
