@@ -432,12 +432,19 @@ def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
     sizes = {k: math.prod(v) for k, v in expected_shapes(case).items()}
     runs: list[tuple[int, int, int, tuple[str, ...]]] = []
     rest: list[tuple[int, Placement]] = []
+    spans: dict[tuple[str, tuple[int, ...]], tuple[int, int] | None] = {}
     for k, t in enumerate(tensors):
         found: list[tuple[int, int, str]] = []  # (offset, size, canonical key)
         for pl in t.placements:
-            span = (_span_of(pl.index, t.shape) if len(pl.sources) == 1
-                    and not (pl.fold_forget_bias and case.forget_bias)
-                    and pl.transform in ("copy", "reshape") else None)
+            if (len(pl.sources) != 1 or (pl.fold_forget_bias and case.forget_bias)
+                    or pl.transform not in ("copy", "reshape")):
+                span = None
+            elif not pl.where:  # no symbolic index to know it by (hand-made placements)
+                span = _span_of(pl.index, t.shape)
+            else:  # one symbolic index in tensors of one shape: one span (layers, directions)
+                span = spans.get((pl.where, t.shape), ())
+                if span == ():
+                    span = spans[pl.where, t.shape] = _span_of(pl.index, t.shape)
             if span is not None and span[1] == sizes[pl.sources[0]]:
                 found.append((*span, pl.sources[0]))
             else:
