@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
 
-from harness.dtypes import round_to
+from harness.dtypes import FORMATS, native_numpy
 from harness.spec import Case
 
 DIRECTION_NAMES = ("forward", "backward")
@@ -132,18 +133,22 @@ class Canonical:
         and kept."""
         k = ("buffer", dtype)
         if k not in self._cast:
-            sizes = [v.size for v in self.tensors.values()]
-            flat = np.empty(sum(sizes), dtype=dtype)
-            if sizes:
+            flat = np.empty(sum(v.size for v in self.tensors.values()), dtype=dtype)
+            if self.tensors:
                 np.concatenate([v.reshape(-1) for v in self.tensors.values()], out=flat,
                                casting="same_kind")
-            flat.flags.writeable = False
-            starts = dict(zip(self.tensors, itertools.accumulate(sizes, initial=0),
-                              strict=False))
-            views = {name: flat[starts[name]:starts[name] + v.size].reshape(v.shape)
-                     for name, v in self.tensors.items()}
-            self._cast[k] = flat, views, starts
+            self._keep_cast(flat)
         return self._cast[k]
+
+    def _keep_cast(self, flat: np.ndarray) -> None:
+        """Keep ``flat`` (every tensor in another dtype, laid end to end in the order of
+        :attr:`tensors`) as :meth:`cast`'s array for its dtype, made read-only."""
+        sizes = [v.size for v in self.tensors.values()]
+        flat.flags.writeable = False
+        starts = dict(zip(self.tensors, itertools.accumulate(sizes, initial=0), strict=False))
+        views = {name: flat[starts[name]:starts[name] + v.size].reshape(v.shape)
+                 for name, v in self.tensors.items()}
+        self._cast["buffer", flat.dtype] = flat, views, starts
 
     def span(self, dtype: type, keys: tuple[str, ...]) -> np.ndarray | None:
         """The tensors of ``keys`` cast to ``dtype`` and laid end to end as one read-only 1-D
@@ -185,34 +190,63 @@ class Canonical:
 
 
 def generate(case: Case) -> Canonical:
-    """Random canonical parameters from the case seed, rounded to the case dtype."""
+    """Random canonical parameters from the case seed, rounded to the case dtype.
+
+    Drawn as ``Generator.uniform(-s, s)`` (or ``normal(0, s)``) per tensor in the order of
+    :func:`expected_shapes` would draw them, with the same bits: the stream's values for all
+    tensors at once into one float64 array the tensors are views of, then each tensor's
+    ``low + (high - low) * u`` (``0 + s * z``) and its gate's multiplier or offset in place.
+    Rounded to a lower case dtype in place through one cast of that array, which is kept as
+    :meth:`Canonical.cast`'s (the adapters convert from it)."""
     from harness.spec import GeneratedTensors
 
     spec = case.weights if isinstance(case.weights, GeneratedTensors) else GeneratedTensors()
     scale = spec.scale or 1.0 / np.sqrt(case.hidden_size)
     rng = np.random.default_rng([case.seed, 1])
+    shapes = expected_shapes(case)
+    flat = np.empty(sum(math.prod(shape) for shape in shapes.values()))
+    if spec.init == "normal":
+        rng.standard_normal(out=flat)
+    else:
+        rng.random(out=flat)
 
-    def draw(shape: tuple[int, ...], s: float) -> np.ndarray:
+    def drawn(t: np.ndarray, s: float) -> None:  # t holds the stream's values for it
         if spec.init == "normal":
-            return rng.normal(0.0, s, size=shape)
-        return rng.uniform(-s, s, size=shape)
+            t *= s
+            t += 0.0
+        else:
+            t *= s - -s
+            t += -s
 
-    tensors = {}
-    for k, shape in expected_shapes(case).items():
+    tensors, lo = {}, 0
+    for k, shape in shapes.items():
+        t = flat[lo:lo + math.prod(shape)].reshape(shape)
+        lo += t.size
         name = k.rsplit("/", 1)[1]
         kind, _, g = name.partition("_")
         mult, offset = GATE_STYLE.get(g, (1.0, 0.0))
         if kind in ("W", "R"):
-            t = mult * draw(shape, scale)
+            drawn(t, scale)
+            if mult != 1.0:
+                t *= mult
         elif kind == "bW":
-            t = offset + draw(shape, 0.5 * scale)
+            drawn(t, 0.5 * scale)
+            t += offset
         elif kind == "bR":
-            t = -0.5 * offset + 0.05 + draw(shape, 0.5 * scale)
+            drawn(t, 0.5 * scale)
+            t += -0.5 * offset + 0.05
         elif kind == "p":
-            t = {"i": 0.3, "f": -0.2, "o": 0.25}[g] + draw(shape, 0.5 * scale)
+            drawn(t, 0.5 * scale)
+            t += {"i": 0.3, "f": -0.2, "o": 0.25}[g]
         elif name == "Wp":
-            t = draw(shape, scale)
+            drawn(t, scale)
         else:  # pragma: no cover - expected_shapes only makes the names above
             raise AssertionError(name)
-        tensors[k] = round_to(t, case.dtype)
-    return Canonical(tensors)
+        tensors[k] = t
+    canonical = Canonical(tensors)
+    if case.dtype != "float64":
+        low = flat.astype(FORMATS[case.dtype].numpy)
+        flat[...] = low  # every tensor rounded to the case dtype, as round_to does
+        if low.dtype == np.dtype(native_numpy(case.dtype)):
+            canonical._keep_cast(low)
+    return canonical
