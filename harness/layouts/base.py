@@ -442,9 +442,10 @@ def _runs(tensors: tuple[NativeTensor, ...], case: Case) -> _Runs:
             elif not pl.where:  # no symbolic index to know it by (hand-made placements)
                 span = _span_of(pl.index, t.shape)
             else:  # one symbolic index in tensors of one shape: one span (layers, directions)
-                span = spans.get((pl.where, t.shape), ())
-                if span == ():
-                    span = spans[pl.where, t.shape] = _span_of(pl.index, t.shape)
+                where = (pl.where, t.shape)
+                if where not in spans:
+                    spans[where] = _span_of(pl.index, t.shape)
+                span = spans[where]
             if span is not None and span[1] == sizes[pl.sources[0]]:
                 found.append((*span, pl.sources[0]))
             else:
