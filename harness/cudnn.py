@@ -37,12 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.params import (
-    DIRECTION_NAMES,
-    layer_block_shapes,
-    layer_dirs,
-    layer_model,
-)
+from harness.params import DIRECTION_NAMES, layer_block_shapes, layer_dirs, model_of
 from harness.spec import Case
 
 # canonical NAME per linLayerID
@@ -107,13 +102,12 @@ class Region:
 def regions(case: Case) -> tuple[Region, ...]:
     """Every block of the buffer in buffer order: all matrices, then all biases (module doc).
     Kept per model: the ``tf-cudnn-params`` layout asks for it per layer and direction."""
-    return _regions(tuple(layer_model(case, layer) for layer in range(case.num_layers)),
-                    case.directions)
+    return _regions(*model_of(case))
 
 
 @functools.lru_cache(maxsize=256)
 def _regions(layers: tuple[tuple, ...], directions: tuple[int, ...]) -> tuple[Region, ...]:
-    """:func:`regions` of each layer's :func:`harness.params.layer_model` and the directions."""
+    """:func:`regions` of a model (:func:`harness.params.model_of`)."""
     cell, proj_size = layers[0][0], layers[0][3]
     matrices = MATRICES[cell] + (("Wp",) if cell == "lstm" and proj_size else ())
     out: list[Region] = []

@@ -81,12 +81,12 @@ def layer_block_shapes(cell: str, gates: tuple[str, ...], H: int, P: int, in_l: 
 def expected_shapes(case: Case) -> Mapping[str, tuple[int, ...]]:
     """Canonical key -> shape of every block, in canonical order (read-only, made once per
     model: a pair's conversion plan and divergence rows read it)."""
-    return _expected_shapes(*_model(case))
+    return _expected_shapes(*model_of(case))
 
 
-def _model(case: Case) -> tuple:
-    """Each layer's :func:`layer_model` and the directions run: what the shapes of all blocks
-    depend on."""
+def model_of(case: Case) -> tuple:
+    """(each layer's :func:`layer_model`, the directions run): what the shapes of all blocks
+    depend on, hashable (a key for what is kept per model)."""
     return tuple(layer_model(case, layer) for layer in range(case.num_layers)), case.directions
 
 
