@@ -62,13 +62,12 @@ def input_projections(x: np.ndarray, WT: np.ndarray, b: np.ndarray, q_: InPlace,
     per gate).
 
     Computed for a block of timesteps at a time, one matrix product per block (as efficient as
-    one for all T at
-    ``block_rows`` = B x timesteps rows, by default 1024), into buffers made once: time-major
-    [steps x B, G H], a step's [G, B, H] yielded as a gate-major view of its B rows (each
-    gate's [B, H] rows contiguous), and small and reused, so no [B, T, G H] array is ever made
-    (at seed 000's size 80 MB per direction, and fresh memory pages to fault in). A yielded
-    array is overwritten by a later block: use it before asking for the next step's. ``q_``
-    rounds in place after the product and after the bias (the noise floor).
+    one for all T at ``block_rows`` = B x timesteps rows, by default 1024), into buffers made
+    once: time-major [steps x B, G H], a step's [G, B, H] yielded as a gate-major view of its
+    B rows (each gate's [B, H] rows contiguous), and small and reused, so no [B, T, G H] array
+    is ever made (at seed 000's size 80 MB per direction, and fresh memory pages to fault in).
+    A yielded array is overwritten by a later block: use it before asking for the next
+    step's. ``q_`` rounds in place after the product and after the bias (the noise floor).
 
     ``helper`` (an executor with one thread, ``harness.reference.parallel``): the blocks are
     computed there, up to :data:`AHEAD` blocks ahead of the step the caller is at, while the
