@@ -47,10 +47,16 @@ class Shard:
         return f"{self.index}/{self.count}"
 
     def pick(self, ids: Iterable[str]) -> list[str]:
-        """The ids of this shard, in the order given (duplicates are one pair)."""
-        ids = list(ids)
-        mine = set(partition(ids, self.count)[self.index - 1])
-        return [i for i in dict.fromkeys(ids) if i in mine]
+        """The ids of this shard, in the order given (duplicates are one pair).
+
+        A count above the number of pairs would leave shards with nothing to run: refused."""
+        ids = list(dict.fromkeys(ids))
+        if self.count > len(ids):
+            raise HarnessError(f"shard {self}: there are only {len(ids)} pair(s) to share out, "
+                               f"expected N <= {len(ids)}", field="--shard")
+        order = sorted(ids, key=_digest)
+        mine = set(order[self.index - 1::self.count])
+        return [i for i in ids if i in mine]
 
 
 def parse_shard(text: str, option: str = "--shard") -> Shard:
@@ -69,10 +75,8 @@ def parse_shard(text: str, option: str = "--shard") -> Shard:
 def partition(ids: Iterable[str], count: int) -> list[list[str]]:
     """The ids of each of ``count`` shards (list k holds shard k+1's), each sorted."""
     assert count >= 1
-    shards: list[list[str]] = [[] for _ in range(count)]
-    for i, pid in enumerate(sorted(set(ids), key=_digest)):
-        shards[i % count].append(pid)
-    return [sorted(s) for s in shards]
+    order = sorted(set(ids), key=_digest)
+    return [sorted(order[k::count]) for k in range(count)]
 
 
 def _digest(pid: str) -> tuple[str, str]:

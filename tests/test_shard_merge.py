@@ -89,6 +89,10 @@ def test_partition_every_pair_once_balanced_and_order_independent(n_ids, count):
     shuffled = list(reversed(ids))
     random.Random(1).shuffle(shuffled)
     assert partition(shuffled, count) == shards  # case-file and registry order do not matter
+    if count > len(set(ids)):  # a shard would have nothing to run
+        with pytest.raises(HarnessError, match="only"):
+            Shard(1, count).pick(shuffled)
+        return
     for k in range(1, count + 1):  # pick keeps the caller's order
         picked = Shard(k, count).pick(shuffled)
         assert set(picked) == set(shards[k - 1])
@@ -126,7 +130,7 @@ def test_parse_shard_refuses(text):
         parse_shard(text)
 
 
-@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b"])
+@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1/3", "1/99999999999999999999"])
 def test_run_refuses_a_bad_shard_with_exit_2(text, tmp_path, capsys):
     case = tmp_path / "c.yaml"
     case.write_text(PEEPHOLES)
