@@ -66,6 +66,8 @@ def read_native(path: str | Path, layout: str, case: Case, *, select: str | None
 # PyTorch ---------------------------------------------------------------------------------------
 
 _TORCH_NAME = re.compile(r"^(?P<prefix>.*?)(?P<name>(weight|bias)_(ih|hh|hr)_l\d+(_reverse)?)$")
+# nn.LSTMCell / nn.GRUCell: the tensors of one layer, without the _l0 suffix
+_TORCH_CELL_NAME = re.compile(r"^(?P<prefix>(.*\.)?)(?P<name>(weight|bias)_(ih|hh))$")
 
 
 def read_torch(path: Path, *, select: str | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
@@ -90,10 +92,20 @@ def read_torch(path: Path, *, select: str | None = None) -> tuple[dict[str, np.n
 
     walk(obj, "")
     groups: dict[str, dict[str, np.ndarray]] = {}
+    cells = set()
     for name, t in flat.items():
-        m = _TORCH_NAME.match(name)
-        if m:
-            groups.setdefault(m["prefix"], {})[m["name"]] = t.detach().to(torch.float64).numpy()
+        m = _TORCH_NAME.match(name) or _TORCH_CELL_NAME.match(name)
+        if not m:
+            continue
+        if t.layout != torch.strided:
+            raise WeightsError(f"expected a dense tensor, got {t.layout}", file=path, field=name)
+        if t.is_complex() or not t.is_floating_point():
+            raise WeightsError(f"expected real floating-point values, got {t.dtype}", file=path,
+                               field=name)
+        native = m["name"] if "_l" in m["name"] else m["name"] + "_l0"  # a cell is one layer
+        if native != m["name"]:
+            cells.add(m["prefix"])
+        groups.setdefault(m["prefix"], {})[native] = t.detach().to(torch.float64).numpy()
     if select is not None:
         prefix = select if select == "" or select.endswith(".") else select + "."
         if prefix not in groups:
@@ -102,13 +114,16 @@ def read_torch(path: Path, *, select: str | None = None) -> tuple[dict[str, np.n
                                file=path)
         groups = {prefix: groups[prefix]}
     if not groups:
-        raise WeightsError("no nn.LSTM/nn.GRU tensors (weight_ih_l0, ...) in the file", file=path)
+        raise WeightsError("no nn.LSTM/nn.GRU/nn.LSTMCell/nn.GRUCell tensors (weight_ih_l0, "
+                           "weight_ih, ...) in the file", file=path)
     if len(groups) > 1:
         raise WeightsError("several RNN modules in the file: "
                            f"{', '.join(repr(p.rstrip('.')) for p in groups)}; choose one with "
                            "--select", file=path)
     prefix, native = next(iter(groups.items()))
     notes = [f"read {len(native)} tensors of the module {prefix.rstrip('.')!r}"] if prefix else []
+    if prefix in cells:
+        notes.append("an nn.LSTMCell/nn.GRUCell: read as one layer (weight_ih as weight_ih_l0, ...)")
     return native, notes
 
 
@@ -230,13 +245,34 @@ def _read_keras_h5(path: Path, h5py) -> list[dict]:
                 d = 1 if "/backward_" in w else 0
                 dirs.setdefault(d, {})[w.rsplit("/", 1)[-1].split(":")[0]] = np.asarray(g[w])
             cls, cfg = classes.get(lname, (None, None))
-            if cls is None:  # no config: CuDNN layers have no "_cell" scope in their names
-                rk = dirs[0]["recurrent_kernel"]
-                gates = rk.shape[1] // max(rk.shape[0], 1)
-                cls = ("CuDNN" if not any("_cell/" in w for w in ours) else "") + (
-                    "LSTM" if gates == 4 else "GRU")
+            if cls is None:
+                cls = _class_from_shapes(dirs[0], path, lname)
             layers.append(_layer_entry(lname, cls, cfg, dirs))
         return layers
+
+
+def _class_from_shapes(tensors: dict[str, np.ndarray], path: Path, layer: str) -> str:
+    """LSTM, GRU, CuDNNLSTM or CuDNNGRU of a layer saved without a model config, from its
+    shapes, as tf_keras's HDF5 loader tells them apart: the recurrent kernel is [H, G H] (G = 4
+    for an LSTM, 3 for a GRU); a CuDNN layer's bias holds both bias vectors, 2 G H (an LSTM's
+    plain bias is 4H; a GRU's 3H, or [2, 3H] with reset_after). Names do not decide it: Keras
+    2.x names plain and CuDNN layers' weights alike (``lstm_1/kernel:0``)."""
+    rk, bias = tensors.get("recurrent_kernel"), tensors.get("bias")
+    if rk is None or bias is None or rk.ndim != 2 or rk.shape[0] == 0:
+        raise WeightsError("expected a 2-D recurrent_kernel and a bias", file=path, field=layer)
+    H = rk.shape[0]
+    gates = rk.shape[1] // H
+    if gates not in (3, 4) or rk.shape[1] != gates * H:
+        raise WeightsError(f"recurrent_kernel of shape {list(rk.shape)} is neither an LSTM's "
+                           f"[H, 4H] nor a GRU's [H, 3H]", file=path, field=layer)
+    cell = "LSTM" if gates == 4 else "GRU"
+    if bias.shape == (2 * gates * H,):
+        return "CuDNN" + cell
+    if bias.shape in ((gates * H,), (2, gates * H)):
+        return cell
+    raise WeightsError(f"bias of shape {list(bias.shape)} fits neither a {cell} ({gates * H} or "
+                       f"[2, {gates * H}]) nor a CuDNN{cell} ({2 * gates * H})", file=path,
+                       field=layer)
 
 
 def _read_keras_zip(path: Path, h5py) -> list[dict]:
