@@ -38,15 +38,39 @@ TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 KERAS_SUFFIXES = (".h5", ".hdf5", ".keras")
 
 
-def read_native(path: str | Path, layout: str, case: Case, *, select: str | None = None
-                ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Native tensors of ``layout`` from ``path``, whatever its format (by suffix)."""
+def read_native(path: str | Path, layout: str, case: Case, *, select: str | None = None,
+                max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Native tensors of ``layout`` from ``path``, whatever its format (by suffix).
+
+    ``max_bytes``: the memory limit; an .npz whose arrays would need more, or another file
+    larger than it, is refused before it is read."""
     path = Path(path)
     suffix = path.suffix.lower()
     if not path.is_file():
         raise WeightsError("weights file not found", file=path)
     if suffix == ".npz":
-        return load_npz(path, what="weights"), []
+        return load_npz(path, what="weights", max_bytes=max_bytes), []
+    size = path.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise WeightsError(f"is {size / 2**30:.3g} GiB, more than the memory limit of "
+                           f"{max_bytes / 2**30:.3g} GiB", file=path)
+    try:
+        native, notes = _read_framework_file(path, suffix, layout, case, select)
+    except WeightsError:
+        raise
+    except Exception as exc:  # a malformed file the framework's own reader chokes on
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise WeightsError(f"not a readable {suffix} weights file ({type(exc).__name__}: "
+                           f"{first})", file=path) from None
+    for name, a in native.items():
+        if not isinstance(a, np.ndarray) or not np.issubdtype(a.dtype, np.floating):
+            raise WeightsError(f"expected floating-point values, got "
+                               f"{getattr(a, 'dtype', type(a).__name__)}", file=path, field=name)
+    return native, notes
+
+
+def _read_framework_file(path: Path, suffix: str, layout: str, case: Case, select: str | None
+                         ) -> tuple[dict[str, np.ndarray], list[str]]:
     if suffix in TORCH_SUFFIXES:
         if layout != "torch":
             raise WeightsError(f"a PyTorch file holds `torch` tensors, not {layout!r}; use "

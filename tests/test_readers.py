@@ -98,3 +98,68 @@ def test_torch_tensors_that_would_lose_values_are_refused(tmp_path, make, match)
     with pytest.raises(WeightsError, match=match) as err:
         read_native(path, "torch", Case(name="r", cell="lstm", input_size=3, hidden_size=2))
     assert err.value.field == "weight_ih_l0"
+
+
+def _h5(path: Path, build) -> Path:
+    with h5py.File(path, "w") as f:
+        build(f)
+    return path
+
+
+def _missing_group(f):
+    f.attrs["layer_names"] = [b"lstm_1"]
+
+
+def _config_a_list(f):
+    f.attrs["layer_names"] = [b"lstm_1"]
+    f.attrs["model_config"] = "[1, 2]"
+    g = f.create_group("lstm_1")
+    g.attrs["weight_names"] = [b"lstm_1/kernel:0", b"lstm_1/recurrent_kernel:0",
+                               b"lstm_1/bias:0"]
+    g.create_dataset("lstm_1/kernel:0", data=np.zeros((3, 8)))
+    g.create_dataset("lstm_1/recurrent_kernel:0", data=np.zeros(8))
+    g.create_dataset("lstm_1/bias:0", data=np.zeros(8))
+
+
+def _missing_dataset(f):
+    f.attrs["layer_names"] = [b"lstm_1"]
+    g = f.create_group("lstm_1")
+    g.attrs["weight_names"] = [b"lstm_1/kernel:0", b"lstm_1/recurrent_kernel:0",
+                               b"lstm_1/bias:0"]
+    g.create_dataset("lstm_1/kernel:0", data=np.zeros((3, 8)))
+
+
+def _one_d_recurrent_kernel(f):
+    _missing_dataset(f)
+    g = f["lstm_1"]
+    g.create_dataset("lstm_1/recurrent_kernel:0", data=np.zeros(8))
+    g.create_dataset("lstm_1/bias:0", data=np.zeros(8))
+
+
+@pytest.mark.parametrize("name,write", [
+    ("missing-group.h5", lambda p: _h5(p, _missing_group)),
+    ("config-a-list.h5", lambda p: _h5(p, _config_a_list)),
+    ("missing-dataset.h5", lambda p: _h5(p, _missing_dataset)),
+    ("one-d-recurrent.h5", lambda p: _h5(p, _one_d_recurrent_kernel)),
+    ("garbage.h5", lambda p: p.write_bytes(b"not hdf5 at all")),
+    ("garbage.keras", lambda p: p.write_bytes(b"PK\x03\x04 not a zip")),
+    ("garbage.onnx", lambda p: p.write_bytes(b"\x08\x07garbage" * 10)),
+    ("garbage.pt", lambda p: p.write_bytes(b"\x80\x04garbage")),
+])
+def test_malformed_files_are_refused_in_one_line_naming_the_file(tmp_path, name, write):
+    path = tmp_path / name
+    write(path)
+    with pytest.raises(WeightsError) as err:
+        read_native(path, "onnx" if name.endswith(".onnx") else
+                    "torch" if name.endswith(".pt") else "keras",
+                    Case(name="r", cell="lstm", input_size=3, hidden_size=2))
+    assert Path(err.value.file) == path
+    assert "\n" not in str(err.value)
+
+
+def test_a_file_larger_than_the_memory_limit_is_refused_before_reading(tmp_path):
+    path = tmp_path / "big.h5"
+    path.write_bytes(b"\0" * 4096)
+    with pytest.raises(WeightsError, match="memory limit"):
+        read_native(path, "keras", Case(name="r", cell="lstm", input_size=3, hidden_size=2),
+                    max_bytes=1024)
