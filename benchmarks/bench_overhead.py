@@ -57,7 +57,8 @@ from harness import compare
 from harness.adapters import select
 from harness.prepare import prepare
 from harness.runner import RunResult, run_pair
-from harness.spec import Case, discover
+from harness.cases import discover
+from harness.spec import Case
 
 CASES = {
     "mid-lstm": dict(cell="lstm", input_size=64, hidden_size=128, num_layers=2,

@@ -208,7 +208,7 @@ def convert_file(case_file: str, src_name: str, dst_name: str, in_path: str, out
     ``dst_name``. Returns the lines to print."""
     from harness.layouts import get_layout
     from harness.npz import save_npz
-    from harness.spec import load_cases
+    from harness.cases import load_cases
 
     if not out_path.lower().endswith(".npz"):
         raise HarnessError("the output is a native weights .npz file", file=out_path)

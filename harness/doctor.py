@@ -684,7 +684,7 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
     from harness.npz import save_npz
     from harness.prepare import load_inputs
     from harness.readers import read_native
-    from harness.spec import load_cases
+    from harness.cases import load_cases
 
     if (expected is None) == (adapter is None):
         raise HarnessError("give either --expected OUT.npz or --adapter NAME")

@@ -34,7 +34,8 @@ from harness.errors import HarnessError
 from harness.npz import write_text
 from harness.runner import PairResult, RunResult
 from harness.shard import pair_id
-from harness.spec import Case, load_cases
+from harness.cases import load_cases
+from harness.spec import Case
 
 ENVIRONMENT = ("versions", "precision_flags")  # per shard; a difference is warned about
 

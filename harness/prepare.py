@@ -16,7 +16,8 @@ from harness.errors import CaseError, HarnessError, WeightsError
 from harness.layouts import get_layout
 from harness.npz import load_npz
 from harness.params import Canonical
-from harness.spec import Case, TensorFile, field_line
+from harness.cases import field_line
+from harness.spec import Case, TensorFile
 
 DEFAULT_MAX_MEMORY = 4 * 2**30
 MAX_MEMORY_ENV = "RNN_HARNESS_MAX_MEMORY"

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import params, runner, spec
+from harness import params, runner
 from harness.adapters import get_adapter
 from harness.blind import MAX_SIZE, blind_note, blind_spots
+from harness.cases import load_cases
 from harness.npz import save_npz
 from harness.params import Canonical
 from harness.report.summary import summary_markdown
@@ -69,7 +70,7 @@ def test_hidden_size_one_hides_transposes() -> None:
 
 def test_seed001_cases_are_blind_where_the_seed_was(tmp_path: Path) -> None:
     """At I=1 the CuDNN input-kernel reading is invisible; at H=1 every transpose is."""
-    cases = {c.name: c for c in spec.load_cases("cases/seed001-cudnnlstm-units.yaml")}
+    cases = {c.name: c for c in load_cases("cases/seed001-cudnnlstm-units.yaml")}
     h1 = blind_note(cases["seed001-cudnnlstm-h1"])
     h2 = blind_note(cases["seed001-cudnnlstm-h2"])
     assert "R blocks" not in h2 and "R blocks read transposed" in h1

@@ -29,7 +29,8 @@ from harness.layouts import LAYOUTS, Layout
 from harness.npz import write_text
 from harness.params import Canonical
 from harness.prepare import prepare
-from harness.spec import Case, load_cases
+from harness.cases import load_cases
+from harness.spec import Case
 
 ROOT = Path(__file__).parent.parent
 FAILURES = ROOT / "tmp" / "failures"

@@ -8,7 +8,8 @@ import pytest
 
 from harness.cli import main
 from harness.errors import CaseError
-from harness.spec import discover, json_schema, load_cases
+from harness.cases import discover, load_cases
+from harness.spec import json_schema
 
 
 def write(tmp_path, text, name="c.yaml"):
