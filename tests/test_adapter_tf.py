@@ -11,7 +11,8 @@ import pytest
 
 from harness import data, params, reference
 from harness.adapters import get_adapter
-from harness.adapters.tf_block import TFBlockLSTM, reverse_within_lengths
+from harness.adapters._tf import reverse_within_lengths
+from harness.adapters.tf_block import TFBlockLSTM
 from harness.layouts import get_layout
 from harness.params import Canonical
 from harness.spec import Case
