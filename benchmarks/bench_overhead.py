@@ -55,9 +55,9 @@ from _common import print_facts, set_threads, table
 
 from harness import compare
 from harness.adapters import select
+from harness.cases import discover
 from harness.prepare import prepare
 from harness.runner import RunResult, run_pair
-from harness.cases import discover
 from harness.spec import Case
 
 CASES = {

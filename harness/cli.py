@@ -136,9 +136,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_layouts(args: argparse.Namespace) -> int:
+    from harness.cases import load_cases
     from harness.layouts import LAYOUTS, get_layout
     from harness.report.layouts_md import mapping_markdown
-    from harness.cases import load_cases
     from harness.spec import Case
 
     if args.case:

@@ -20,7 +20,6 @@ from harness.npz import save_npz
 from harness.params import Canonical
 from harness.report.summary import summary_markdown
 
-
 CASE_DEFAULTS = dict(name="b", batch=2, initial_state="random")  # for make_case
 
 

@@ -28,7 +28,6 @@ from harness.npz import load_npz, save_npz
 from harness.params import Canonical
 from harness.spec import Case
 
-
 make = case_maker(name="planted", batch=2)
 
 

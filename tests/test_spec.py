@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from harness.cases import discover, load_cases
 from harness.cli import main
 from harness.errors import CaseError
-from harness.cases import discover, load_cases
 from harness.spec import json_schema
 
 

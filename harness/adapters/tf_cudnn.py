@@ -53,6 +53,7 @@ from harness.cudnn import (
 from harness.data import Gradients, Inputs, Outputs
 from harness.spec import Case
 
+
 def tf_packer_works(tf: Any) -> bool:
     """Whether TF's cuDNN region table gives the biases their own size (module docstring):
     ``CudnnRNNParamsToCanonicalV2`` on a small LSTM reports a wrong bias size as an error."""
