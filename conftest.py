@@ -70,7 +70,7 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path):
 class CaseFile(pytest.File):
     def collect(self):
         from harness import adapters as registry
-        from harness.spec import load_cases
+        from harness.cases import load_cases
 
         names = self.config.getoption("--adapters")
         chosen = registry.select(names.split(",") if names else None,

@@ -46,7 +46,7 @@ def child(adapter_name: str, seq_len: int, batch: int) -> None:
     """Run one adapter once and print a JSON line of its memory figures."""
     from harness import data, params
     from harness.adapters import get_adapter
-    from harness.spec import load_cases
+    from harness.cases import load_cases
 
     case = load_cases(CASE_FILE)[0].model_copy(update={"seq_len": seq_len, "batch": batch})
     canonical, inputs = params.generate(case), data.generate(case)

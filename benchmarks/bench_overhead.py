@@ -55,9 +55,10 @@ from _common import print_facts, set_threads, table
 
 from harness import compare
 from harness.adapters import select
+from harness.cases import discover
 from harness.prepare import prepare
 from harness.runner import RunResult, run_pair
-from harness.spec import Case, discover
+from harness.spec import Case
 
 CASES = {
     "mid-lstm": dict(cell="lstm", input_size=64, hidden_size=128, num_layers=2,

@@ -70,12 +70,13 @@ def rows_of_csv(csv: Path) -> list[tuple[pd.DataFrame, str]]:
 def rows_of_run(smoke: bool) -> list[tuple[pd.DataFrame, str]]:
     """A run of the repository's cases (reference, noise-floor, torch-cpu where importable)."""
     from harness import adapters as registry
-    from harness import runner, spec
+    from harness import runner
+    from harness.cases import discover
 
     names = ["reference", "noise-floor"]
     if importlib.util.find_spec("torch") is not None:
         names.append("torch-cpu")
-    cases = spec.discover([ROOT / "cases"])
+    cases = discover([ROOT / "cases"])
     if smoke:
         cases = [c for c in cases if c.name in SMOKE_CASES]
     result = runner.run(cases, registry.select(names), progress=None)

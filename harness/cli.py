@@ -17,11 +17,12 @@ from harness.errors import HarnessError
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from harness import adapters as registry
-    from harness import prepare, runner, spec
+    from harness import cases as case_files
+    from harness import prepare, runner
     from harness.report import write_report
     from harness.shard import parse_shard
 
-    cases = spec.discover(args.cases or ["cases"])
+    cases = case_files.discover(args.cases or ["cases"])
     if not cases:
         raise HarnessError("no case files found", file=",".join(args.cases or ["cases"]))
     names = [n.strip() for n in args.adapters.split(",")] if args.adapters else None
@@ -135,9 +136,10 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_layouts(args: argparse.Namespace) -> int:
+    from harness.cases import load_cases
     from harness.layouts import LAYOUTS, get_layout
     from harness.report.layouts_md import mapping_markdown
-    from harness.spec import Case, load_cases
+    from harness.spec import Case
 
     if args.case:
         cases = load_cases(args.case)

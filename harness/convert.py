@@ -206,9 +206,9 @@ def convert_file(case_file: str, src_name: str, dst_name: str, in_path: str, out
                  name: str | None = None, select: str | None = None) -> list[str]:
     """``rnn-harness convert``: read ``in_path`` as ``src_name``, write ``out_path`` (.npz) as
     ``dst_name``. Returns the lines to print."""
+    from harness.cases import load_cases
     from harness.layouts import get_layout
     from harness.npz import save_npz
-    from harness.spec import load_cases
 
     if not out_path.lower().endswith(".npz"):
         raise HarnessError("the output is a native weights .npz file", file=out_path)

@@ -679,12 +679,12 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
                 budget_s: float = 60.0) -> tuple[str, int]:
     """``rnn-harness doctor``: the report and the exit code (0 found, 1 not found)."""
     from harness.adapters import get_adapter
+    from harness.cases import load_cases
     from harness.convert import pick_case
     from harness.layouts import get_layout
     from harness.npz import save_npz
     from harness.prepare import load_inputs
     from harness.readers import read_native
-    from harness.spec import load_cases
 
     if (expected is None) == (adapter is None):
         raise HarnessError("give either --expected OUT.npz or --adapter NAME")

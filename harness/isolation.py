@@ -10,7 +10,7 @@ rest of the run goes on.
   still running after ``timeout`` seconds is a failure. Python cannot stop a thread, so the
   hung one is abandoned, and the adapter's later pairs are refused rather than queued behind it
   (it may hold a framework lock); ``--isolate`` restarts the adapter instead.
-- :class:`Isolated` (``--isolate``). One worker process per adapter (multiprocessing ``spawn``),
+- :class:`Isolated` (``--isolate``). One worker process per adapter (:mod:`harness.workers`),
   started at the adapter's first pair and kept for the rest of the run, so its framework is
   imported once per worker, not once per pair. A timeout kills the worker; a worker that dies
   (a segfault, ``os._exit``, SIGKILL, the OOM killer) becomes an error row naming its exit code
@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import queue
-import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.adapters.base import Adapter
@@ -36,6 +34,7 @@ from harness.data import Inputs, Outputs
 from harness.errors import NotApplicable, Unavailable
 from harness.params import Canonical
 from harness.spec import Case
+from harness.workers import NoReply, Worker
 
 STARTUP_SECONDS = 120.0  # least time a worker gets to start and import its framework
 
@@ -138,39 +137,24 @@ class InProcess:
 
 # Worker processes ---------------------------------------------------------------------------
 
-def _die_with_parent(parent: int) -> None:
-    """A worker must not outlive a killed run (Linux: ask the kernel; elsewhere the pipe's EOF)."""
-    try:
-        import ctypes
+class _AdapterJob:
+    """A worker's job under ``--isolate``: run one adapter's pairs (:mod:`harness.workers`)."""
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the parent died before prctl
-        os._exit(1)
+    def __init__(self, adapter: Adapter) -> None:
+        self.adapter = adapter
 
-
-def _worker_main(conn: Any, adapter: Adapter, parent: int) -> None:
-    """The worker loop: report availability, then run pairs until told to stop or orphaned."""
-    _die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    adapter._availability = False  # check here, in the process that will run it
-    try:
-        reason = adapter.unavailable_reason()
-    except BaseException as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-    conn.send(("ready", reason))
-    while True:
+    def ready(self) -> tuple:
+        self.adapter._availability = False  # check here, in the process that will run it
         try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message[0] == "stop":
-            return
+            reason = self.adapter.unavailable_reason()
+        except BaseException as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        return ("ready", reason)
+
+    def handle(self, message: tuple) -> Iterator[tuple]:
         _, case, canonical, inputs, check_finite = message
         try:
-            out, seconds = adapter.run(case, canonical, inputs, check_finite=check_finite)
+            out, seconds = self.adapter.run(case, canonical, inputs, check_finite=check_finite)
             reply: tuple = ("ok", out, seconds)
         except NotApplicable as exc:
             reply = ("raised", "not applicable", type(exc).__name__, str(exc), "")
@@ -178,73 +162,14 @@ def _worker_main(conn: Any, adapter: Adapter, parent: int) -> None:
             reply = ("raised", "unavailable", type(exc).__name__, str(exc), "")
         except BaseException as exc:  # SystemExit too: a worker runs until the parent says stop
             reply = ("raised", "error", type(exc).__name__, str(exc), traceback.format_exc())
-        try:
-            conn.send(reply)
-        except Exception as exc:  # outputs that do not pickle
-            conn.send(("raised", "error", type(exc).__name__,
-                       f"cannot send the outputs back: {exc}", traceback.format_exc()))
+        yield reply
 
+    def unsendable(self, reply: tuple, error: Exception) -> tuple:
+        return ("raised", "error", type(error).__name__,
+                f"cannot send the outputs back: {error}", traceback.format_exc())
 
-class _Worker:
-    def __init__(self, adapter: Adapter, context: Any) -> None:
-        self.name = adapter.name
-        self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, adapter, os.getpid()),
-                                       name=f"rnn-harness-{adapter.name}", daemon=True)
-        try:
-            self.process.start()
-        except Exception as exc:  # e.g. the adapter does not pickle
-            raise PairFailure(f"cannot start a worker process for {adapter.name}: "
-                              f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
-        finally:
-            child.close()
-
-    def request(self, message: tuple | None, timeout: float | None) -> tuple:
-        """Send ``message`` (None: only wait) and return the reply; PairFailure on a timeout
-        (the worker is killed) or a dead worker."""
-        try:
-            if message is not None:
-                self.conn.send(message)
-            if not self.conn.poll(timeout):
-                self.kill()
-                raise PairFailure(f"timed out after {_seconds(timeout)}; the worker process was "
-                                  "killed (it is restarted for the next pair)")
-            return self.conn.recv()
-        except (EOFError, OSError):
-            raise PairFailure(self.death()) from None
-
-    def death(self) -> str:
-        self.process.join(5)
-        code = self.process.exitcode
-        if code is None:
-            self.kill()
-            return f"the worker process of {self.name} stopped answering"
-        if code < 0:
-            try:
-                sig = signal.Signals(-code).name
-            except ValueError:
-                sig = f"signal {-code}"
-            how = f"was killed by {sig}"
-        else:
-            how = f"exited with code {code}"
-        return f"the worker process of {self.name} {how} (it is restarted for the next pair)"
-
-    def alive(self) -> bool:
-        return self.process.is_alive()
-
-    def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(5)
-        self.conn.close()
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(("stop",))
-        except OSError:
-            pass
-        self.process.join(5)
-        self.kill()
+    def close(self) -> None:
+        """Nothing to release: the adapter's framework goes with the process."""
 
 
 class Isolated:
@@ -253,22 +178,44 @@ class Isolated:
     def __init__(self, timeout: float | None = None, context: str = "spawn") -> None:
         self.timeout = _limit(timeout)
         self.context = multiprocessing.get_context(context)
-        self._workers: dict[str, _Worker] = {}
+        self._workers: dict[str, Worker] = {}
         self._reasons: dict[str, str | None] = {}
 
-    def _worker(self, adapter: Adapter) -> _Worker:
+    def _worker(self, adapter: Adapter) -> Worker:
         w = self._workers.get(adapter.name)
         if w is not None and w.alive():
             return w
         self._workers.pop(adapter.name, None)
-        w = _Worker(adapter, self.context)
+        try:
+            w = Worker(_AdapterJob, (adapter,), name=f"rnn-harness-{adapter.name}",
+                       context=self.context)
+        except Exception as exc:  # e.g. the adapter does not pickle
+            raise PairFailure(f"cannot start a worker process for {adapter.name}: "
+                              f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
         startup = max(self.timeout, STARTUP_SECONDS) if self.timeout else None
-        _, reason = w.request(None, startup)
+        _, reason = self._request(adapter, w, None, startup)
         self._workers[adapter.name] = w
         self._reasons[adapter.name] = reason
         # the report asks the parent's adapter; answer from the worker without importing here
         adapter._availability = reason
         return w
+
+    @staticmethod
+    def _request(adapter: Adapter, w: Worker, message: tuple | None,
+                 timeout: float | None) -> tuple:
+        """Send ``message`` (None: only wait) and return the reply; PairFailure on a timeout
+        (the worker is killed) or a dead worker."""
+        try:
+            if message is not None:
+                w.send(message)
+            return w.receive(timeout)
+        except NoReply:
+            w.kill()
+            raise PairFailure(f"timed out after {_seconds(timeout)}; the worker process was "
+                              "killed (it is restarted for the next pair)") from None
+        except (EOFError, OSError):
+            raise PairFailure(f"the worker process of {adapter.name} {w.how_it_ended()} "
+                              "(it is restarted for the next pair)") from None
 
     def unavailable_reason(self, adapter: Adapter) -> str | None:
         if adapter.name not in self._reasons:
@@ -279,7 +226,8 @@ class Isolated:
              check_finite: bool = True) -> tuple[Outputs, float]:
         worker = self._worker(adapter)
         start = time.perf_counter()
-        reply = worker.request(("run", case, canonical, inputs, check_finite), self.timeout)
+        reply = self._request(adapter, worker, ("run", case, canonical, inputs, check_finite),
+                              self.timeout)
         if reply[0] == "ok":
             return reply[1], reply[2]
         _, kind, type_name, message, detail = reply

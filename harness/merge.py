@@ -29,12 +29,13 @@ import pandas as pd
 from pydantic import ValidationError
 
 from harness.adapters import ADAPTERS, Adapter
+from harness.cases import load_cases
 from harness.diff import report_files
 from harness.errors import HarnessError
 from harness.npz import write_text
 from harness.runner import PairResult, RunResult
 from harness.shard import pair_id
-from harness.spec import Case, load_cases
+from harness.spec import Case
 
 ENVIRONMENT = ("versions", "precision_flags")  # per shard; a difference is warned about
 

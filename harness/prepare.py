@@ -10,13 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness import compare, data, params, reference
+from harness.cases import field_line
 from harness.data import Inputs, Outputs, state_shapes
 from harness.dtypes import native_numpy, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
 from harness.layouts import get_layout
 from harness.npz import load_npz
 from harness.params import Canonical
-from harness.spec import Case, TensorFile, field_line
+from harness.spec import Case, TensorFile
 
 DEFAULT_MAX_MEMORY = 4 * 2**30
 MAX_MEMORY_ENV = "RNN_HARNESS_MAX_MEMORY"

@@ -310,7 +310,7 @@ def probe_file(adapter_name: str, case_file: str | None, *, name: str | None = N
                ) -> tuple[str, int]:
     """``rnn-harness probe``: the reports and the exit code (1 on any difference)."""
     from harness.adapters import get_adapter
-    from harness.spec import load_cases
+    from harness.cases import load_cases
 
     adapter = get_adapter(adapter_name)
     if case_file:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import multiprocessing.connection
-import os
 import shutil
-import signal
 import sys
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 import pandas as pd
 
@@ -25,6 +22,7 @@ from harness.errors import HarnessError, NotApplicable, Unavailable
 from harness.prepare import Prepared, prepare
 from harness.shard import Shard, pair_id
 from harness.spec import Case
+from harness.workers import Worker
 
 
 @dataclass
@@ -373,80 +371,41 @@ def _plan(cases: list[Case], adapters: list[Adapter], shard: Shard | None
     return [(c, chosen) for c, chosen in plan if chosen]
 
 
-def _pool_main(conn: Any, adapters: list[Adapter], options: dict, parent: int) -> None:
-    """A ``--jobs`` worker: run the cases it is sent, one at a time, sending events back.
-    Its executor, and so the frameworks it imports, live as long as the worker."""
-    isolation._die_with_parent(parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    executor = isolation.executor(options["timeout"], options["isolate"])
-    by_name = {a.name: a for a in adapters}
-    conn.send((None, ("ready",)))
-    try:
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                return
-            if message[0] == "stop":
-                return
-            _, index, case, names = message
-            try:
-                for event in _case_events(case, [by_name[n] for n in names], executor,
-                                          options["max_memory"], options["keep_outputs"]):
-                    if event[0] == "pair":  # with what this worker found out about availability
-                        event = (*event, by_name[event[1].adapter]._availability)
-                    conn.send((index, event))
-            except BaseException:  # a bug outside the pairs (they catch their own)
-                conn.send((index, ("crash", traceback.format_exc())))
-            conn.send((index, ("done",)))
-    finally:
-        executor.close()
+class _CaseJob:
+    """A ``--jobs`` worker's job (:mod:`harness.workers`): run the cases it is sent, one at a
+    time, as events. Its executor, and so the frameworks it imports, live as long as the
+    worker."""
 
-
-class _PoolWorker:
-    """One ``--jobs`` worker process and the case it runs now (``index``, None when idle)."""
-
-    def __init__(self, context: Any, adapters: list[Adapter], options: dict) -> None:
-        self.conn, child = context.Pipe()
-        # not a daemon: with --isolate it starts worker processes of its own
-        self.process = context.Process(target=_pool_main, name="rnn-harness-job",
-                                       args=(child, adapters, options, os.getpid()))
-        try:
-            self.process.start()
-        finally:
-            child.close()
+    def __init__(self, adapters: list[Adapter], options: dict) -> None:
+        self.by_name = {a.name: a for a in adapters}
+        self.options = options
+        self.executor = isolation.executor(options["timeout"], options["isolate"])
         self.index: int | None = None
-        self.ready = False  # it has started and unpickled the adapters
 
-    def death(self) -> str:
-        self.process.join(5)
-        code = self.process.exitcode
-        if code is None:
-            how = "stopped answering"
-        elif code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"was killed by signal {-code}"
-        else:
-            how = f"exited with code {code}"
-        return f"the --jobs worker process {how}"
+    def ready(self) -> tuple:
+        return (None, ("ready",))
 
-    def retire(self) -> None:
-        """Ask the worker to stop (it closes its own adapter workers first)."""
+    def handle(self, message: tuple) -> Iterator[tuple]:
+        _, self.index, case, names = message
+        events = _case_events(case, [self.by_name[n] for n in names], self.executor,
+                              self.options["max_memory"], self.options["keep_outputs"])
         try:
-            self.conn.send(("stop",))
-        except OSError:
-            pass
+            for event in events:
+                if event[0] == "pair":  # with what this worker found out about availability
+                    event = (*event, self.by_name[event[1].adapter]._availability)
+                yield (self.index, event)
+        except GeneratorExit:
+            raise
+        except BaseException:  # a bug outside the pairs (they catch their own)
+            yield (self.index, ("crash", traceback.format_exc()))
+        yield (self.index, ("done",))
 
-    def stop(self, wait: float = 5.0) -> None:
-        """Retire the worker and kill it if it has not ended after ``wait`` seconds."""
-        self.retire()
-        self.process.join(wait)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(5)
-        self.conn.close()
+    def unsendable(self, reply: tuple, error: Exception) -> tuple:
+        return (self.index, ("crash", f"cannot send a {reply[1][0]!r} event back: "
+                                      f"{type(error).__name__}: {error}"))
+
+    def close(self) -> None:
+        self.executor.close()
 
 
 def _cost(case: Case) -> int:
@@ -461,56 +420,59 @@ def _cost(case: Case) -> int:
 def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter], jobs: int,
                   collector: _Collector, options: dict) -> None:
     """Run the plan's cases in ``jobs`` worker processes, a case at a time each, the next case
-    to the first worker free. Spawned, not forked: TensorFlow is not fork-safe once imported."""
-    context = multiprocessing.get_context("spawn")
+    to the first worker free."""
     by_name = {a.name: a for a in adapters}
     # the biggest cases first, so that the last ones to finish are small
     waiting = deque(sorted(range(len(plan)), key=lambda i: -_cost(plan[i][0])))
-    workers: list[_PoolWorker] = []  # running a case
-    retired: list[_PoolWorker] = []  # told to stop: nothing left to give them
+    running: dict[Worker, int | None] = {}  # worker -> the case it runs (None: starting, idle)
+    ready: set[Worker] = set()  # started and unpickled the adapters
+    retired: list[Worker] = []  # told to stop, or dead
 
-    def give_work(w: _PoolWorker) -> bool:
+    def give_work(w: Worker) -> bool:
         if not waiting:
             return False
-        w.index = waiting.popleft()
-        case, chosen = plan[w.index]
-        w.conn.send(("case", w.index, case, [a.name for a in chosen]))
+        running[w] = index = waiting.popleft()
+        case, chosen = plan[index]
+        w.send(("case", index, case, [a.name for a in chosen]))
         return True
 
     def start() -> None:
-        w = _PoolWorker(context, adapters, options)
-        workers.append(w)
+        # not a daemon: with --isolate it starts worker processes of its own
+        w = Worker(_CaseJob, (adapters, options), name="rnn-harness-job", daemon=False)
+        running[w] = None
         give_work(w)
+
+    def retire(w: Worker) -> None:
+        del running[w]
+        retired.append(w)
 
     finished = False
     try:
         for _ in range(min(jobs, len(plan))):
             start()
-        while workers:
-            busy = {w.conn: w for w in workers}
+        while running:
+            busy = {w.conn: w for w in running}
             for conn in multiprocessing.connection.wait(list(busy)):
                 w = busy[conn]
                 try:
-                    index, event = conn.recv()
+                    index, event = w.receive()
                 except (EOFError, OSError):  # the worker died: segfault, OOM killer, ...
-                    if not w.ready:  # not one pair's fault: every worker would die the same way
-                        raise RuntimeError(f"a --jobs worker process could not start: "
-                                           f"{w.death()}") from None
-                    if w.index is not None:
-                        collector.lost(w.index, w.death())
-                    workers.remove(w)
-                    retired.append(w)
+                    if w not in ready:  # not one pair's fault: every worker would die the same
+                        raise RuntimeError(f"a --jobs worker process could not start: the --jobs "
+                                           f"worker process {w.how_it_ended()}") from None
+                    if running[w] is not None:
+                        collector.lost(running[w], f"the --jobs worker process {w.how_it_ended()}")
+                    retire(w)
                     if waiting:
                         start()
                     continue
                 if event[0] == "ready":
-                    w.ready = True
+                    ready.add(w)
                 elif event[0] == "done":
-                    w.index = None
+                    running[w] = None
                     if not give_work(w):
-                        workers.remove(w)
+                        retire(w)
                         w.retire()
-                        retired.append(w)
                 elif event[0] == "crash":
                     raise RuntimeError(f"a --jobs worker failed on case {plan[index][0].name}:\n"
                                        f"{event[1]}")
@@ -525,7 +487,7 @@ def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter
     finally:
         for w in retired:
             w.stop()
-        for w in workers:  # busy ones are left only after an exception (Ctrl-C): no waiting
+        for w in running:  # busy ones are left only after an exception (Ctrl-C): no waiting
             w.stop(5.0 if finished else 0.0)
 
 

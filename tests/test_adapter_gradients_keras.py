@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from case_factory import case_maker
 
 from harness import data, params, reference
 from harness.adapters import get_adapter
@@ -25,10 +26,7 @@ from harness.spec import Case
 TOL = {"float64": 1e-12, "float32": 1e-5, "float16": 5e-3, "bfloat16": 5e-2}
 
 
-def make(**kw: Any) -> Case:
-    base = dict(name="g", input_size=3, hidden_size=4, batch=3, seq_len=5, seed=7,
-                initial_state="random", gradients=True)
-    return Case(**{**base, **kw})
+make = case_maker(name="g", seq_len=5, seed=7, initial_state="random", gradients=True)
 
 
 def adapter_or_skip(name: str):

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from case_factory import case_maker
 
 from harness import data, params, reference
 from harness.adapters import get_adapter
@@ -37,10 +38,7 @@ TOL = {"float64": 1e-12, "float32": 1e-5}
 BLOCK = ("tf-block", "tf-block-v2")
 
 
-def make(**kw: Any) -> Case:
-    base = dict(name="tf-grad", cell="lstm", input_size=3, hidden_size=4, batch=3, seq_len=5,
-                seed=5, initial_state="random", gradients=True)
-    return Case(**{**base, **kw})
+make = case_maker(name="tf-grad", seq_len=5, seed=5, initial_state="random", gradients=True)
 
 
 def scale(g: Gradients) -> float:

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from case_factory import case_maker
 
 from harness import data, params, reference
 from harness.adapters.keras import Keras
@@ -23,9 +24,7 @@ LAYOUT = get_layout("keras")
 ADAPTERS = {"keras": Keras(), "keras3": Keras3()}
 
 
-def make(**kw) -> Case:
-    base = dict(name="t", input_size=3, hidden_size=4, batch=3, seq_len=6, seed=3)
-    return Case(**{**base, **kw})
+make = case_maker(seed=3)
 
 
 def adapter_or_skip(name: str):
@@ -162,7 +161,7 @@ def test_runtime_notes_state_the_masking_convention() -> None:
 @pytest.mark.parametrize("case", LAYOUT_CASES + [make(cell="gru", direction="reverse")],
                          ids=layout_id)
 def test_layout_matches_framework_variables(name: str, case: Case) -> None:
-    from harness.adapters.keras_common import make_layers, variable_shapes
+    from harness.adapters._keras import make_layers, variable_shapes
 
     tf, K, kw, _ = module_of(name)
     with tf.device("/CPU:0"):

@@ -8,10 +8,12 @@ import sys
 
 import numpy as np
 import pytest
+from case_factory import case_maker
 
 from harness import data, params, reference
 from harness.adapters import get_adapter
-from harness.adapters.tf_block import TFBlockLSTM, reverse_within_lengths
+from harness.adapters._tf import reverse_within_lengths
+from harness.adapters.tf_block import TFBlockLSTM
 from harness.layouts import get_layout
 from harness.params import Canonical
 from harness.spec import Case
@@ -25,9 +27,7 @@ BLOCK = ("tf-block", "tf-block-v2")
 ATOL = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-2, "bfloat16": 3e-2}
 
 
-def make(**kw) -> Case:
-    base = dict(name="tf-test", cell="lstm", input_size=3, hidden_size=4, batch=3, seq_len=6)
-    return Case(**{**base, **kw})
+make = case_maker(name="tf-test")
 
 
 def max_errors(out, ref) -> dict[str, float]:

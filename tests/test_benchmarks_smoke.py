@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each script in a fresh process
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPTS = {

@@ -12,33 +12,29 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import params, runner, spec
+from harness import params, runner
 from harness.adapters import get_adapter
 from harness.blind import MAX_SIZE, blind_note, blind_spots
+from harness.cases import load_cases
 from harness.npz import save_npz
 from harness.params import Canonical
 from harness.report.summary import summary_markdown
-from harness.spec import Case
 
-
-def make(**kw) -> Case:
-    base = dict(name="b", cell="lstm", input_size=3, hidden_size=4, batch=2, seq_len=6,
-                initial_state="random")
-    return Case(**{**base, **kw})
+CASE_DEFAULTS = dict(name="b", batch=2, initial_state="random")  # for make_case
 
 
 def ids(spots) -> set[str]:
     return {s.mistake for s in spots}
 
 
-def test_generated_weights_hide_nothing() -> None:
-    for case in (make(), make(cell="gru"), make(bidirectional=True, num_layers=2),
-                 make(peepholes=True)):
+def test_generated_weights_hide_nothing(make_case) -> None:
+    for case in (make_case(), make_case(cell="gru"), make_case(bidirectional=True, num_layers=2),
+                 make_case(peepholes=True)):
         assert blind_spots(case) == [], case
 
 
-def test_constant_weights_hide_gate_orders_and_transposes() -> None:
-    case = make()
+def test_constant_weights_hide_gate_orders_and_transposes(make_case) -> None:
+    case = make_case()
     canonical = Canonical({k: np.full(v.shape, 0.3)
                            for k, v in params.generate(case).tensors.items()})
     found = ids(blind_spots(case, canonical=canonical))
@@ -48,8 +44,8 @@ def test_constant_weights_hide_gate_orders_and_transposes() -> None:
     assert "forget:+1" not in found  # an offset still shows
 
 
-def test_zero_biases_hide_the_bias_bookkeeping() -> None:
-    case = make()
+def test_zero_biases_hide_the_bias_bookkeeping(make_case) -> None:
+    case = make_case()
     canonical = Canonical({k: (np.zeros_like(v) if k.rsplit("/", 1)[1].startswith("b") else v)
                            for k, v in params.generate(case).tensors.items()})
     found = ids(blind_spots(case, canonical=canonical))
@@ -60,8 +56,8 @@ def test_zero_biases_hide_the_bias_bookkeeping() -> None:
     assert not any(i.startswith(("order:W", "order:R", "reading")) for i in found)
 
 
-def test_hidden_size_one_hides_transposes() -> None:
-    spots = blind_spots(make(hidden_size=1, input_size=1, initial_state="zeros"))
+def test_hidden_size_one_hides_transposes(make_case) -> None:
+    spots = blind_spots(make_case(hidden_size=1, input_size=1, initial_state="zeros"))
     noops = [s for s in spots if not s.mistake]
     assert any("transposed" in s.text and "1x1" in s.why for s in noops)
     assert any("(h0, c0) swapped" in s.text for s in noops)  # zero initial states
@@ -69,21 +65,21 @@ def test_hidden_size_one_hides_transposes() -> None:
 
 def test_seed001_cases_are_blind_where_the_seed_was(tmp_path: Path) -> None:
     """At I=1 the CuDNN input-kernel reading is invisible; at H=1 every transpose is."""
-    cases = {c.name: c for c in spec.load_cases("cases/seed001-cudnnlstm-units.yaml")}
+    cases = {c.name: c for c in load_cases("cases/seed001-cudnnlstm-units.yaml")}
     h1 = blind_note(cases["seed001-cudnnlstm-h1"])
     h2 = blind_note(cases["seed001-cudnnlstm-h2"])
     assert "R blocks" not in h2 and "R blocks read transposed" in h1
     assert "C-order reshaped" in h2 and "each W slice is 2x1" in h2
 
 
-def test_huge_cases_are_skipped_and_say_so() -> None:
-    case = make(hidden_size=MAX_SIZE + 1)
+def test_huge_cases_are_skipped_and_say_so(make_case) -> None:
+    case = make_case(hidden_size=MAX_SIZE + 1)
     assert "skipped" in blind_note(case) and str(MAX_SIZE) in blind_note(case)
 
 
-def test_summary_md_has_a_blind_note_per_case(tmp_path: Path) -> None:
-    good = make(name="good")
-    constant = make(name="constant", weights={"file": "w.npz", "layout": "canonical"},
+def test_summary_md_has_a_blind_note_per_case(tmp_path: Path, make_case) -> None:
+    good = make_case(name="good")
+    constant = make_case(name="constant", weights={"file": "w.npz", "layout": "canonical"},
                     source=str(tmp_path / "c.yaml"))
     save_npz(tmp_path / "w.npz", {k: np.full(v.shape, 0.2) for k, v in
                                   params.generate(constant).tensors.items()})

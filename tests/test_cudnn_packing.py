@@ -16,6 +16,7 @@ from dataclasses import replace
 import cudnn_emulation as emu
 import numpy as np
 import pytest
+from case_factory import case_maker
 
 from harness import cudnn, data, params, reference
 from harness.adapters.keras_cudnn import KerasCuDNN
@@ -30,11 +31,8 @@ TF_CUDNN_PARAMS = get_layout("tf-cudnn-params")
 KERAS_CUDNN = get_layout("keras-cudnn")
 
 
-def make(**kw) -> Case:
-    # I != H and neither is 1: a reshape, a transpose and a copy of a block all differ
-    base = dict(name="t", input_size=3, hidden_size=4, batch=3, seq_len=6, seed=5,
-                initial_state="random", dtype="float64")
-    return Case(**{**base, **kw})
+# I != H and neither is 1: a reshape, a transpose and a copy of a block all differ
+make = case_maker(seed=5, initial_state="random", dtype="float64")
 
 
 TF_CASES = [

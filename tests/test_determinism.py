@@ -12,6 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow  # whole runs in fresh processes
 
 ROOT = Path(__file__).parent.parent
 CASES = ["cases/varlen-bidirectional.yaml", "cases/projection.yaml", "cases/gru-reset.yaml",

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from harness import adapters as registry
-from harness import runner, spec
+from harness import runner
+from harness.cases import discover
 from harness.cli import main
 from harness.diff import diff_reports, load_report
 from harness.report import write_report
@@ -43,7 +44,7 @@ TIGHT = "tolerance: {adapters: {torch-cpu: {atol: 1.0e-9, rtol: 0}}}\n"
 
 
 def _run(folder: Path, out: Path) -> Path:
-    result = runner.run(spec.discover([folder]), registry.select(ADAPTERS), progress=None)
+    result = runner.run(discover([folder]), registry.select(ADAPTERS), progress=None)
     write_report(result, out)
     return out
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from case_factory import case_maker
 
 from harness import data, params, reference
 from harness.adapters import ADAPTERS
@@ -27,10 +28,7 @@ from harness.npz import load_npz, save_npz
 from harness.params import Canonical
 from harness.spec import Case
 
-
-def make(**kw) -> Case:
-    base = dict(name="planted", cell="lstm", input_size=3, hidden_size=4, batch=2, seq_len=6)
-    return Case(**{**base, **kw})
+make = case_maker(name="planted", batch=2)
 
 
 def plant(case: Case, layout: str, ids: list[str]):

@@ -37,6 +37,8 @@ from harness.npz import write_text
 from harness.report import write_report
 from harness.spec import Case
 
+pytestmark = pytest.mark.slow  # worker processes, timeouts, killed runs
+
 ROOT = Path(__file__).parent.parent
 CASES = [
     Case(name="first", cell="lstm", input_size=2, hidden_size=3, batch=2, seq_len=3),

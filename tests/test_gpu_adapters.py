@@ -16,6 +16,7 @@ import types
 
 import numpy as np
 import pytest
+from case_factory import case_maker
 
 from harness import data, params, reference
 from harness.adapters import get_adapter
@@ -29,10 +30,7 @@ ATOL = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-2, "bfloat16": 3e-2}
 ATOL_TF32 = 5e-3
 
 
-def make(**kw) -> Case:
-    base = dict(name="t", input_size=3, hidden_size=5, batch=3, seq_len=6, seed=11,
-                initial_state="random")
-    return Case(**{**base, **kw})
+make = case_maker(hidden_size=5, seed=11, initial_state="random")
 
 
 def adapter_or_skip(name: str):

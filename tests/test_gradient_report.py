@@ -21,8 +21,9 @@ import pandas as pd
 import pytest
 
 from harness import adapters as registry
-from harness import compare, runner, spec
+from harness import compare, runner
 from harness.adapters.torch_cpu import TorchCPU
+from harness.cases import discover
 from harness.report import write_report
 from harness.report.plots import error_plot, gradient_blocks, gradient_plot
 
@@ -129,7 +130,7 @@ def report(tmp_path_factory):
     for name, text in CASES.items():
         (root / "cases" / name).write_text(text)
     chosen = registry.select(["reference", "noise-floor", "torch-cpu"]) + [ForwardOnly()]
-    result = runner.run(spec.discover([root / "cases"]), chosen, progress=None)
+    result = runner.run(discover([root / "cases"]), chosen, progress=None)
     out = write_report(result, root / "report")
     return result, out
 

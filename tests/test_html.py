@@ -22,7 +22,8 @@ import pandas as pd
 import pytest
 
 from harness import adapters as registry
-from harness import runner, spec
+from harness import runner
+from harness.cases import discover
 from harness.report import write_report
 from harness.report.html import markdown_tables_html
 from harness.report.plots import error_plot, layer_heatmap
@@ -110,7 +111,7 @@ def report(tmp_path_factory):
     (root / "cases").mkdir()
     for name, text in CASES.items():
         (root / "cases" / name).write_text(text)
-    result = runner.run(spec.discover([root / "cases"]), registry.select(ADAPTERS), progress=None)
+    result = runner.run(discover([root / "cases"]), registry.select(ADAPTERS), progress=None)
     out = write_report(result, root / "report")
     page = Page()
     page.feed((out / "index.html").read_text())

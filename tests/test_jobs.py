@@ -12,8 +12,9 @@ import pytest
 from fault_adapters import Correct, Exits
 
 from harness import adapters as registry
-from harness import compare, runner, spec
+from harness import compare, runner
 from harness.adapters.reference import Reference
+from harness.cases import discover
 from harness.cli import main
 from harness.report import write_report
 from harness.shard import Shard
@@ -32,7 +33,7 @@ def _pairs(result: runner.RunResult) -> list[tuple]:
 
 def test_jobs_2_writes_the_report_jobs_1_writes(tmp_path):
     pytest.importorskip("torch")
-    cases = spec.discover(CASE_FILES)
+    cases = discover(CASE_FILES)
     adapters = registry.select(["reference", "noise-floor", "torch-cpu"])
     lines: list[str] = []
     one = runner.run(cases, adapters, progress=None)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness import adapters as registry
-from harness import compare, runner, spec
+from harness import compare, runner
+from harness.cases import discover
 
 pytestmark = pytest.mark.torch
 pytest.importorskip("torch")
@@ -56,7 +57,7 @@ def cases(tmp_path_factory) -> list:
     folder = tmp_path_factory.mktemp("cases")
     for name, text in CASES.items():
         (folder / name).write_text(text)
-    return spec.discover([folder])
+    return discover([folder])
 
 
 def run(cases, progress):
@@ -119,7 +120,7 @@ def test_case_that_cannot_be_prepared_is_an_error_line(tmp_path: Path):
         "name: broken\ncell: lstm\ninput_size: 3\nhidden_size: 4\n"
         "weights: {file: missing.npz, layout: torch}\n")
     stream = Terminal()
-    result = runner.run(spec.discover([tmp_path]), registry.select(["reference", "noise-floor"]),
+    result = runner.run(discover([tmp_path]), registry.select(["reference", "noise-floor"]),
                         progress=runner.StderrProgress(stream))
     assert "broken" in result.case_errors
     text = stream.getvalue()

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from harness import compare, params, reference, runner
 from harness.adapters.torch_cpu import TorchCPU
+from harness.cases import load_cases
 from harness.cli import main
 from harness.convert import CannotHold, convert, effective, refusal
 from harness.data import generate
@@ -29,7 +30,7 @@ from harness.layouts import LAYOUTS, Layout
 from harness.npz import write_text
 from harness.params import Canonical
 from harness.prepare import prepare
-from harness.spec import Case, load_cases
+from harness.spec import Case
 
 ROOT = Path(__file__).parent.parent
 FAILURES = ROOT / "tmp" / "failures"

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from harness.cases import discover, load_cases
 from harness.cli import main
 from harness.errors import CaseError
-from harness.spec import discover, json_schema, load_cases
+from harness.spec import json_schema
 
 
 def write(tmp_path, text, name="c.yaml"):

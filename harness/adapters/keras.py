@@ -5,15 +5,15 @@ that a visible GPU does not switch tf_keras to its cuDNN path. Padded steps of a
 masked layer are zeroed by the executor (Keras CPU repeats the last valid output there).
 
 Gradient cases: TensorFlow's own backward pass, a ``tf.GradientTape`` over the same calls
-(:func:`harness.adapters.keras_common.backward`).
+(:func:`harness.adapters._keras.backward`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from harness.adapters._keras import run_keras
 from harness.adapters.base import Adapter, Capabilities
-from harness.adapters.keras_common import run_keras
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case

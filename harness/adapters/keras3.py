@@ -7,7 +7,7 @@ backend otherwise takes cuDNN whenever a GPU exists). Padded steps of a unidirec
 layer are zeroed by the executor (Keras CPU repeats the last valid output there).
 
 Gradient cases: TensorFlow's own backward pass, a ``tf.GradientTape`` over the same calls
-(:func:`harness.adapters.keras_common.backward`).
+(:func:`harness.adapters._keras.backward`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
+from harness.adapters._keras import run_keras
 from harness.adapters.base import Adapter, Capabilities
-from harness.adapters.keras_common import run_keras
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case

@@ -14,7 +14,7 @@ The layers accept no mask (they always pass full-length ``sequence_lengths`` to 
 variable-length batches are not applicable. TF32 is switched off around the call.
 
 Gradient cases: the forward runs under a ``tf.GradientTape`` (cuDNN's own backward,
-``CudnnRNNBackpropV3``) and :func:`harness.adapters.keras_common.backward` pulls the upstream
+``CudnnRNNBackpropV3``) and :func:`harness.adapters._keras.backward` pulls the upstream
 gradients back through the returned tensors, as for the CPU Keras adapters.
 """
 
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.adapters._keras import backward, outputs_of
+from harness.adapters._tf import CUDNN_REASONS, import_tf_gpu, tf32_off, tf_versions
 from harness.adapters.base import Adapter, Capabilities
-from harness.adapters.keras_common import backward, outputs_of
-from harness.adapters.tf_cudnn import CUDNN_REASONS, import_tf_gpu, tf32_off, tf_versions
 from harness.cudnn import KERAS_NAMES, keras_weights, scoped
 from harness.data import Inputs, Outputs
 from harness.dtypes import FORMATS

@@ -2,155 +2,30 @@
 ``tf.raw_ops.BlockLSTMV2`` (layout ``tf-block-v2``), LAYOUTS.md §4.
 
 One op call runs one layer in one direction, time-major, from one initial state, with a
-batch-wide ``seq_len_max`` and no per-sequence lengths. :func:`run_layers` (shared with the
-``tf-legacy`` adapter) builds the rest around a one-direction runner, with TF ops only, so that
-a gradient case differentiates the whole of it under one ``tf.GradientTape`` (:func:`run_tf`):
+batch-wide ``seq_len_max`` and no per-sequence lengths. :func:`harness.adapters._tf.run_layers`
+builds the rest (layers, the backward direction, variable lengths) around that one-direction
+run, in TF ops; a sequence's final state is read at its last valid step (BlockLSTM outputs
+``h`` and ``cs`` for every step, so that is an index).
 
-- layers: layer l > 0 reads the concatenated [forward, backward] outputs of layer l − 1;
-- backward direction: each sequence is reversed within its own length before the run and the
-  outputs are reversed back (``tf.gather``, whose gradient scatters back), so the valid steps
-  come first in reading order and the padding after them;
-- variable lengths: a forward run is causal, so the steps past a sequence's length cannot
-  change its valid steps; its final state is read at its last valid step (BlockLSTM outputs
-  ``h`` and ``cs`` for every step, so that is an index), and padded steps of ``y`` are zeroed
-  (``tf.where``: no gradient flows from them, as in the reference where they do not exist).
-
-Backward pass (gradient cases): ``tf.GradientTape`` over the forward above, with ``x``,
-``h0``, ``c0`` and every native tensor (``w``, ``b``, ``wci``, ``wcf``, ``wco``) watched, and the
-upstream gradients ``dy``, ``dh_n``, ``dc_n`` as the tape's output gradients, i.e. the gradient
-of L = Σ dy ⊙ y + Σ dh_n ⊙ h_n + Σ dc_n ⊙ c_n. BlockLSTM's gradient is the one TF registers
+Backward pass (gradient cases): ``tf.GradientTape`` over the forward above
+(:func:`harness.adapters._tf.run_tf`), with ``x``, ``h0``, ``c0`` and every native tensor
+(``w``, ``b``, ``wci``, ``wcf``, ``wco``) watched, and the upstream gradients ``dy``, ``dh_n``,
+``dc_n`` as the tape's output gradients, i.e. the gradient of
+L = Σ dy ⊙ y + Σ dh_n ⊙ h_n + Σ dc_n ⊙ c_n. BlockLSTM's gradient is the one TF registers
 (``tensorflow/python/ops/rnn_grad.py``): the ``BlockLSTMGrad`` op. BlockLSTMV2 is different, see
 :class:`TFBlockLSTMV2`.
-
-Deliberately independent of ``harness.reference`` (its own reversal index), so that a mistake
-in the reference's direction handling cannot cancel out here.
 """
-
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from harness.adapters._tf import import_tf, native_name, run_tf, to_tf
 from harness.adapters.base import Adapter, Capabilities
-from harness.data import Gradients, Inputs, Outputs
+from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
-from harness.params import DIRECTION_NAMES
 from harness.spec import Case
-
-# (layer, direction, x [B, T, in_l] in reading order with every sequence's valid steps first,
-#  lengths [B] (NumPy), h0 [B, P or H], c0 [B, H] or None)
-#  -> (y [B, T, P or H] in reading order (padded steps: anything), h_n, c_n or None), where
-#  h_n / c_n are each sequence's state after its last valid step; all TF tensors in the case
-#  dtype, computed with differentiable TF ops.
-DirectionRunner = Callable[
-    [int, int, Any, np.ndarray, Any, Any],
-    tuple[Any, Any, Any],
-]
-
-
-def import_tf():
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise Unavailable(f"tensorflow is not installed ({exc}); pip install tensorflow") from None
-    return tf
-
-
-def native_name(case: Case, layer: int, d: int, name: str) -> str:
-    """The native key of ``name`` for (layer, d): bare for one unidirectional layer, else
-    ``layer{k}/{forward|backward}/name`` (the layouts' ``scoped_names``)."""
-    if case.num_layers == 1 and case.num_directions == 1:
-        return name
-    return f"layer{layer}/{DIRECTION_NAMES[d]}/{name}"
-
-
-def reverse_within_lengths(lengths: np.ndarray, T: int) -> np.ndarray:
-    """idx [B, T] with ``x[b, idx[b, t]]`` the sequence b read backwards within its length;
-    padded steps stay where they are. The map is its own inverse."""
-    t = np.arange(T)[None, :]
-    n = lengths[:, None]
-    return np.where(t < n, n - 1 - t, t)
-
-
-def to_tf(a: np.ndarray, dtype: Any) -> Any:
-    """A constant in the case dtype; every value is already rounded to it, so the cast is exact
-    (none where ``a`` already is in the case dtype)."""
-    tf = import_tf()
-    return tf.cast(tf.constant(a), dtype)
-
-
-def to_f64(a: Any) -> np.ndarray:
-    return import_tf().cast(a, "float64").numpy()
-
-
-def run_layers(case: Case, inputs: Inputs, run_direction: DirectionRunner, x: Any, h0: Any,
-               c0: Any) -> tuple[Any, Any, Any, list[Any]]:
-    """Stack layers and directions of one-direction runs, in TF ops: ``x`` [B, T, I], ``h0``
-    [L*D, B, P or H], ``c0`` [L*D, B, H] or None (TF tensors in the case dtype) ->
-    (y, h_n, c_n or None, every layer's y) as TF tensors in the harness conventions."""
-    tf = import_tf()
-    B, T = inputs.x.shape[:2]
-    lengths = inputs.lengths
-    valid = tf.constant((np.arange(T)[None, :] < lengths[:, None])[..., None])  # [B, T, 1]
-    rev = tf.constant(reverse_within_lengths(lengths, T))
-    D = case.num_directions
-
-    layer_in = x
-    h_n, c_n, y_layers = [], [], []
-    for layer in range(case.num_layers):
-        outs = []
-        for k, d in enumerate(case.directions):
-            s = layer * D + k
-            xs = layer_in if d == 0 else tf.gather(layer_in, rev, axis=1, batch_dims=1)
-            y, h, c = run_direction(layer, d, xs, lengths, h0[s],
-                                    c0[s] if c0 is not None else None)
-            if d == 1:
-                y = tf.gather(y, rev, axis=1, batch_dims=1)
-            outs.append(tf.where(valid, y, tf.zeros_like(y)))  # the contract: padded y is 0
-            h_n.append(h)
-            c_n.append(c)
-        layer_in = tf.concat(outs, axis=-1)
-        y_layers.append(layer_in)
-    return layer_in, tf.stack(h_n), tf.stack(c_n) if case.cell == "lstm" else None, y_layers
-
-
-def run_tf(adapter: Adapter, case: Case, inputs: Inputs, weights: dict[str, Any],
-           run_direction: DirectionRunner) -> Outputs:
-    """Run :func:`run_layers` and, for a gradient case, differentiate it.
-
-    ``weights`` maps native names to the TF tensors or variables ``run_direction`` reads (in the
-    case dtype); for a gradient case they are watched with ``x``, ``h0``, ``c0``, and the tape's
-    output gradients are ``dy``, ``dh_n``, ``dc_n``: the gradient of the loss in
-    ``harness.data``. Returns float64 NumPy outputs, with ``grads`` keyed by native name."""
-    tf = import_tf()
-    dtype = tf.dtypes.as_dtype(case.dtype)
-    lstm = case.cell == "lstm"
-    x, h0 = to_tf(inputs.x, dtype), to_tf(inputs.h0, dtype)
-    c0 = to_tf(inputs.c0, dtype) if lstm else None
-    backward = adapter.computes_gradients(case)
-    sources = [x, h0] + ([c0] if lstm else []) + list(weights.values())
-    # only what is watched explicitly: the cells' variables are in ``weights``
-    with (tf.GradientTape(watch_accessed_variables=False) if backward
-          else contextlib.nullcontext()) as tape:
-        if backward:
-            tape.watch(sources)
-        y, h_n, c_n, y_layers = run_layers(case, inputs, run_direction, x, h0, c0)
-    out = Outputs(y=to_f64(y), h_n=to_f64(h_n), c_n=to_f64(c_n) if lstm else None,
-                  y_layers=[to_f64(v) for v in y_layers])
-    if backward:
-        targets = [y, h_n] + ([c_n] if lstm else [])
-        upstream = [inputs.dy, inputs.dh_n] + ([inputs.dc_n] if lstm else [])
-        got = tape.gradient(targets, sources, output_gradients=[to_tf(u, dtype) for u in upstream],
-                            unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        got = [to_f64(g) for g in got]
-        dx, dh0 = got[0], got[1]
-        dc0 = got[2] if lstm else None
-        params = dict(zip(weights, got[3 if lstm else 2:], strict=True))
-        out.grads = Gradients(dx=dx, dh0=dh0, dc0=dc0, params=params)
-    return out
 
 
 class TFBlockLSTM(Adapter):

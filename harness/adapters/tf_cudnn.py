@@ -35,12 +35,11 @@ table is broken, the buffer is packed in NumPy (:func:`harness.cudnn.tf_params`,
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from harness.adapters._tf import CUDNN_REASONS, import_tf_gpu, tf32_off, tf_versions
 from harness.adapters.base import Adapter, Capabilities
 from harness.cudnn import (
     regions,
@@ -52,57 +51,7 @@ from harness.cudnn import (
     tf_weight_name,
 )
 from harness.data import Gradients, Inputs, Outputs
-from harness.errors import Unavailable
 from harness.spec import Case
-
-CUDNN_REASONS = {
-    "peepholes": "cuDNN LSTM has no peephole connections",
-    "gru_reset_after": "cuDNN GRU is reset-after only (reset_after=false needs reset-before)",
-    "directions": "cuDNN has no reverse-only direction (unidirectional or bidirectional)",
-    "cell_clip": "TF's CudnnRNN ops expose no cell clipping (cudnnRNNSetClip is not wired)",
-    "proj_clip": "cuDNN has no projection clipping",
-    "gate_clip": "cuDNN has no gate pre-activation clipping",
-    "input_forget": "cuDNN LSTM has no coupled input-forget gate",
-    "recurrent_activations": "cuDNN recurrent activations are fixed to sigmoid",
-}
-
-
-def import_tf_gpu() -> Any:
-    """TensorFlow, if it is installed, built with CUDA and sees a GPU; else Unavailable."""
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise Unavailable(f"tensorflow is not installed ({exc}); pip install tensorflow") from None
-    if not tf.test.is_built_with_cuda():
-        raise Unavailable(f"this TensorFlow build ({tf.__version__}) has no CUDA support; "
-                          "its cuDNN RNN ops have no CPU kernel")
-    if not tf.config.list_physical_devices("GPU"):
-        raise Unavailable("no GPU visible to TensorFlow (its cuDNN RNN ops have no CPU kernel)")
-    return tf
-
-
-@contextmanager
-def tf32_off(tf: Any) -> Iterator[None]:
-    """Forbid TF32 in float32 matmuls (cuDNN RNNs included) for the duration."""
-    before = tf.config.experimental.tensor_float_32_execution_enabled()
-    tf.config.experimental.enable_tensor_float_32_execution(False)
-    try:
-        yield
-    finally:
-        tf.config.experimental.enable_tensor_float_32_execution(before)
-
-
-def tf_versions(tf: Any) -> dict[str, str]:
-    info = tf.sysconfig.get_build_info()
-    gpus = tf.config.list_physical_devices("GPU")
-    details = tf.config.experimental.get_device_details(gpus[0]) if gpus else {}
-    return {
-        "tensorflow": tf.__version__,
-        "cuda": str(info.get("cuda_version")),
-        "cudnn": str(info.get("cudnn_version")),
-        "gpu": str(details.get("device_name", "?")),
-        "tf32": "off (switched off around the call)",
-    }
 
 
 def tf_packer_works(tf: Any) -> bool:

@@ -4,7 +4,7 @@
 Each (layer, direction) gets its own cell, built and then loaded by variable name from the
 layout's native tensors; the cell is called step by step in eager mode (unrolled over time).
 At steps past a sequence's length the new state is discarded (the old one is kept), so the
-final state is the one at the last valid step; :func:`~harness.adapters.tf_block.run_layers`
+final state is the one at the last valid step; :func:`~harness.adapters._tf.run_layers`
 stacks layers, runs the backward direction on sequences reversed within their lengths, and
 zeroes the padded steps of ``y``.
 
@@ -13,7 +13,7 @@ nowhere), ``use_peepholes``, ``cell_clip``, ``num_proj`` and ``proj_clip``; its 
 ``LSTMStateTuple(c, h)``, c first. GRUCell is reset-before only.
 
 Backward pass (gradient cases): ``tf.GradientTape`` over the unrolled cells
-(:func:`~harness.adapters.tf_block.run_tf`), differentiating the cells' own ops (``matmul``,
+(:func:`~harness.adapters._tf.run_tf`), differentiating the cells' own ops (``matmul``,
 ``sigmoid``, ``clip_by_value``: a clipped element gets no gradient, as in the reference) with
 respect to ``x``, ``h0``, ``c0`` and every cell variable, keyed by its native name. A held state
 is a ``tf.where``, so padded steps pass the gradient of the state through unchanged.
@@ -25,8 +25,8 @@ import warnings
 
 import numpy as np
 
+from harness.adapters._tf import import_tf, native_name, run_tf
 from harness.adapters.base import Adapter, Capabilities
-from harness.adapters.tf_block import import_tf, native_name, run_tf
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case

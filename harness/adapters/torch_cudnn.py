@@ -1,6 +1,6 @@
 """PyTorch ``nn.LSTM`` / ``nn.GRU`` on CUDA through cuDNN (layout ``torch``), TF32 off and on.
 
-The executor is :class:`~harness.adapters.torch_cpu.TorchCPU`'s on ``cuda`` tensors (packed
+The executor is :class:`~harness.adapters._torch.TorchRNN` on ``cuda`` tensors (packed
 sequences for variable lengths, ``proj_size`` for projection, autograd for gradient cases);
 these adapters add the GPU availability check and pin cuDNN's float32 RNN math around the
 call (forward and backward), restoring the previous setting afterwards:
@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from harness.adapters._torch import NN_REASONS, TorchRNN, import_torch
 from harness.adapters.base import Capabilities
-from harness.adapters.torch_cpu import TorchCPU, import_torch
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case, Tol
 
 REASONS = {
-    **TorchCPU.capabilities.reasons,
+    **NN_REASONS,
     "peepholes": "cuDNN LSTM has no peephole connections (PyTorch nn.LSTM neither)",
     "cell_clip": "PyTorch nn.LSTM exposes no cell clipping (cuDNN's cudnnRNNSetClip is not wired)",
 }
@@ -67,7 +67,7 @@ def check_cuda_cudnn(torch: Any) -> None:
         raise Unavailable("cuDNN is disabled (torch.backends.cudnn.enabled is False)")
 
 
-class TorchCuDNN(TorchCPU):
+class TorchCuDNN(TorchRNN):
     name = "torch-cudnn"
     title = "PyTorch nn.LSTM/nn.GRU on CUDA (cuDNN, TF32 off)"
     device = "gpu"
@@ -76,7 +76,7 @@ class TorchCuDNN(TorchCPU):
     capabilities = Capabilities(
         projection=True,
         gru_reset_after=frozenset({True}),
-        gradients=True,  # the backward pass of TorchCPU._run, on cuda tensors
+        gradients=True,  # the backward pass of TorchRNN._run, on cuda tensors
         reasons=REASONS,
     )
 

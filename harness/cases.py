@@ -1,0 +1,381 @@
+"""Case files: YAML reading with line numbers, ``matrix:`` expansion, discovery of case files,
+and the check that the adapter and layout names a case refers to exist.
+
+A case file holds one case, or a ``matrix:`` mapping of keys to lists of values whose
+cartesian product expands the remaining keys into many cases. Paths inside a case are relative
+to the case file's folder. Every problem is raised as :class:`CaseError` naming the file, the
+field, the YAML line and what was expected. The model itself is :class:`harness.spec.Case`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import math
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from harness.adapters import ADAPTERS
+from harness.errors import CaseError
+from harness.layouts import LAYOUTS
+from harness.spec import Case, FieldError, TensorFile
+
+MAX_YAML_BYTES = 1 << 20  # a case file is a page of YAML, not a data file
+MAX_MATRIX_CASES = 10_000  # a matrix is a handful of variations, not a generator of millions
+MAX_YAML_DEPTH = 50  # case files nest three levels deep; deeper is an attack or an accident
+
+_ABBREV = {
+    "hidden_size": "h", "input_size": "i", "num_layers": "L", "proj_size": "p", "batch": "b",
+    "seq_len": "t", "seed": "seed", "cell_clip": "cclip", "proj_clip": "pclip",
+    "gate_clip": "gclip",
+    "forget_bias": "fb",
+}
+
+
+def _suffix(key: str, value: Any) -> str:
+    if key in ("dtype", "cell", "direction", "initial_state", "recurrent_activation"):
+        return str(value)
+    if isinstance(value, bool):
+        return key if value else f"no_{key}"
+    return f"{_ABBREV.get(key, key)}{value}"
+
+
+def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:
+    """1-based line of the YAML node at ``loc`` (a pydantic error location), best effort."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            # the key's line: a block mapping or list value starts on the line after its key
+            item = next(((k, v) for k, v in node.value if getattr(k, "value", None) == str(part)),
+                        None)
+            if item is None:
+                return line
+            line, node = item[0].start_mark.line + 1, item[1]
+        elif (isinstance(node, yaml.SequenceNode) and isinstance(part, int)
+              and part < len(node.value)):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys allowed in the mapping that holds ``loc`` (for "did you mean")."""
+    model: Any = Case
+    for part in loc[:-1]:
+        info = model.model_fields.get(part) if isinstance(part, str) else None
+        if info is None:
+            return []
+        model = next((t for t in getattr(info.annotation, "__args__", (info.annotation,))
+                      if isinstance(t, type) and issubclass(t, BaseModel)), None)
+        if model is None:
+            return []
+    return [k for k in model.model_fields if k != "source"]
+
+
+def _did_you_mean(word: Any, choices: list[str]) -> str:
+    if not isinstance(word, str):
+        return ""
+    lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(lower), n=1, cutoff=0.6)
+    return f"; did you mean {lower[close[0]]!r}?" if close else ""
+
+
+def field_line(file: str | Path | None, loc: tuple) -> int | None:
+    """Best-effort YAML line of the key at ``loc`` in a case file, or of that key in its
+    ``matrix:`` (for problems found after loading, such as a bad weights file)."""
+    if not file or not loc:
+        return None
+    try:
+        node = yaml.compose(Path(file).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except Exception:  # the file loaded before; if it cannot be read now, there is no line
+        return None
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    top = {getattr(k, "value", None): v for k, v in node.value}
+    if loc[0] in top:
+        return _line_of(node, loc)
+    matrix = top.get("matrix")
+    if isinstance(matrix, yaml.MappingNode) and any(getattr(k, "value", None) == loc[0]
+                                                    for k, _ in matrix.value):
+        return _line_of(node, ("matrix", loc[0]))
+    return None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "...' (" + f"{len(text)} chars)"
+
+
+def _expected(err: dict, loc: tuple) -> str:
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        return "unknown key" + _did_you_mean(loc[-1] if loc else None, _known_keys(loc))
+    if err["type"] == "missing":
+        return "required key is missing"
+    got = err.get("input")
+    if err["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        return f"expected a mapping of keys, got {_short(got)}"
+    if err["type"] == "literal_error":
+        choices = re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", ""))
+        return f"{msg}, got {_short(got)}" + _did_you_mean(got, choices)
+    if err["type"] not in ("value_error",) and not isinstance(got, dict | list):
+        return f"{msg}, got {_short(got)}"
+    return msg.removeprefix("Value error, ")
+
+
+def _is_member(part: Any) -> bool:
+    return isinstance(part, str) and part[:1].isupper()
+
+
+def _clean_loc(loc: tuple) -> tuple:
+    # pydantic names union members in the location ("weights.GeneratedTensors.init"); drop them
+    return tuple(p for p in loc if not _is_member(p))
+
+
+def _best_union_member(errors: list[dict]) -> list[dict]:
+    """Of a union's members (weights: generated | file), keep the errors of the one the input
+    came closest to (fewest errors): ``{file: 12}`` is a file with a bad name, not a generated
+    spec with an unknown key."""
+    branches: dict[tuple, dict[str, int]] = {}
+    for e in errors:
+        for i, part in enumerate(e["loc"]):
+            if _is_member(part):
+                counts = branches.setdefault(e["loc"][:i], {})
+                counts[part] = counts.get(part, 0) + 1
+                break
+    best = {where: min(counts, key=counts.get) for where, counts in branches.items()}
+
+    def kept(e: dict) -> bool:
+        for i, part in enumerate(e["loc"]):
+            if _is_member(part):
+                return best.get(e["loc"][:i]) == part
+        return True
+
+    return [e for e in errors if kept(e)] or errors
+
+
+def validate_case(data: Any, *, file: str, node: yaml.Node | None = None) -> Case:
+    """Validate one expanded case mapping, raising CaseError with file, field and line."""
+    if not isinstance(data, dict):
+        raise CaseError(f"expected a mapping of case keys, got {type(data).__name__}", file=file)
+    if "source" in data:
+        raise CaseError("unknown key (source is set by the loader)", file=file, field="source",
+                        line=_line_of(node, ("source",)))
+    try:
+        case = Case.model_validate({**data, "source": file})
+    except ValidationError as exc:
+        # an unknown key first: a misspelled key is also the reason a required one is missing
+        errors = sorted(_best_union_member(exc.errors()),
+                        key=lambda e: e["type"] != "extra_forbidden")
+        err = errors[0]
+        loc = _clean_loc(err["loc"])
+        cause = err.get("ctx", {}).get("error")
+        if not loc and isinstance(cause, FieldError):  # a cross-field check names its field
+            loc = tuple(cause.field.split("."))
+        field = ".".join(str(p) for p in loc) or None
+        others = {_clean_loc(e["loc"]) for e in errors[1:]} - {loc, ()}
+        more = f" (and {len(others)} more)" if others else ""
+        raise CaseError(_expected(err, loc) + more, file=file, field=field,
+                        line=_line_of(node, loc)) from None
+    _check_references(case, file, node)
+    return case
+
+
+def _check_references(case: Case, file: str, node: yaml.Node | None) -> None:
+    """The layout and adapter names a case refers to exist (a typo would silently select none)."""
+    def fail(loc: tuple, message: str) -> None:
+        raise CaseError(message, file=file, field=".".join(map(str, loc)), line=_line_of(node, loc))
+
+    if isinstance(case.weights, TensorFile):
+        name = case.weights.layout
+        layout = LAYOUTS.get(name)
+        if layout is None:
+            fail(("weights", "layout"), f"unknown layout {name!r}"
+                 + _did_you_mean(name, list(LAYOUTS)) + f" (known: {', '.join(LAYOUTS)})")
+        elif case.cell not in layout.cells:
+            fail(("weights", "layout"),
+                 f"layout {name!r} has no {case.cell} (only {', '.join(layout.cells)})")
+    known = ["all", *ADAPTERS]
+    for key in ("adapters", "exclude"):
+        for i, name in enumerate(getattr(case, key)):
+            if name not in known:
+                fail((key, i), f"unknown adapter {name!r}" + _did_you_mean(name, known)
+                     + f" (known: {', '.join(known)})")
+    for name in case.tolerance.adapters:
+        if name not in ADAPTERS:
+            fail(("tolerance", "adapters", name), f"unknown adapter {name!r}"
+                 + _did_you_mean(name, list(ADAPTERS)) + f" (known: {', '.join(ADAPTERS)})")
+
+
+def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CaseError(f"cannot read: {exc.strerror}", file=path) from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise CaseError(f"case file is {len(raw)} bytes, more than the {MAX_YAML_BYTES} allowed",
+                        file=path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaseError(f"not UTF-8 text (byte {exc.start})", file=path,
+                        line=raw[: exc.start].count(b"\n") + 1) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_nodes(node, path)
+        data = yaml.safe_load(text)  # safe: plain data only, a !!python tag is an error
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise CaseError(f"invalid YAML: {exc.problem or exc.context}", file=path,
+                        line=mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as exc:
+        raise CaseError(f"invalid YAML: {exc}", file=path) from None
+    except RecursionError:  # PyYAML composes recursively
+        raise CaseError(f"YAML nested too deeply (more than {MAX_YAML_DEPTH} levels)",
+                        file=path) from None
+    return data, node
+
+
+def _check_nodes(node: yaml.Node | None, path: Path) -> None:
+    """Reject YAML aliases (a case never needs them, and they allow exponential expansion),
+    duplicate keys (YAML would silently keep the last) and absurd nesting."""
+    seen: set[int] = set()
+    stack = [(node, 1)] if node is not None else []
+    while stack:
+        n, depth = stack.pop()
+        line = n.start_mark.line + 1
+        if id(n) in seen:
+            raise CaseError("YAML aliases (*name) are not allowed in case files", file=path,
+                            line=line)
+        seen.add(id(n))
+        if depth > MAX_YAML_DEPTH:
+            raise CaseError(f"YAML nested too deeply (more than {MAX_YAML_DEPTH} levels)",
+                            file=path, line=line)
+        if isinstance(n, yaml.MappingNode):
+            keys: set[str] = set()
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode):
+                    if k.value in keys:
+                        raise CaseError("duplicate key (YAML would silently keep the last)",
+                                        file=path, field=k.value, line=k.start_mark.line + 1)
+                    keys.add(k.value)
+                stack += [(k, depth + 1), (v, depth + 1)]
+        elif isinstance(n, yaml.SequenceNode):
+            stack += [(v, depth + 1) for v in n.value]
+
+
+def load_cases(path: str | Path) -> list[Case]:
+    """Load a case file, expanding ``matrix:`` into one case per combination."""
+    path = Path(path)
+    data, node = _read_yaml(path)
+    file = str(path)
+    if not isinstance(data, dict):
+        raise CaseError(f"expected a mapping of case keys at the top level, got "
+                        f"{type(data).__name__ if data is not None else 'an empty document'}",
+                        file=file, line=node.start_mark.line + 1 if node is not None else 1)
+    matrix = data.pop("matrix", None)
+    if matrix is None:
+        return [validate_case(data, file=file, node=node)]
+    mline = _line_of(node, ("matrix",))
+    if not isinstance(matrix, dict) or not matrix:
+        raise CaseError("expected a mapping of key -> list of values", file=file, field="matrix",
+                        line=mline)
+    for key, values in matrix.items():
+        if not isinstance(values, list) or not values:
+            raise CaseError("expected a non-empty list of values", file=file, field=f"matrix.{key}",
+                            line=_line_of(node, ("matrix", key)))
+        if key == "name" or key not in Case.model_fields or key == "source":
+            known = [k for k in Case.model_fields if k not in ("name", "source")]
+            raise CaseError("not a case key that can vary" + _did_you_mean(key, known), file=file,
+                            field=f"matrix.{key}", line=_line_of(node, ("matrix", key)))
+    count = math.prod(len(v) for v in matrix.values())
+    if count > MAX_MATRIX_CASES:
+        raise CaseError(f"matrix expands to {count} cases, more than the {MAX_MATRIX_CASES} "
+                        "allowed",
+                        file=file, field="matrix", line=mline)
+    base_name = data.get("name", "")
+    if isinstance(base_name, str) and "{" in base_name:
+        _check_template(base_name, list(matrix), file, _line_of(node, ("name",)))
+    cases, names = [], set()
+    keys = list(matrix)
+    for combo in itertools.product(*(matrix[k] for k in keys)):
+        values = dict(zip(keys, combo, strict=True))
+        expanded = {**data, **values}
+        if isinstance(base_name, str) and "{" in base_name:
+            try:
+                expanded["name"] = base_name.format(**values)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise CaseError(f"name template cannot be filled: {exc}", file=file, field="name",
+                                line=_line_of(node, ("name",))) from None
+        else:
+            expanded["name"] = "-".join([str(base_name)]
+                                        + [_suffix(k, v) for k, v in values.items()])
+        case = _validate_expanded(expanded, file, node, values)
+        if case.name in names:
+            raise CaseError(f"matrix expands to the name {case.name!r} twice", file=file,
+                            field="name")
+        names.add(case.name)
+        cases.append(case)
+    return cases
+
+
+def _check_template(template: str, keys: list[str], file: str, line: int | None) -> None:
+    """A name template may use ``{key}`` of the matrix keys with a short format (``{seed:03d}``);
+    no attribute or index lookups, no widths that would build huge strings."""
+    def fail(why: str) -> None:
+        raise CaseError(f"name template cannot be filled: {why}", file=file, field="name",
+                        line=line)
+
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        fail(str(exc))
+    for _, name, spec, conversion in fields:
+        if name is None:
+            continue
+        if name not in keys:
+            fail(f"{{{name}}} is not a matrix key (matrix keys: {', '.join(keys)})")
+        if conversion or len(spec) > 8 or any(int(n) > 100 for n in re.findall(r"\d+", spec)):
+            fail(f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}} "
+                 "is not a plain field with a short format")
+
+
+def _validate_expanded(expanded: dict, file: str, node: yaml.Node | None, values: dict) -> Case:
+    try:
+        return validate_case(expanded, file=file, node=node)
+    except CaseError as exc:
+        if exc.field and exc.field.split(".")[0] in values:
+            exc.line = _line_of(node, ("matrix", exc.field.split(".")[0]))
+        exc.message += " [matrix: " + json.dumps(values) + "]"
+        raise
+
+
+def discover(paths: list[str | Path]) -> list[Case]:
+    """Cases from files and folders (``*.yaml``/``*.yml``, sorted), names unique across all."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(q for q in p.rglob("*")
+                            if q.suffix in (".yaml", ".yml") and q.is_file())
+        elif p.exists():
+            files.append(p)
+        else:
+            raise CaseError("no such file or folder", file=p)
+    cases: list[Case] = []
+    seen: dict[str, str] = {}
+    for f in files:
+        for case in load_cases(f):
+            if case.name in seen:
+                raise CaseError(f"case name {case.name!r} is already used in {seen[case.name]}",
+                                file=f, field="name")
+            seen[case.name] = str(f)
+            cases.append(case)
+    return cases
