@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import load_cases
+from harness.cases import load_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
