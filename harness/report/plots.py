@@ -28,7 +28,8 @@ from harness.compare import FORWARD, PASS
 DPI = 100
 WIDTH = 9.0  # inches: 900 px, the width of index.html's column
 FONT = 10  # points (14 px at DPI 100): ticks, labels and legends; titles 11
-LEGEND_ROWS = 14  # legend entries a column before the legend takes another column
+LEGEND_ROWS = 17  # legend entries a column before the legend takes another column
+LEGEND_COLUMN = 1.7  # inches: a legend column at FONT ("beyond tolerance", "c_n L1 rev")
 DIRECTION = {0: "fwd", 1: "rev"}
 STATE_MARKERS = {"h_n": "o", "c_n": "s"}
 INITIAL_MARKERS = {"dh0": "o", "dc0": "s"}
@@ -40,15 +41,19 @@ def parameter_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[~rows["output"].isin(FORWARD + INPUT_GRADIENTS)]
 
 
-def _figure(height: float):
-    """A Figure of :data:`WIDTH` x ``height`` inches with one Axes; constrained layout keeps
-    the title, labels, legend and colour bar inside it."""
+def _figure(height: float, right: float, top: float, bottom: float):
+    """A Figure of :data:`WIDTH` x ``height`` inches with one Axes, ``right``, ``top`` and
+    ``bottom`` inches from its edges (room for the legend or colour bar, the title and the
+    x labels): fixed margins, since constrained layout measured the text again and again
+    (half of a plot's time)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(WIDTH, height), dpi=DPI)
     FigureCanvasAgg(fig)
     ax = fig.subplots()
+    fig.subplots_adjust(left=0.85 / WIDTH, right=1 - right / WIDTH, top=1 - top / height,
+                        bottom=bottom / height)
     ax.tick_params(labelsize=FONT)
     return fig, ax
 
@@ -144,7 +149,8 @@ def _log_figure(entries: int, xlabel: str):
     of ``entries`` rows beside the plot, in columns of :data:`LEGEND_ROWS`."""
     ncol = max(1, math.ceil(entries / LEGEND_ROWS))
     rows = math.ceil(entries / ncol)
-    fig, ax = _figure(max(3.4, 0.9 + 0.25 * rows))
+    height = max(3.4, 1.3 + 0.25 * rows)
+    fig, ax = _figure(height, 0.35 + LEGEND_COLUMN * ncol, 0.6, 0.6)
     ax.set_xlabel(xlabel, fontsize=FONT)
     ax.set_ylabel("max |adapter − reference|", fontsize=FONT)
     ax.grid(True, which="major", axis="y", lw=0.5, color="0.85")
@@ -153,6 +159,7 @@ def _log_figure(entries: int, xlabel: str):
 
 def _finish_log(fig, ax, ncol: int, title: str, atol: float, rtol: float, path: Path) -> None:
     ax.set_yscale("log")
+    ax.minorticks_off()  # labelled minor ticks on a log axis cost more than the plot
     ax.set_title(f"{title}\ntolerance: atol {atol:g} + rtol {rtol:g}·|ref|", loc="left",
                  fontsize=FONT + 1)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), ncols=ncol, fontsize=FONT,
@@ -231,10 +238,10 @@ def _grid(rows: pd.DataFrame, columns: str, order: list | None = None
 
 
 def _heatmap(values: np.ndarray, bad: np.ndarray, index: list[tuple[int, int]], height: float,
-             title: str, cmap):
+             bottom: float, title: str, cmap):
     """A map of log10(values) with red crosses on ``bad`` and its colour bar; returns the
     Figure and Axes, for the caller to label the columns."""
-    fig, ax = _figure(height)
+    fig, ax = _figure(height, 1.0, 0.35, bottom)  # right: the colour bar's labels
     image = ax.imshow(np.ma.masked_invalid(np.log10(_positive(values))), aspect="auto",
                       cmap=cmap, interpolation="nearest")
     rows, cols = np.nonzero(bad)
@@ -245,7 +252,9 @@ def _heatmap(values: np.ndarray, bad: np.ndarray, index: list[tuple[int, int]], 
     ax.set_xlim(-0.5, n_cols - 0.5)
     ax.set_ylim(n_rows - 0.5, -0.5)
     ax.set_title(title, loc="left", fontsize=FONT + 1)
-    bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.03)
+    # a bar 0.15 inch wide, as high as the map
+    bar = fig.colorbar(image, ax=ax, pad=0.015, fraction=0.025,
+                       aspect=(height - 0.35 - bottom) / 0.15)
     bar.set_label("log10 max_abs", fontsize=FONT)
     bar.ax.tick_params(labelsize=FONT)
     return fig, ax
@@ -261,7 +270,8 @@ def layer_heatmap(rows: pd.DataFrame, path: Path, title: str) -> bool:
     if y["layer"].dropna().nunique() < 2 or not (y["max_abs"] > 0).any():
         return False
     index, steps, values, bad = _grid(y, "t")
-    fig, ax = _heatmap(values, bad, index, 1.7 + 0.3 * len(index), title, "viridis")
+    fig, ax = _heatmap(values, bad, index, 1.3 + 0.3 * len(index), 0.6, title,
+                       "viridis")
     at = range(0, len(steps), max(1, len(steps) // 16))
     ax.set_xticks(at, [str(int(steps[i])) for i in at])
     ax.set_xlabel("timestep t", fontsize=FONT)
@@ -322,7 +332,7 @@ def gradient_blocks(rows: pd.DataFrame, path: Path, title: str) -> bool:
     blocks = list(dict.fromkeys(p["output"]))  # in the order of the rows
     index, _, values, bad = _grid(p, "output", blocks)
     cmap = colormaps["viridis"].with_extremes(bad="white")
-    fig, ax = _heatmap(values, bad, index, 2.0 + 0.3 * len(index), title, cmap)
+    fig, ax = _heatmap(values, bad, index, 1.4 + 0.3 * len(index), 0.8, title, cmap)
     ax.set_xticks(range(len(blocks)), blocks, rotation=60, ha="right", rotation_mode="anchor")
     _save(fig, path)
     return True
