@@ -201,6 +201,13 @@ def test_run_and_merge_take_the_plots_option(tmp_path):
     args = build_parser().parse_args(["merge", "o", "s1", "--plots", "all"])
     assert args.plots == "all"
     assert build_parser().parse_args(["merge", "o", "s1"]).plots == "failed"
+    from harness.report.html import PLOTS
+
+    for command in (["run"], ["merge", "o", "s1"]):
+        with pytest.raises(SystemExit):  # argparse refuses what the report does not know
+            build_parser().parse_args([*command, "--plots", "some"])
+    for which in PLOTS:
+        assert build_parser().parse_args(["run", "--plots", which]).plots == which
 
 
 def test_mapping_tables_and_environment(report):
