@@ -179,25 +179,26 @@ def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple:
 def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
     """The pair's <figure>s for the plots ``drawn`` (none when its plots were not drawn), then
     its gradient table."""
+    if job is None:
+        return _gradient_table(p)
+    _, _, stem, title = job
+    who = escape(p.adapter)
     figs = []
-    if job is not None:
-        _, _, stem, title = job
-        who = escape(p.adapter)
-        if drawn[0]:
-            figs.append(_figure(f"{stem}.png", f"error against timestep, {title}",
-                                f"{who}: error against timestep"))
-        else:
-            figs.append(f'<p class="meta">{who}: every forward error is exactly 0.</p>')
-        if drawn[1]:
-            figs.append(_figure(f"{stem}-layers.png", f"layer x timestep, {title}",
-                                f"{who}: every layer's <code>y</code>, layer x timestep"))
-        if drawn[2]:
-            figs.append(_figure(f"{stem}-grad.png", f"gradient error against timestep, {title}",
-                                f"{who}: <code>dx</code> against timestep, <code>dh0</code>/"
-                                "<code>dc0</code> at the left"))
-        if drawn[3]:
-            figs.append(_figure(f"{stem}-grad-blocks.png", f"parameter gradient errors, {title}",
-                                f"{who}: parameter gradients, layer/direction x block"))
+    if drawn[0]:
+        figs.append(_figure(f"{stem}.png", f"error against timestep, {title}",
+                            f"{who}: error against timestep"))
+    else:
+        figs.append(f'<p class="meta">{who}: every forward error is exactly 0.</p>')
+    if drawn[1]:
+        figs.append(_figure(f"{stem}-layers.png", f"layer x timestep, {title}",
+                            f"{who}: every layer's <code>y</code>, layer x timestep"))
+    if drawn[2]:
+        figs.append(_figure(f"{stem}-grad.png", f"gradient error against timestep, {title}",
+                            f"{who}: <code>dx</code> against timestep, <code>dh0</code>/"
+                            "<code>dc0</code> at the left"))
+    if drawn[3]:
+        figs.append(_figure(f"{stem}-grad-blocks.png", f"parameter gradient errors, {title}",
+                            f"{who}: parameter gradients, layer/direction x block"))
     return "\n".join(figs) + _gradient_table(p)
 
 
