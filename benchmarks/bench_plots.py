@@ -10,15 +10,14 @@
 Every pair's rows (``divergence.csv`` grouped by case x adapter, read as ``harness merge``
 reads it: ``direction``/``t`` nullable integers) are drawn with each of the four plot
 functions of :func:`harness.report.plots.draw_pair`, into a scratch folder, in this one
-process (as one worker of ``draw_pairs`` draws its share). ``--peer FILE`` names another
-implementation of the module (e.g. a copy of an earlier ``harness/report/plots.py``): it is
-imported from that path and timed in the same run, the two alternating pair by pair,
-``--repeat`` rounds (each round new files, as a report writes them), each call keeping its
-best round (the one least disturbed by other work on the machine). ms/plot = the kind's
-seconds over every pair (calls that draw nothing included) / the PNGs it wrote; a module
-whose draw_pair reads the rows once for its four plots has that time in error_plot's.
-``same pixels as peer`` counts the PNGs whose decoded pixels equal the peer's (the bytes
-may differ: compression level).
+process, as ``run --plots all`` draws them. ``--peer FILE`` names another implementation of
+the module (e.g. a copy of an earlier ``harness/report/plots.py``): it is imported from that
+path and timed in the same run, the two alternating pair by pair, ``--repeat`` rounds (each
+round new files, as a report writes them), each call keeping its best round (the one least
+disturbed by other work on the machine). ms/plot = the kind's seconds over every pair (calls
+that draw nothing included) / the PNGs it wrote; a module whose draw_pair reads the rows once
+for its four plots (``_rows``) has that time in error_plot's. ``same pixels as peer`` counts
+the PNGs whose decoded pixels equal the peer's.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = runner.run(cases, chosen, progress=progress, keep_outputs=args.save_outputs,
                         timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
                         shard=shard, jobs=jobs)
-    out = write_report(result, args.out, outputs=args.save_outputs, plot_workers=usable_cpus())
+    out = write_report(result, args.out, outputs=args.save_outputs, plots=args.plots)
     counts: dict[str, int] = {}
     for p in result.pairs:
         counts[p.status] = counts.get(p.status, 0) + 1
@@ -60,7 +60,7 @@ def _jobs(value: int) -> int:
 
 def usable_cpus() -> int:
     """The CPUs this process may use (a container or taskset may allow fewer than the machine
-    has): ``--jobs 0``'s workers and the report's plot workers."""
+    has): ``--jobs 0``'s workers."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -68,7 +68,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     from harness.merge import merge_reports
 
     merged = merge_reports(args.out, args.shards, allow_partial=args.allow_partial,
-                           plot_workers=usable_cpus())
+                           plots=args.plots)
     for line in merged.warnings:
         print(f"rnn-harness: warning: {line}", file=sys.stderr)
     counts: dict[str, int] = {}
@@ -193,6 +193,13 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return code
 
 
+def _plots_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plots", choices=["failed", "all", "none"], default="failed",
+                        help="which pairs index.html draws plots for (default failed: the "
+                             "pairs that did not pass, DIVERGED or an error with rows; all: "
+                             "every pair with rows; none: no plots)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rnn-harness",
                                 description="Cross-framework LSTM/GRU conformance harness")
@@ -228,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "worker); thread pools are left as they are, since their size changes "
                         "results in the last bits; the report is the same as with --jobs 1, in "
                         "the same order")
+    _plots_option(r)
     r.set_defaults(func=_cmd_run)
 
     m = sub.add_parser("merge", help="combine the report folders of `run --shard K/N` into one",
@@ -244,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--allow-partial", action="store_true",
                    help="merge even when shards are missing (or the folders are not shards of "
                         "one run); the report says which are missing")
+    _plots_option(m)
     m.set_defaults(func=_cmd_merge)
 
     a = sub.add_parser("adapters", help="list adapters, availability and capabilities")

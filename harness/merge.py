@@ -219,9 +219,9 @@ def _adapters(reports: list[ShardReport]) -> tuple[dict[str, dict], list[str]]:
 
 
 def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: bool = False,
-                  plot_workers: int = 1) -> Merged:
-    """Merge shard report folders into ``out`` (see the module docstring); ``plot_workers`` as
-    in :func:`harness.report.write_report`."""
+                  plots: str = "failed") -> Merged:
+    """Merge shard report folders into ``out`` (see the module docstring); ``plots``: which
+    pairs index.html draws plots for, as in :func:`harness.report.write_report`."""
     from harness.report.html import html_report
     from harness.report.layouts_md import layouts_markdown
     from harness.report.summary import summary_markdown
@@ -327,7 +327,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
     if errors:
         write_text(out / "errors.log",
                    "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
-    write_text(out / "index.html", html_report(result, out, plot_workers))
+    write_text(out / "index.html", html_report(result, out, plots))
     for r in reports:
         if (r.folder / "outputs").is_dir():
             shutil.copytree(r.folder / "outputs", out / "outputs", dirs_exist_ok=True)

@@ -147,7 +147,8 @@ def read_torch(path: Path, *, select: str | None = None) -> tuple[dict[str, np.n
     prefix, native = next(iter(groups.items()))
     notes = [f"read {len(native)} tensors of the module {prefix.rstrip('.')!r}"] if prefix else []
     if prefix in cells:
-        notes.append("an nn.LSTMCell/nn.GRUCell: read as one layer (weight_ih as weight_ih_l0, ...)")
+        notes.append("an nn.LSTMCell/nn.GRUCell: read as one layer (weight_ih as weight_ih_l0, "
+                     "...)")
     return native, notes
 
 

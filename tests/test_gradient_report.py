@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from harness import adapters as registry
 from harness import compare, runner
 from harness.adapters.torch_cpu import TorchCPU
 from harness.cases import discover
-from harness.report import write_report
+from harness.report import plots, write_report
 from harness.report.plots import error_plot, gradient_blocks, gradient_plot
 
 pytestmark = pytest.mark.torch
@@ -85,7 +83,6 @@ seed: 44
 """,
 }
 NO_BACKWARD = "torch without a backward pass (test)"
-ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -131,7 +128,7 @@ def report(tmp_path_factory):
         (root / "cases" / name).write_text(text)
     chosen = registry.select(["reference", "noise-floor", "torch-cpu"]) + [ForwardOnly()]
     result = runner.run(discover([root / "cases"]), chosen, progress=None)
-    out = write_report(result, root / "report")
+    out = write_report(result, root / "report", plots="all")
     return result, out
 
 
@@ -198,6 +195,7 @@ def test_summary_has_a_worst_gradient_column_for_gradient_cases(report):
 
 
 def test_html_shows_gradient_plots_and_tables(report):
+    """With ``plots="all"`` every gradient pair's gradient plots, and each one's table."""
     result, out = report
     html = (out / "index.html").read_text()
     page = Cells()
@@ -207,7 +205,6 @@ def test_html_shows_gradient_plots_and_tables(report):
             src = [s for s in page.images if s.endswith(f"-{case}--torch-cpu-{kind}.png")]
             assert len(src) == 1, (case, kind, page.images)
             assert (out / src[0]).read_bytes()[:8] == PNG
-            assert (out / src[0]).stat().st_size < 60_000
     assert not [s for s in page.images if "torch-forward-only-grad" in s]
     assert not [s for s in page.images if "--fwd--" in s and "-grad" in s]
     # the table of the worst row of each gradient output, with its place and numbers
@@ -249,9 +246,74 @@ def test_plots_take_gradient_rows_without_direction(report, tmp_path):
     assert gradient_plot(csv, tmp_path / "h.png", "x")
 
 
+def images(folder: Path) -> list[str]:
+    page = Cells()
+    page.feed((folder / "index.html").read_text())
+    return page.images
+
+
+def pair_of(src: str) -> tuple[str, str]:
+    """The case and adapter a plot's file name names (``NNN-case--adapter[-kind].png``)."""
+    case, adapter = re.sub(r"^\d+-", "", Path(src).stem).split("--")
+    return case, re.sub(r"-(layers|grad|grad-blocks)$", "", adapter)
+
+
+def test_by_default_only_the_pairs_that_did_not_pass_are_drawn(report, tmp_path):
+    result, _ = report
+    out = write_report(result, tmp_path / "default")
+    failing = {(p.case, p.adapter) for p in result.pairs
+               if p.status in (compare.DIVERGED, compare.ERROR) and p.has_rows}
+    assert failing == {("gtight", "torch-cpu")}
+    srcs = images(out)
+    assert {pair_of(s) for s in srcs} == failing
+    assert sorted(re.sub(r"^\d+-", "", Path(s).name) for s in srcs) == [
+        "gtight--torch-cpu-grad-blocks.png", "gtight--torch-cpu-grad.png",
+        "gtight--torch-cpu.png"]
+    assert sorted(f"plots/{f.name}" for f in (out / "plots").iterdir()) == sorted(srcs)
+    html = (out / "index.html").read_text()
+    assert ("Plots: the 1 pair that did not pass (run with <code>--plots all</code> for every "
+            "pair).") in html
+    # the passing pairs keep their gradient tables
+    assert "<summary>torch-cpu: gradient rows" in html.split('id="case-gstack-lstm"')[1]
+
+
+def test_plots_all_draws_every_pair_with_rows(report):
+    result, out = report
+    srcs = images(out)
+    with_rows = {(p.case, p.adapter): p.rows for p in result.pairs if p.has_rows}
+    nonzero = {k for k, rows in with_rows.items() if (rows["max_abs"] > 0).any()}
+    assert nonzero < set(with_rows)  # noise-floor's float64 rows: exactly 0, nothing to draw
+    assert {pair_of(s) for s in srcs} == nonzero
+    assert sorted(f"plots/{f.name}" for f in (out / "plots").iterdir()) == sorted(srcs)
+    html = (out / "index.html").read_text()
+    assert f"Plots: every pair with divergence rows ({len(with_rows)})." in html
+    assert html.count("every forward error is exactly 0.") == len(with_rows) - len(nonzero)
+
+
+def test_plot_pngs_are_images_of_the_figure_size(report):
+    from PIL import Image
+
+    _, out = report
+    srcs = images(out)
+    assert srcs
+    for src in srcs:
+        with Image.open(out / src) as image:
+            image.verify()  # a whole, valid PNG
+        with Image.open(out / src) as image:
+            width, height = image.size
+            assert width == plots.WIDTH * plots.DPI, src
+            assert 100 <= height <= 800, src
+            extrema = image.convert("L").getextrema()
+            assert extrema[0] < 60 and extrema[1] > 240, src  # dark text on a light page
+    # a small error plot: the figure's default height
+    src = next(s for s in srcs if s.endswith("-gproj--torch-cpu.png"))
+    with Image.open(out / src) as image:
+        assert image.size == (900, 340)
+
+
 def deep_stack_rows(layers: int = 5) -> pd.DataFrame:
     """Rows of a bidirectional stack of ``layers`` layers, forward and gradients, some beyond
-    tolerance: more than 12 legend entries (a legend in two columns)."""
+    tolerance."""
     rng = np.random.default_rng(7)
     rows = []
     for la in range(layers):
@@ -267,100 +329,19 @@ def deep_stack_rows(layers: int = 5) -> pd.DataFrame:
                         rtol=1e-6, verdict=np.where(rng.random(n) < 0.2, "DIVERGED", "pass"))
 
 
-ALONE = """
-import pickle, sys
-from pathlib import Path
-from harness.report.plots import draw_pair
-src, folder, stem, title = sys.argv[1:]
-draw_pair(pickle.loads(Path(src).read_bytes()), Path(folder), stem, title)
-"""
-
-
-def test_a_plot_does_not_depend_on_the_plots_drawn_before_it(report, tmp_path, monkeypatch):
-    """The plots reuse a Figure per kind and size in a process: each PNG is still byte for byte
-    the one a fresh process draws, whatever this one drew before (other pairs, both ways
-    round, of other sizes, and a plot that failed half-way)."""
-    from harness.report import plots
-
-    result, _ = report
-    by = pairs(result)
-    chosen = [by[("gtight", "torch-cpu")].rows, deep_stack_rows(3),
-              by[("gstack-lstm", "torch-cpu")].rows, by[("gproj", "noise-floor")].rows]
-    for i, rows in enumerate(chosen):  # each pair alone in a fresh process
-        src = tmp_path / f"{i}.pkl"
-        rows.to_pickle(src)
-        subprocess.run([sys.executable, "-c", ALONE, str(src), str(tmp_path / "alone"), f"p{i}",
-                        f"pair {i}"], cwd=ROOT, check=True, timeout=120)
-    alone = sorted(p.name for p in (tmp_path / "alone").iterdir())
-    assert {"p1.png", "p1-layers.png", "p1-grad.png", "p1-grad-blocks.png", "p3.png"} <= {*alone}
-
-    def boom(*args):
-        raise RuntimeError("half-way")
-
-    with monkeypatch.context() as m:  # the Figure it leaves behind is not reused
-        m.setattr(plots, "_tolerance_marks", boom)
-        with pytest.raises(RuntimeError):
-            plots.gradient_plot(chosen[2], tmp_path / "failed.png", "x")
-    for order in ([0, 1, 2, 3], [3, 2, 1, 0]):
-        here = tmp_path / f"here-{order[0]}"
-        for i in order:
-            plots.draw_pair(chosen[i], here, f"p{i}", f"pair {i}")
-        assert sorted(p.name for p in here.iterdir()) == alone
-        for name in alone:
-            assert (here / name).read_bytes() == (tmp_path / "alone" / name).read_bytes(), name
-
-
-def plain_scatter(ax, x, y, marker, size, **style):
-    if style.get("edgecolors") == "face":  # one colour (unfilled marker), as scatter takes it
-        style["color"] = style.pop("facecolors")
-        del style["edgecolors"]
-    ax.scatter(x, y, marker=marker, s=size, **style)
-
-
-def plain_legend(frame, entries, x, y, ncol):
-    """matplotlib's legend of the artists the entries stand for."""
-    from matplotlib.lines import Line2D
-
-    handles = []
-    for e in entries:
-        style = dict(e.style)
-        if e.kind == "patch":
-            handles.append(frame.ax.fill_between([], [], color=style["facecolor"]))
-        elif e.kind == "line":
-            handles.append(Line2D([], [], **style))
-        else:  # empty scatters, as the plots drew their legend entries
-            if style.pop("linewidths") != 1.5:
-                style.pop("linewidths", None)
-            plain_scatter(frame.ax, [], [], style.pop("marker"), style.pop("size"), **style)
-            handles.append(frame.ax.collections[-1])
-    frame.fig.legend(handles, [e.label for e in entries], loc="center left",
-                     bbox_to_anchor=(x, y), fontsize=7, frameon=False, ncol=ncol)
-
-
-def test_plots_have_the_pixels_of_the_plain_matplotlib_calls(report, tmp_path, monkeypatch):
-    """What the plots do instead of ax.scatter, ax.plot, ax.axhline, fig.legend and savefig
-    (for speed) draws the same pixels, one-column and two-column legends alike."""
+def test_a_deep_stack_gets_taller_plots_of_the_same_width(tmp_path):
+    """A legend entry per line and per final-state marker: a 5-layer bidirectional stack's
+    legend (10 lines, 20 markers) makes its plot taller, its heatmaps a row per slice."""
     from PIL import Image
 
-    from harness.report import plots
-
-    result, _ = report
-    jobs = [(p.rows, f"{n:02d}") for n, p in enumerate(result.pairs)
-            if p.rows is not None and not p.rows.empty] + [(deep_stack_rows(), "deep")]
-    for rows, stem in jobs:
-        plots.draw_pair(rows, tmp_path / "fast", stem, f"pair {stem}")
-    monkeypatch.setattr(plots, "_scatter", plain_scatter)
-    monkeypatch.setattr(plots, "_line", lambda ax, x, y, **style: ax.plot(x, y, **style))
-    monkeypatch.setattr(plots, "_hline", lambda ax, y, **style: ax.axhline(y, **style))
-    monkeypatch.setattr(plots._Frame, "legend", plain_legend)
-    monkeypatch.setattr(plots._Frame, "save",
-                        lambda self, path: self.fig.savefig(path, dpi=plots.DPI))
-    (tmp_path / "plain").mkdir()
-    for rows, stem in jobs:
-        plots.draw_pair(rows, tmp_path / "plain", stem, f"pair {stem}")
-    names = sorted(p.name for p in (tmp_path / "fast").iterdir())
-    assert "deep.png" in names and "deep-grad.png" in names
-    assert names == sorted(p.name for p in (tmp_path / "plain").iterdir())
-    for name in names:
-        with Image.open(tmp_path / "fast" / name) as a, Image.open(tmp_path / "plain" / name) as b:
-            assert a.size == b.size and a.tobytes() == b.convert(a.mode).tobytes(), name
+    drawn = plots.draw_pair(deep_stack_rows(), tmp_path, "deep", "deep")
+    assert drawn == (True, True, True, True)
+    small = plots.draw_pair(deep_stack_rows(1), tmp_path, "one", "one")
+    assert small == (True, False, True, True)  # one layer: no layer x timestep map
+    sizes = {}
+    for f in tmp_path.iterdir():
+        with Image.open(f) as image:
+            sizes[f.name] = image.size
+    assert {w for w, _ in sizes.values()} == {900}
+    for kind in ("", "-grad", "-grad-blocks"):
+        assert sizes[f"deep{kind}.png"][1] > sizes[f"one{kind}.png"][1], kind

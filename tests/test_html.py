@@ -142,21 +142,73 @@ def test_summary_tables_with_verdict_colours(report):
                if cls == "reason")
 
 
-def test_a_plot_per_pair_with_rows_and_heatmaps_for_stacks(report):
+def test_by_default_only_the_pair_that_did_not_pass_has_plots(report):
     result, out, page = report
+    failing = [p for p in result.pairs if p.status not in ("pass", "baseline")
+               and p.has_rows]
+    assert [(p.case, p.adapter) for p in failing] == [("tight", "torch-cpu")]
+    assert [re.sub(r"^\d+-", "", Path(s).name) for s in page.images] == ["tight--torch-cpu.png"]
+    assert sorted(f"plots/{p.name}" for p in (out / "plots").iterdir()) == page.images
+    assert ("<p id=\"plots\">Plots: the 1 pair that did not pass (run with <code>--plots all"
+            "</code> for every pair).</p>") in (out / "index.html").read_text()
+
+
+def test_plots_all_draws_a_plot_per_pair_with_rows_and_heatmaps_for_stacks(report, tmp_path):
+    result, _, _ = report
+    out = write_report(result, tmp_path / "all", plots="all")
+    page = Page()
+    page.feed((out / "index.html").read_text())
     with_rows = [p for p in result.pairs if p.rows is not None and (p.rows["max_abs"] > 0).any()]
     plots = [src for src in page.images if not src.endswith("-layers.png")]
     heatmaps = [src for src in page.images if src.endswith("-layers.png")]
     assert len(plots) == len(with_rows)
     for src in page.images:
         assert src.startswith("plots/") and (out / src).read_bytes()[:8] == PNG
-        assert (out / src).stat().st_size < 60_000  # small PNGs (dpi 80)
     # noise-floor returns every layer's y on the 2-layer stacks; torch returns only the last
     assert sorted(re.sub(r"^\d+-", "", Path(s).name) for s in heatmaps) == [
         "stack-gru--noise-floor-layers.png", "stack-lstm--noise-floor-layers.png"]
     assert not any("rev--torch-cpu" in s for s in page.images)  # not applicable: no rows, no plot
     assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(
         Path(s).name for s in page.images)
+    n = sum(p.has_rows for p in result.pairs)
+    assert f"Plots: every pair with divergence rows ({n})." in (out / "index.html").read_text()
+
+
+def test_plots_none_draws_nothing(report, tmp_path):
+    result, out, _ = report
+    folder = shutil.copytree(out, tmp_path / "none")
+    write_report(result, folder, plots="none")
+    page = Page()
+    page.feed((folder / "index.html").read_text())
+    assert page.images == [] and not list((folder / "plots").glob("*.png"))
+    assert "Plots: none were drawn (<code>--plots none</code>)." in (
+        folder / "index.html").read_text()
+    with pytest.raises(ValueError, match="plots"):
+        write_report(result, tmp_path / "bad", plots="some")
+
+
+def test_run_and_merge_take_the_plots_option(tmp_path):
+    """``run --plots all`` draws the passing pairs' plots too; ``merge`` takes the option."""
+    from harness.cli import build_parser, main
+
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "stack.yaml").write_text(CASES["stack.yaml"])
+    for which, drawn in (("failed", False), ("all", True)):
+        out = tmp_path / which
+        assert main(["run", str(cases), "--adapters", "reference,torch-cpu", "--quiet",
+                     "--out", str(out), "--plots", which]) == 0
+        assert bool(list((out / "plots").glob("*--torch-cpu.png"))) is drawn, which
+    args = build_parser().parse_args(["merge", "o", "s1", "--plots", "all"])
+    assert args.plots == "all"
+    assert build_parser().parse_args(["merge", "o", "s1"]).plots == "failed"
+    from harness.report.html import PLOTS
+
+    for command in (["run"], ["merge", "o", "s1"]):
+        with pytest.raises(SystemExit):  # argparse refuses what the report does not know
+            build_parser().parse_args([*command, "--plots", "some"])
+    for which in PLOTS:
+        assert build_parser().parse_args(["run", "--plots", which]).plots == which
 
 
 def test_mapping_tables_and_environment(report):
@@ -178,54 +230,6 @@ def test_reused_folder_keeps_only_this_runs_plots(report, tmp_path):
     (folder / "plots" / "999-stale.png").write_bytes(PNG)
     write_report(result, folder)
     assert not (folder / "plots" / "999-stale.png").exists()
-
-
-def test_plots_drawn_in_worker_processes_are_the_same_files(report, tmp_path, monkeypatch):
-    """A large report draws its plots in spawned worker processes: same page, same PNG bytes
-    as drawn here."""
-    from harness.report import html, plots
-
-    result, out, _ = report
-    monkeypatch.setattr(plots, "MIN_PARALLEL", 1)
-    here, there = tmp_path / "here", tmp_path / "there"
-    page_here = html.html_report(result, here, workers=1)
-    page_there = html.html_report(result, there, workers=2)
-    assert page_here == page_there
-    names = sorted(f.name for f in (here / "plots").glob("*.png"))
-    assert names and names == sorted(f.name for f in (there / "plots").glob("*.png"))
-    for name in names:
-        assert (here / "plots" / name).read_bytes() == (there / "plots" / name).read_bytes()
-
-
-def test_report_starts_its_plot_workers_ahead(report, tmp_path, monkeypatch):
-    """write_report starts the plot workers before it writes summary.md and the other files,
-    and draw_pairs uses those (no second pool): the same report as drawn here."""
-    from harness.report import plots
-
-    result, _, _ = report
-    monkeypatch.setattr(plots, "MIN_PARALLEL", 1)
-    made = []
-    real = plots.PlotWorkers
-
-    class Spy(real):
-        def __init__(self, workers):
-            made.append(workers)
-            super().__init__(workers)
-
-    monkeypatch.setattr(plots, "PlotWorkers", Spy)
-    here = write_report(result, tmp_path / "here", plot_workers=1)
-    assert made == []
-    there = write_report(result, tmp_path / "there", plot_workers=2)
-    assert made == [2]
-
-    def page(folder) -> str:  # run.json's creation time left out
-        return re.sub(r"\d{4}-\d\d-\d\dT[0-9:.+-]+", "TIME", (folder / "index.html").read_text())
-
-    assert page(here) == page(there)
-    names = sorted(f.name for f in (here / "plots").glob("*.png"))
-    assert names and names == sorted(f.name for f in (there / "plots").glob("*.png"))
-    for name in names:
-        assert (here / "plots" / name).read_bytes() == (there / "plots" / name).read_bytes()
 
 
 def test_plots_need_rows_with_nonzero_errors(tmp_path):

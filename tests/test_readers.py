@@ -70,7 +70,8 @@ def test_torch_cell_state_dict_reads_as_one_layer_that_reproduces_the_cell(tmp_p
     rnn_cell = {"lstm": torch.nn.LSTMCell, "gru": torch.nn.GRUCell}[cell](3, 5).double()
     path = tmp_path / "cell.pt"
     torch.save({"encoder." + k: v for k, v in rnn_cell.state_dict().items()}, path)
-    native, notes = read_native(path, "torch", Case(name="r", cell=cell, input_size=3, hidden_size=5))
+    case = Case(name="r", cell=cell, input_size=3, hidden_size=5)
+    native, notes = read_native(path, "torch", case)
     assert set(native) == {"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"}
     assert any("LSTMCell" in n for n in notes)
     # the tensors, loaded into a one-layer nn.LSTM/GRU, give the cell's outputs step by step

@@ -19,7 +19,7 @@ import pandas as pd
 
 from harness import compare
 from harness.report.layouts_md import mapping_markdown
-from harness.report.plots import PlotWorkers, draw_pairs
+from harness.report.plots import draw_pair
 from harness.report.summary import _case_line as case_line
 from harness.report.summary import headers, pair_row, split_rows
 from harness.runner import PairResult, RunResult
@@ -144,18 +144,43 @@ def _figure(src: str, alt: str, caption: str) -> str:
             f"<figcaption>{caption}</figcaption></figure>")
 
 
-def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple | None:
-    """The arguments of :func:`harness.report.plots.draw_pair` for the pair (None: no rows)."""
-    if not p.has_rows:
-        return None
+PLOTS = ("failed", "all", "none")  # which pairs' plots a report draws (--plots)
+
+
+def plotted(p: PairResult, plots: str) -> bool:
+    """Whether the report draws the pair's plots: with ``plots`` "failed" (the default) those
+    of a pair that did not pass (DIVERGED, or an error with rows), "all": every pair with rows,
+    "none": none."""
+    if plots not in PLOTS:
+        raise ValueError(f"plots: expected one of {', '.join(PLOTS)}, got {plots!r}")
+    if plots == "none" or not p.has_rows:
+        return False
+    return plots == "all" or p.status in (compare.DIVERGED, compare.ERROR)
+
+
+def _plots_line(plots: str, drawn: int) -> str:
+    """The sentence of index.html saying which pairs' plots it shows."""
+    every = "(run with <code>--plots all</code> for every pair)"
+    if plots == "all":
+        return f"Plots: every pair with divergence rows ({drawn})."
+    if plots == "none":
+        return "Plots: none were drawn (<code>--plots none</code>)."
+    if drawn:
+        return f"Plots: the {drawn} pair{'s' if drawn > 1 else ''} that did not pass {every}."
+    return f"Plots: none, no pair that did not pass has divergence rows {every}."
+
+
+def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple:
+    """The arguments of :func:`harness.report.plots.draw_pair` for the pair."""
     return (p.rows, plots, f"{n:03d}-{_slug(p.case)}--{_slug(p.adapter)}",
             f"{p.case} :: {p.adapter} ({case.dtype})")
 
 
 def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
-    """The pair's <figure>s for the plots ``drawn`` (empty when the pair has no rows)."""
+    """The pair's <figure>s for the plots ``drawn`` (none when its plots were not drawn), then
+    its gradient table."""
     if job is None:
-        return ""
+        return _gradient_table(p)
     _, _, stem, title = job
     who = escape(p.adapter)
     figs = []
@@ -249,16 +274,14 @@ def _layouts(result: RunResult) -> str:
     return "\n".join(parts) or "<p>No layout ran.</p>"
 
 
-def html_report(result: RunResult, out: Path, workers: int = 1,
-                started: PlotWorkers | None = None) -> str:
-    """The text of index.html; writes the plots into ``out/plots/`` (old PNGs there are removed,
-    so a reused folder shows only this run), in ``workers`` processes for a large report
-    (:func:`harness.report.plots.draw_pairs`; ``started``: those processes, started ahead).
-    Reads ``out/run.json`` for the environment."""
+def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
+    """The text of index.html; writes the plots of the pairs ``plots`` selects
+    (:func:`plotted`) into ``out/plots/`` (old PNGs there are removed, so a reused folder shows
+    only this run). Reads ``out/run.json`` for the environment."""
     out = Path(out)
-    plots = out / "plots"
-    if plots.is_dir():
-        for old in plots.glob("*.png"):
+    folder = out / "plots"
+    if folder.is_dir():
+        for old in folder.glob("*.png"):
             old.unlink()
     run_path = out / "run.json"
     run = json.loads(run_path.read_text()) if run_path.is_file() else {}
@@ -293,15 +316,16 @@ def html_report(result: RunResult, out: Path, workers: int = 1,
     by_case: dict[str, list[PairResult]] = {}
     for p in result.pairs:
         by_case.setdefault(p.case, []).append(p)
-    jobs: dict[int, tuple | None] = {}  # every pair's plots, drawn before the page is written
+    jobs: dict[int, tuple] = {}  # the plots drawn, by pair: the pairs numbered in page order
     n = 0
     for case in result.cases:
         for p in by_case.get(case.name, []):
             n += 1
-            jobs[id(p)] = _plot_job(p, case, plots, n)
-    drawn = dict(zip([k for k, job in jobs.items() if job],
-                     draw_pairs([job for job in jobs.values() if job], workers, started),
-                     strict=True))
+            if plotted(p, plots):
+                jobs[id(p)] = _plot_job(p, case, folder, n)
+    drawn = {k: draw_pair(*job) for k, job in jobs.items()}
+    body.insert(body.index('<h2 id="cases">Cases</h2>') + 1,
+                f'<p id="plots">{_plots_line(plots, len(jobs))}</p>')
     for case in result.cases:
         pairs = by_case.get(case.name, [])
         body.append(f'<section id="{_slug("case-" + case.name)}"><h3>{escape(case.name)}</h3>')
@@ -312,7 +336,7 @@ def html_report(result: RunResult, out: Path, workers: int = 1,
                    + (["num"] if case.gradients else []) + ["num", "reason"] for p in pairs]
         body.append(_table(headers(case.gradients), rows, classes))
         for p in pairs:
-            body.append(_plots(p, jobs[id(p)], drawn.get(id(p), ())))
+            body.append(_plots(p, jobs.get(id(p)), drawn.get(id(p), ())))
         body.append("</section>")
     body += ['<h2 id="layouts">Layout mapping tables</h2>',
              "<p>Which slice of which native tensor holds which canonical block, at each case's "
