@@ -25,6 +25,7 @@ that shows a verdict takes it from here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +94,7 @@ def verdict(tol_ratio: np.ndarray | pd.Series | float) -> str:
 
 def tol_ratios(a: np.ndarray, r: np.ndarray, tol: Tolerance) -> np.ndarray:
     """|a − r| / (atol + rtol·|r|) per element, 0 where a equals r (also where atol = 0 and
-    r = 0); NaN where a is NaN."""
+    r = 0); NaN where a is NaN, inf where a is infinite."""
     e = np.abs(np.subtract(a, r, dtype=np.float64))
     return _quotient(e, np.abs(r) * tol.rtol + tol.atol)
 
@@ -110,27 +111,32 @@ def _quotient(e: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 # The rows --------------------------------------------------------------------------------------
 
-def _metrics(a: np.ndarray, r: np.ndarray, f: np.ndarray | None, axes: tuple[int, ...],
-             dtype: str, tol: Tolerance) -> dict[str, np.ndarray]:
-    """:data:`METRICS` of ``a`` against ``r`` reduced over ``axes`` (same shapes); the noise
-    floor from ``f`` (NaN without one)."""
+def _metrics(a: np.ndarray, r: np.ndarray, f: np.ndarray | None, dtype: str, tol: Tolerance,
+             top: Callable[[np.ndarray], np.ndarray],
+             mean: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+    """:data:`METRICS` of ``a`` against ``r`` (same shapes) per row: ``top`` reduces an
+    array of the elements' values to each row's maximum, ``mean`` to each row's mean; the
+    noise floor from ``f`` (NaN without one)."""
     e = np.abs(np.subtract(a, r, dtype=np.float64))
     ar = np.abs(r)
-    rest = tuple(n for k, n in enumerate(e.shape) if k not in axes)
-    if e.size == 0:
-        return {m: np.zeros(rest) for m in METRICS}
-
-    def top(q: np.ndarray) -> np.ndarray:
-        return q.max(axis=axes)
-
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = {"max_abs": top(e), "mean_abs": e.mean(axis=axes),
-               "max_rel": top(e / np.maximum(ar, FORMATS[dtype].eps)),
-               "max_ulp": top(e / ulp(r, dtype)),
-               "tol_ratio": top(_quotient(e, ar * tol.rtol + tol.atol))}
-        out["noise_floor"] = (np.full(rest, np.nan) if f is None
-                              else top(np.abs(np.subtract(f, r, dtype=np.float64))))
-    return out
+        max_abs = top(e)
+        return {"max_abs": max_abs, "mean_abs": mean(e),
+                "max_rel": top(e / np.maximum(ar, FORMATS[dtype].eps)),
+                "max_ulp": top(e / ulp(r, dtype)),
+                "tol_ratio": top(_quotient(e, ar * tol.rtol + tol.atol)),
+                "noise_floor": (np.full(max_abs.shape, np.nan) if f is None
+                                else top(np.abs(np.subtract(f, r, dtype=np.float64))))}
+
+
+def _over(axes: tuple[int, ...], a: np.ndarray, r: np.ndarray, f: np.ndarray | None,
+          dtype: str, tol: Tolerance) -> dict[str, np.ndarray]:
+    """:func:`_metrics` reducing over ``axes`` (the other axes are the rows)."""
+    if a.size == 0:
+        rest = tuple(n for k, n in enumerate(a.shape) if k not in axes)
+        return {m: np.zeros(rest) for m in METRICS}
+    return _metrics(a, r, f, dtype, tol, lambda q: q.max(axis=axes),
+                    lambda q: q.mean(axis=axes))
 
 
 @dataclass
@@ -166,8 +172,8 @@ def _parts(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None,
         ys = [(L - 1, out.y, ref.y, fl.get("y"))]
     for layer, a, r, f in ys:
         shape = (B, T, D, F)
-        m = _metrics(a.reshape(shape), r.reshape(shape),
-                     None if f is None else f.reshape(shape), (0, 3), dtype, tol)  # [T, D]
+        m = _over((0, 3), a.reshape(shape), r.reshape(shape),
+                  None if f is None else f.reshape(shape), dtype, tol)  # [T, D]
         parts.append(_Part(["y"] * (D * T), np.full(D * T, layer), np.repeat(dirs, T),
                            np.tile(np.arange(T), D), flat(m, (1, 0))))
 
@@ -177,8 +183,8 @@ def _parts(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None,
                 continue
             shape = (L, D, B, a[name].shape[-1])
             fn = f.get(name)
-            m = _metrics(a[name].reshape(shape), r[name].reshape(shape),
-                         None if fn is None else fn.reshape(shape), (2, 3), dtype, tol)
+            m = _over((2, 3), a[name].reshape(shape), r[name].reshape(shape),
+                      None if fn is None else fn.reshape(shape), dtype, tol)
             parts.append(_Part([name] * (L * D), np.repeat(np.arange(L), D), np.tile(dirs, L),
                                np.full(L * D, -1), flat(m)))
 
@@ -188,23 +194,26 @@ def _parts(case: Case, out: Outputs, ref: Outputs, floor: Outputs | None,
     g, rg = out.grads, ref.grads
     gf = floor.grads if floor is not None else None
     gfn = gf.named() if gf is not None else {}
-    m = _metrics(g.dx, rg.dx, gfn.get("dx"), (0, 2), dtype, tol)  # [T]
+    m = _over((0, 2), g.dx, rg.dx, gfn.get("dx"), dtype, tol)  # [T]
     parts.append(_Part(["dx"] * T, np.zeros(T, dtype=np.int64), np.full(T, -1), np.arange(T),
                        flat(m)))
     states(g.named(), rg.named(), gfn, ("dh0", "dc0"))
+    # the parameter blocks end to end, a row per block
     blocks = [(layer, d, name) for layer, d in layer_dirs(case)
               for name in block_shapes(case, layer)]
-    per_block = []
-    for blk in blocks:
-        k = key(*blk)
-        per_block.append(_metrics(g.params[k], rg.params[k],
-                                  gf.params[k] if gf is not None else None,
-                                  tuple(range(rg.params[k].ndim)), dtype, tol))
-    layer, d, name = (np.array(v) for v in zip(*blocks, strict=True))
-    parts.append(_Part([f"d{n}" for n in name], layer.astype(np.int64), d.astype(np.int64),
-                       np.full(len(blocks), -1),
-                       {k: np.array([m[k] for m in per_block], dtype=np.float64)
-                        for k in METRICS}))
+    keys = [key(*blk) for blk in blocks]
+    sizes = np.array([rg.params[k].size for k in keys])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    def flat_params(grads) -> np.ndarray:
+        return np.concatenate([grads.params[k].ravel() for k in keys])
+
+    m = _metrics(flat_params(g), flat_params(rg), None if gf is None else flat_params(gf),
+                 dtype, tol, lambda q: np.maximum.reduceat(q, starts),
+                 lambda q: np.add.reduceat(q, starts) / sizes)
+    layer, d, name = zip(*blocks, strict=True)
+    parts.append(_Part([f"d{n}" for n in name], np.array(layer, dtype=np.int64),
+                       np.array(d, dtype=np.int64), np.full(len(blocks), -1), m))
     return parts
 
 
@@ -226,7 +235,7 @@ class Divergence:
     @property
     def passed(self) -> bool:
         """Every row :func:`within` tolerance."""
-        return verdict(self.rows["tol_ratio"]) == PASS
+        return bool(within(self.rows["tol_ratio"]).all())
 
     @property
     def verdict(self) -> str:
@@ -255,7 +264,7 @@ def divergence(case: Case, adapter: str, out: Outputs, ref: Outputs, tol: Tolera
     data["floor_ratio"] = _floor_ratio(m["max_abs"], m["noise_floor"])
     data["atol"], data["rtol"] = np.full(n, float(tol.atol)), np.full(n, float(tol.rtol))
     data["verdict"] = np.where(within(m["tol_ratio"]), PASS, DIVERGED).astype(object)
-    return Divergence(pd.DataFrame(data, columns=COLUMNS))
+    return Divergence(pd.DataFrame({k: data[k] for k in COLUMNS}, copy=False))
 
 
 # Reading rows ----------------------------------------------------------------------------------
