@@ -107,7 +107,7 @@ def _worst_text(rows: pd.DataFrame, case: str, adapter: str) -> str:
     if sel.empty:
         return ""
     f = compare.first_divergence(sel)
-    r = f if f is not None else sel.loc[sel["tol_ratio"].idxmax()]
+    r = f if f is not None else compare.worst(sel)
     return (f"{compare.where(r)}: {r['max_abs']:.2e} "
             f"({r['tol_ratio']:.3g}x tol)")
 
@@ -168,8 +168,8 @@ def diff_reports(old: Report, new: Report, factor: float = 10.0, ignore_below: f
     still = {k for k in set(so) & set(sn) if so[k]["status"] == sn[k]["status"] == compare.DIVERGED}
     pairs = zip(both["case"], both["adapter"], strict=True)
     in_still = pd.Series([pair in still for pair in pairs], index=both.index, dtype=bool)
-    d.new_rows = both[in_still & (both["verdict_new"] == compare.DIVERGED)
-                      & (both["verdict_old"] != compare.DIVERGED)]
+    d.new_rows = both[in_still & compare.diverged(both["verdict_new"])
+                      & ~compare.diverged(both["verdict_old"])]
     with np.errstate(divide="ignore", invalid="ignore"):
         growth = np.where(both["max_abs_old"] > 0, both["max_abs_new"] / both["max_abs_old"],
                           np.where(both["max_abs_new"] > 0, np.inf, 1.0))

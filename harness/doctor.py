@@ -28,7 +28,7 @@ import numpy as np
 from tabulate import tabulate
 
 from harness import reference
-from harness.compare import Tolerance, tolerance_for
+from harness.compare import Tolerance, tol_ratios, tolerance_for, within
 from harness.data import Inputs, output_shapes
 from harness.errors import HarnessError, WeightsError
 from harness.layouts.base import Layout
@@ -175,24 +175,23 @@ class Doctor:
         K, F = case.num_directions, case.out_size
         ye = self.expected["y"]
         err = np.abs(named["y"] - ye)
-        ratio = err / (tol.atol + tol.rtol * np.abs(ye))
+        ratio = tol_ratios(named["y"], ye, tol)
         y_abs = err.reshape(B, T, K, F).max(axis=(0, 3)).T
         y_ratio = ratio.reshape(B, T, K, F).max(axis=(0, 3)).T
         states, ratios = {}, [y_ratio.ravel()]
         for name in ("h_n", "c_n"):
             want = self.expected.get(name)
             if want is not None and name in named and named[name].shape == want.shape:
-                e = np.abs(named[name] - self.expected[name])
-                states[name] = float(e.max())
-                ratios.append((e / (tol.atol + tol.rtol * np.abs(self.expected[name]))).ravel())
+                states[name] = float(np.abs(named[name] - want).max())
+                ratios.append(tol_ratios(named[name], want, tol).ravel())
         allr = np.concatenate(ratios)
         lead = 0
         for k, d in enumerate(case.directions):
             seq = y_ratio[k] if d == 0 else y_ratio[k][::-1]
-            bad = np.nonzero(seq > 1.0)[0]
+            bad = np.nonzero(~within(seq))[0]
             lead += int(bad[0]) if bad.size else T
         worst = float(allr.max())
-        return Score(ok=worst <= 1.0, lead=lead,
+        return Score(ok=bool(within(worst)), lead=lead,
                      mean_log=float(np.log10(np.maximum(allr, 1e-3)).mean()), worst=worst,
                      y_abs=y_abs, y_ratio=y_ratio, states=states)
 
@@ -236,8 +235,7 @@ class Doctor:
         worst = 0.0
         for (_, t_idx, fs), y in zip(self._step0, outs, strict=True):
             e = self.expected["y"][rows, t_idx, fs]
-            ratio = np.abs(y - e) / (self.tol.atol + self.tol.rtol * np.abs(e))
-            worst = max(worst, float(ratio.max()))
+            worst = max(worst, float(tol_ratios(y, e, self.tol).max()))
         return worst
 
     def acts_at_step0(self, m: Mistake) -> bool:
@@ -330,14 +328,14 @@ class Doctor:
     def _fix_step0(self, acting: list[Mistake], start: float, budget_s: float) -> list[Hypothesis]:
         """Hypotheses of input-side mistakes whose first step matches, smallest first."""
         claim = self.step0(())
-        if self.step0_ratio(claim) <= 1.0:
+        if within(self.step0_ratio(claim)):
             return [()]
         scored: list[tuple[float, Hypothesis]] = []
         fixers: list[Hypothesis] = []
         for m in acting:
             r = self.step0_ratio(self.step0((m,)))
             scored.append((r, (m,)))
-            if r <= 1.0:
+            if within(r):
                 fixers.append((m,))
         if fixers:
             return fixers
@@ -349,14 +347,14 @@ class Doctor:
                 continue
             r = self.step0_ratio(self.step0((a, b)))
             pairs.append((r, (a, b)))
-            if r <= 1.0:
+            if within(r):
                 fixers.append((a, b))
         if fixers:
             return fixers
         frontier = [h for _, h in sorted(pairs, key=lambda rh: rh[0])[:BEAM_WIDTH]]
         for h in frontier:
             for m in acting:
-                if _compatible(h, m) and self.step0_ratio(self.step0(h + (m,))) <= 1.0:
+                if _compatible(h, m) and within(self.step0_ratio(self.step0(h + (m,)))):
                     fixers.append(h + (m,))
         return fixers
 
@@ -399,7 +397,7 @@ def explain(case: Case, inputs: Inputs, s: Score, expected: dict[str, np.ndarray
     T = case.seq_len
     valid = np.arange(T)[None, :] < lengths[:, None]
     lines = []
-    bad = s.y_ratio > 1.0  # [K, T]
+    bad = ~within(s.y_ratio)  # [K, T]
     dirs = [("forward" if d == 0 else "backward") for d in case.directions]
     if not bad.any():
         which = ", ".join(k for k in s.states)
@@ -474,7 +472,7 @@ def signature_table(s: Score, case: Case, limit: int = 12) -> str:
     rows = []
     for k, d in enumerate(case.directions):
         rows.append([f"y {'forward' if d == 0 else 'backward'}"]
-                    + [f"{s.y_abs[k, t]:.1e}" + ("*" if s.y_ratio[k, t] > 1 else "")
+                    + [f"{s.y_abs[k, t]:.1e}" + ("*" if not within(s.y_ratio[k, t]) else "")
                        for t in steps])
     headers = ["t"] + [str(t) for t in steps]
     text = tabulate(rows, headers=headers, tablefmt="github")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from harness import compare, data, params, reference
+from harness import data, params, reference
 from harness.cases import field_line
 from harness.data import Inputs, Outputs, state_shapes
 from harness.dtypes import native_numpy, round_to
@@ -34,7 +35,8 @@ class Prepared:
     reference: Outputs
     noise_floor: Outputs
     seconds: float = 0.0  # all of prepare
-    reference_seconds: float = 0.0  # of which the reference and the noise floor computing
+    reference_seconds: float = 0.0  # of which computing the reference (and its gradients)
+    noise_floor_seconds: float = 0.0  # and the noise floor (a float64 case's: the reference's)
 
 
 # Resource guard ------------------------------------------------------------------------------
@@ -207,11 +209,9 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
 
 def prepare(case: Case, limit: int | None = None) -> Prepared:
     """Canonical parameters (and their cast to the case dtype), inputs, the reference and the
-    noise floor of one case, and the reference's side of the divergence rows
-    (:func:`harness.compare.prime`): what every adapter of the case shares. ``limit``: the
-    memory limit in bytes (default: :func:`max_memory`)."""
-    import time
-
+    noise floor of one case: what every adapter of the case shares. The float64 reference is
+    computed once; in a float64 case it is also the noise floor. ``limit``: the memory limit
+    in bytes (default: :func:`max_memory`)."""
     start = time.perf_counter()
     check_memory(case, limit)
     canonical = with_file_context(case, "weights", lambda: load_weights(case, limit))
@@ -221,13 +221,16 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
     canonical.cast(native_numpy(case.dtype))
     computing = time.perf_counter()
     ref = reference.run(case, canonical, inputs)
-    floor = (reference.run(case, canonical, inputs, dtype=case.dtype)
-             if case.dtype != "float64" else ref)
     if case.gradients:
         ref.grads = reference.gradients(case, canonical, inputs)
-        if floor is not ref:
+    reference_seconds = time.perf_counter() - computing
+    if case.dtype == "float64":
+        floor, floor_seconds = ref, reference_seconds
+    else:
+        computing = time.perf_counter()
+        floor = reference.run(case, canonical, inputs, dtype=case.dtype)
+        if case.gradients:
             floor.grads = reference.gradients(case, canonical, inputs, dtype=case.dtype)
-    computed = time.perf_counter()
-    compare.prime(case, ref, floor)
+        floor_seconds = time.perf_counter() - computing
     return Prepared(case, canonical, inputs, ref, floor, time.perf_counter() - start,
-                    computed - computing)
+                    reference_seconds, floor_seconds)

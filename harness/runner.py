@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness import compare, isolation
 from harness.adapters import Adapter
-from harness.adapters.base import AdapterFault
+from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
 from harness.errors import HarnessError, NotApplicable, Unavailable
 from harness.prepare import Prepared, prepare
@@ -32,45 +32,22 @@ class PairResult:
     status: str  # pass | DIVERGED | not applicable | unavailable | error | baseline
     reason: str = ""
     seconds: float = 0.0
-    block: compare.Rows | None = None  # the divergence rows as run_pair computed them
+    rows: pd.DataFrame | None = None  # the divergence rows (harness.compare.COLUMNS)
     outputs: Outputs | None = None
     detail: str = ""  # traceback of an error, for errors.log
-    _frame: pd.DataFrame | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def rows(self) -> pd.DataFrame | None:
-        """The divergence rows as a DataFrame (:data:`harness.compare.COLUMNS`), made from
-        ``block`` when first asked for (a run builds none while it runs), or as set (merge)."""
-        if self._frame is None and self.block is not None:
-            self._frame = self.block.frame()
-        return self._frame
-
-    @rows.setter
-    def rows(self, frame: pd.DataFrame | None) -> None:
-        self._frame, self.block = frame, None
 
     @property
     def has_rows(self) -> bool:
-        """Whether the pair has divergence rows (without making the frame)."""
-        if self.block is not None:
-            return len(self.block) > 0
-        return self._frame is not None and not self._frame.empty
+        return self.rows is not None and not self.rows.empty
 
     @property
-    def worst(self) -> pd.Series | dict | None:
-        """The row furthest beyond its tolerance (from the block while no frame is made:
-        progress lines need no DataFrame)."""
-        if self._frame is None and self.block is not None:
-            return self.block.worst()
-        if self.rows is None or self.rows.empty:
-            return None
-        return self.rows.loc[self.rows["tol_ratio"].idxmax()]
+    def worst(self) -> pd.Series | None:
+        """The row furthest beyond (or closest to) its tolerance."""
+        return compare.worst(self.rows)
 
     @property
-    def first_diverging(self) -> pd.Series | dict | None:
-        if self._frame is None and self.block is not None:
-            return self.block.first_diverging()
-        return compare.first_divergence(self.rows) if self.rows is not None else None
+    def first_diverging(self) -> pd.Series | None:
+        return compare.first_divergence(self.rows)
 
 
 @dataclass
@@ -87,21 +64,11 @@ class RunResult:
 
     @property
     def divergence(self) -> pd.DataFrame:
-        """Every pair's rows in one DataFrame, built once from the pairs' blocks; a pair whose
-        frame was not made yet gets its slice of it (the reports then read each pair's rows
-        without building a frame per pair)."""
-        if any(p.block is None and p._frame is not None for p in self.pairs):  # merged reports
-            frames = [p.rows for p in self.pairs if p.rows is not None]
-            return pd.concat(frames, ignore_index=True)
-        with_rows = [p for p in self.pairs if p.block is not None]
-        whole = compare.frame_of([p.block for p in with_rows])
-        lo = 0
-        for p in with_rows:
-            hi = lo + len(p.block)
-            if p._frame is None:
-                p._frame = whole.iloc[lo:hi].reset_index(drop=True)
-            lo = hi
-        return whole
+        """Every pair's rows in one DataFrame (:data:`harness.compare.COLUMNS`)."""
+        frames = [p.rows for p in self.pairs if p.has_rows]
+        if not frames:
+            return pd.DataFrame(columns=compare.COLUMNS)
+        return pd.concat(frames, ignore_index=True)
 
     @property
     def failed(self) -> bool:
@@ -129,44 +96,55 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     if reason:
         r.status, r.reason = compare.NOT_APPLICABLE, reason
         return r
-    try:
-        reason = executor.unavailable_reason(adapter)
-    except isolation.PairFailure as exc:
-        r.reason, r.detail = str(exc), exc.detail
-        return r
-    if reason:
-        r.status, r.reason = compare.UNAVAILABLE, reason
-        return r
-    try:  # NaN/Inf: seen below in the divergence's sums (the baseline has none)
-        out, r.seconds = executor.call(adapter, case, prep.canonical, prep.inputs,
-                                       check_finite=adapter.baseline)
-    except isolation.PairFailure as exc:  # timed out, worker died, or raised in a worker
-        r.reason, r.detail = str(exc), exc.detail
-        return r
-    except NotApplicable as exc:
-        r.status, r.reason = compare.NOT_APPLICABLE, str(exc)
-        return r
-    except Unavailable as exc:
-        r.status, r.reason = compare.UNAVAILABLE, str(exc)
-        return r
-    except Exception as exc:  # an adapter crash is a result, not the end of the run
-        r.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        r.detail = traceback.format_exc()
-        return r
+    prepared = _prepared(prep, adapter)
+    if prepared is not None:
+        out, r.seconds = prepared
+    else:
+        try:
+            reason = executor.unavailable_reason(adapter)
+        except isolation.PairFailure as exc:
+            r.reason, r.detail = str(exc), exc.detail
+            return r
+        if reason:
+            r.status, r.reason = compare.UNAVAILABLE, reason
+            return r
+        try:  # NaN/Inf: checked below, here in this process
+            out, r.seconds = executor.call(adapter, case, prep.canonical, prep.inputs,
+                                           check_finite=False)
+            adapter.check_finite(case, out)
+        except isolation.PairFailure as exc:  # timed out, worker died, or raised in a worker
+            r.reason, r.detail = str(exc), exc.detail
+            return r
+        except NotApplicable as exc:
+            r.status, r.reason = compare.NOT_APPLICABLE, str(exc)
+            return r
+        except Unavailable as exc:
+            r.status, r.reason = compare.UNAVAILABLE, str(exc)
+            return r
+        except Exception as exc:  # an adapter crash is a result, not the end of the run
+            r.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            r.detail = traceback.format_exc()
+            return r
     if adapter.baseline:
         r.outputs = out
         r.status, r.reason = compare.BASELINE, "the float64 reference all others are compared with"
         return r
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
-    block = compare.rows_of(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
-    try:  # what the divergence did not read, or all of it where a sum is not finite
-        adapter.check_finite(case, out, block.reads if block.finite else frozenset())
-    except AdapterFault as exc:
-        r.reason, r.detail = f"{type(exc).__name__}: {exc}", traceback.format_exc()
-        return r
-    r.outputs, r.block, r.status = out, block, block.verdict
+    d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
+    r.outputs, r.rows, r.status = out, d.rows, d.verdict
     r.reason = adapter.gradient_note(case) or ""
     return r
+
+
+def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:
+    """The outputs of the reference adapters, which :func:`harness.prepare.prepare` computed
+    already (a float64 case's noise floor is its reference), and the seconds that took; None
+    for any other adapter, which runs."""
+    if type(adapter) is Reference:
+        return prep.reference, prep.reference_seconds
+    if type(adapter) is NoiseFloor:
+        return prep.noise_floor, prep.noise_floor_seconds
+    return None
 
 
 Progress = Callable[[str], None]

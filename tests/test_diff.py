@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from harness import adapters as registry
-from harness import runner
+from harness import compare, runner
 from harness.cases import discover
 from harness.cli import main
 from harness.diff import diff_reports, load_report
@@ -89,6 +89,16 @@ def test_the_planted_divergence_is_real(reports):
     assert status[("tiny-lstm", "torch-cpu")] == status[("tiny-gru", "torch-cpu")] == "DIVERGED"
     old = json.loads((reports["old"] / "run.json").read_text())["pairs"]
     assert {p["status"] for p in old if p["adapter"] == "torch-cpu"} == {"pass"}
+
+
+def test_the_rows_diff_reads_carry_compares_verdict(reports):
+    """The verdicts a diff reads are the rule of :func:`harness.compare.within` over each row's
+    ratio (none of these ratios is near enough to 1 for the csv's 6 digits to matter)."""
+    rows = load_report(reports["new"]).rows
+    assert ((rows["tol_ratio"] - 1).abs() > 1e-3).all()
+    beyond = compare.diverged(rows["verdict"])
+    assert beyond.any() and (~beyond).any()
+    assert beyond.tolist() == (~compare.within(rows["tol_ratio"])).tolist()
 
 
 def test_new_divergence_is_a_regression(reports, capsys, tmp_path):

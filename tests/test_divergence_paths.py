@@ -1,18 +1,14 @@
-"""The divergence's fast paths (the one-pass compiled kernel, kept reference side, ULP by bit
-masking and by exponent table) against direct per-row NumPy on the same arrays, and against
-np.spacing."""
+"""The divergence rows of a real case against direct per-slice NumPy on the same arrays (every
+output, adapter outputs in either memory order), ULPs against np.spacing, the noise floor's
+ratio, and the float64 reference computed once per case."""
 
 from __future__ import annotations
 
-import dataclasses
-import gc
-
 import ml_dtypes
 import numpy as np
-import pandas as pd
 import pytest
 
-from harness import compare
+from harness import compare, reference
 from harness.compare import Tolerance, divergence
 from harness.data import Gradients, Outputs
 from harness.dtypes import FORMATS, ulp
@@ -78,7 +74,7 @@ def test_rows_equal_direct_computation_per_slice(order):
     ref, floor = prep.reference, prep.noise_floor
     out = noisy(ref, 1e-6, order)
     tol = Tolerance(1e-6, 1e-6)
-    rows = divergence(case, "x", out, ref, tol, floor)
+    rows = divergence(case, "x", out, ref, tol, floor).rows
     metrics = ["max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floor"]
     F = case.out_size
     checked = 0
@@ -92,7 +88,7 @@ def test_rows_equal_direct_computation_per_slice(order):
                                    floor.y_layers[layer][sl], tol, case.dtype)
                 got = row[metrics].to_numpy()[0]
                 np.testing.assert_allclose(got, want, rtol=1e-12)
-                exact = [0, 1, 3, 4, 5]  # maxima: the same bits as NumPy's quotients
+                exact = [0, 1, 3, 4, 5]  # maxima: the same bits as the quotients here
                 np.testing.assert_array_equal(got[exact], np.asarray(want)[exact])
                 checked += 1
             s = layer * 2 + d
@@ -114,44 +110,6 @@ def test_rows_equal_direct_computation_per_slice(order):
     assert (rows.groupby("output")["max_abs"].max() > 0).all()
 
 
-def test_kept_reference_side_gives_the_same_rows_and_is_dropped_with_the_reference():
-    case = Case(name="big", **BIG)
-    prep = prepare(case)
-    out = noisy(prep.reference, 1e-6)
-    first = divergence(case, "x", out, prep.reference, Tolerance(1e-6, 1e-6), prep.noise_floor)
-    again = divergence(case, "x", out, prep.reference, Tolerance(1e-6, 1e-6), prep.noise_floor)
-    other_tol = divergence(case, "x", out, prep.reference, Tolerance(1e-7, 0.0), prep.noise_floor)
-    assert first.equals(again)
-    assert not first["tol_ratio"].equals(other_tol["tol_ratio"])
-    assert first["max_ulp"].equals(other_tol["max_ulp"])
-    assert id(prep.reference) in compare._BASELINES
-    ref_id = id(prep.reference)
-    del prep, out
-    gc.collect()
-    assert ref_id not in compare._BASELINES
-
-
-def test_prepare_makes_the_shared_side_and_pairs_of_either_form_reuse_it():
-    """prepare primes the reference's side and the plans of both output forms (every layer's
-    y, or the last one's); a pair then makes nothing new, and its rows are those of a
-    reference that was never primed (the same arrays in new Outputs: another baseline)."""
-    case = Case(name="big", **BIG)
-    prep = prepare(case)
-    b = compare._BASELINES[id(prep.reference)]
-    assert len(b.plans) == 2
-    kept, plans = dict(b.groups), dict(b.plans)
-    out = noisy(prep.reference, 1e-6)
-    tol = Tolerance(1e-6, 1e-6)
-    for form in (out, dataclasses.replace(out, y_layers=None)):
-        primed = divergence(case, "x", form, prep.reference, tol, prep.noise_floor)
-        unprimed = divergence(case, "x", form, dataclasses.replace(prep.reference),
-                              tol, dataclasses.replace(prep.noise_floor))
-        assert len(primed) == len(unprimed) > 0
-        pd.testing.assert_frame_equal(primed, unprimed)
-    assert b.plans == plans and b.groups.keys() == kept.keys()
-    assert all(b.groups[k] is v for k, v in kept.items())
-
-
 def test_floor_ratio_is_max_abs_over_the_noise_floor():
     """floor_ratio = max_abs / noise_floor; where the floor is 0, inf if max_abs > 0 (1 if
     both are 0); NaN for an output without a floor (h_n here)."""
@@ -165,7 +123,7 @@ def test_floor_ratio_is_max_abs_over_the_noise_floor():
     fy[:, 0] += 4e-6  # floor 4e-6 at t = 0
     fy[:, 1] += 1e-7  # floor 1e-7 at t = 1, where max_abs is 0
     floor = Outputs(y=fy, h_n=None, c_n=ref.c_n + 2e-6)
-    rows = divergence(case, "x", out, ref, Tolerance(1e-5, 0.0), floor)
+    rows = divergence(case, "x", out, ref, Tolerance(1e-5, 0.0), floor).rows
     got = rows.set_index(["output", "t"])["floor_ratio"]
     want_y = [1e-6 / 4e-6, 0.0]
     np.testing.assert_allclose([got["y", 0], got["y", 1]], want_y, rtol=1e-6, atol=1e-12)
@@ -174,8 +132,56 @@ def test_floor_ratio_is_max_abs_over_the_noise_floor():
     assert (rows.loc[rows["output"] == "c_n", "floor_ratio"] == 0.0).all()
     # a floor of 0: inf where the adapter is off, 1 where it is exact too
     zero = Outputs(y=ref.y.copy(), h_n=ref.h_n.copy(), c_n=ref.c_n.copy())
-    rows = divergence(case, "x", out, ref, Tolerance(1e-5, 0.0), zero)
+    rows = divergence(case, "x", out, ref, Tolerance(1e-5, 0.0), zero).rows
     y_rows = rows[rows["output"] == "y"].set_index("t")["floor_ratio"]
     assert np.isinf(y_rows[0]) and y_rows[1] == 1.0 and y_rows[2] == 1.0
     assert np.isinf(rows.loc[rows["output"] == "h_n", "floor_ratio"]).all()
     assert (rows.loc[rows["output"] == "c_n", "floor_ratio"] == 1.0).all()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_reference_is_computed_once_per_case(monkeypatch, dtype):
+    """prepare computes the float64 reference and, in another dtype, the noise floor (in
+    float64 the noise floor is the reference); the reference and noise-floor pairs take
+    those outputs, the very values their adapters would compute, instead of computing them
+    again."""
+    from harness.adapters.reference import NoiseFloor, Reference
+    from harness.runner import run_pair
+
+    calls = []
+    run, gradients = reference.run, reference.gradients
+
+    def counted(fn, name):
+        def call(*args, **kwargs):
+            calls.append((name, kwargs.get("dtype", "float64")))
+            return fn(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(reference, "run", counted(run, "run"))
+    monkeypatch.setattr(reference, "gradients", counted(gradients, "gradients"))
+    case = Case(name="once", cell="lstm", input_size=3, hidden_size=4, batch=2, seq_len=3,
+                bidirectional=True, gradients=True, dtype=dtype)
+    prep = prepare(case)
+    want = [("run", "float64"), ("gradients", "float64")]
+    if dtype != "float64":
+        want += [("run", dtype), ("gradients", dtype)]
+    assert calls == want
+    assert (prep.noise_floor is prep.reference) == (dtype == "float64")
+
+    base = run_pair(prep, Reference())
+    floor = run_pair(prep, NoiseFloor())
+    assert calls == want  # nothing computed again
+    assert base.status == compare.BASELINE and base.outputs is prep.reference
+    assert floor.status == compare.PASS and floor.outputs is prep.noise_floor
+    rows = floor.rows
+    if dtype == "float64":
+        assert (rows["max_abs"] == 0).all() and (rows["floor_ratio"] == 1).all()
+    else:
+        assert (rows["max_abs"] == rows["noise_floor"]).all() and (rows["max_abs"] > 0).any()
+
+    monkeypatch.setattr(reference, "run", run)
+    monkeypatch.setattr(reference, "gradients", gradients)
+    for adapter, prepared in ((Reference(), prep.reference), (NoiseFloor(), prep.noise_floor)):
+        out, _ = adapter.run(case, prep.canonical, prep.inputs)
+        for name, value in out.saved().items():
+            np.testing.assert_array_equal(value, prepared.saved()[name], err_msg=name)

@@ -57,19 +57,14 @@ def test_views_it_cannot_write_are_left_to_numpy():
     assert not transpose_into(np.zeros((3, 5), dtype=np.float16)[:, :4], src)
 
 
-@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 @pytest.mark.parametrize("layout", ["keras", "tf-block", "tf-legacy", "onnx", "torch"])
-def test_large_layouts_are_numpys_copies(layout, dtype, threads, monkeypatch):
-    """Blocks of 160 x 192 and up go through the compiled copy, shared out among ``threads``
-    (the threshold lowered to this case): every native tensor is the same as with NumPy's
-    copies only, and in the case dtype the same as float64 natives cast (the adapters'
-    ``native_in_case_dtype``)."""
-    from harness import threads as pool
+def test_large_layouts_are_numpys_copies(layout, dtype, monkeypatch):
+    """Blocks of 160 x 192 and up go through the compiled copy: every native tensor is the
+    same as with NumPy's copies only, and in the case dtype the same as float64 natives cast
+    (the adapters' ``native_in_case_dtype``)."""
     from harness.layouts import base
 
-    monkeypatch.setattr(base, "THREADED_MIN_SIZE", 0)
-    monkeypatch.setattr(pool, "available", lambda: threads)
     case = Case(name="big", cell="lstm", input_size=192, hidden_size=160, num_layers=2,
                 bidirectional=True, batch=1, seq_len=2, dtype="float64")
     canonical = generate(case)

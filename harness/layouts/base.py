@@ -36,7 +36,6 @@ from harness.params import (
 from harness.spec import Case
 
 TRANSPOSE_MIN_SIZE = 1 << 14  # smaller blocks: NumPy's copy beats a call into the kernel
-THREADED_MIN_SIZE = 1 << 20  # transposed elements in all from which to_native uses threads
 Symbol = tuple[int, int, int]  # symbolic size, multiples of (I, H, P): (1, 2, 0) is "I+2H"
 SYMBOL_NAMES = ("I", "H", "P")
 
@@ -388,7 +387,7 @@ class _Runs:
                 np.concatenate(canonical.raveled(dtype, keys), out=arrays[k].reshape(-1)[lo:hi])
         if self.rest:
             cast = canonical.cast(dtype)
-            later: list[tuple[np.ndarray, np.ndarray]] = []  # large transposes, for threads
+            later: list[tuple[np.ndarray, np.ndarray]] = []  # large transposes
             for k, pl in self.rest:
                 dst = arrays[k][pl.index]
                 if len(pl.sources) == 1 and not pl.fold_forget_bias:
@@ -496,28 +495,12 @@ def _apply(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndar
 def _transpose_all(jobs: list[tuple[np.ndarray, np.ndarray]]) -> None:
     """``dst[...] = src.T`` for each (dst, src) through the compiled tiled copy
     (:mod:`harness.layouts.transpose`, 2-3x faster than NumPy's on blocks of
-    :data:`TRANSPOSE_MIN_SIZE` and up); from :data:`THREADED_MIN_SIZE` elements in all, the
-    blocks are shared out among threads (seed 000's 11 M weights: ~2x faster on 2 cores)."""
+    :data:`TRANSPOSE_MIN_SIZE` and up)."""
     from harness.layouts.transpose import transpose_into
-    from harness.threads import available, side_by_side
 
-    if not jobs:
-        return
-    total = sum(src.size for _, src in jobs)
-    n = min(len(jobs), available()) if total >= THREADED_MIN_SIZE else 1
-    shares: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
-    sizes = [0] * n
-    for job in sorted(jobs, key=lambda j: -j[1].size):  # the largest first, to the least loaded
-        k = sizes.index(min(sizes))
-        shares[k].append(job)
-        sizes[k] += job[1].size
-
-    def piece(k: int) -> None:
-        for dst, src in shares[k]:
-            if not transpose_into(dst, src):
-                dst[...] = src.T
-
-    side_by_side(piece, n)
+    for dst, src in jobs:
+        if not transpose_into(dst, src):
+            dst[...] = src.T
 
 
 def _invert(transform: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

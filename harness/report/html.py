@@ -209,7 +209,7 @@ def _gradient_table(p: PairResult) -> str:
     if grads is None or grads.empty:
         return ""
     worst = grads.loc[grads.groupby("output", sort=False)["tol_ratio"].idxmax()]
-    n_bad = int((grads["verdict"] != compare.PASS).sum())
+    n_bad = int(compare.diverged(grads["verdict"]).sum())
 
     def num(v: float, fmt: str) -> str:
         return "" if pd.isna(v) else format(v, fmt)

@@ -26,13 +26,6 @@ def split_rows(rows: pd.DataFrame | None) -> tuple[pd.DataFrame | None, pd.DataF
     return rows[forward], rows[~forward]
 
 
-def worst_row(rows: pd.DataFrame | None) -> pd.Series | None:
-    """The row furthest beyond (or closest to) its tolerance, or None."""
-    if rows is None or rows.empty:
-        return None
-    return rows.loc[rows["tol_ratio"].idxmax()]
-
-
 def floor_ratio_text(rows: pd.DataFrame | None) -> str:
     """The largest finite error/noise-floor ratio of the rows, e.g. ``2.1x`` (empty: none)."""
     if rows is None or rows.empty:
@@ -43,7 +36,7 @@ def floor_ratio_text(rows: pd.DataFrame | None) -> str:
 
 def gradient_text(rows: pd.DataFrame | None) -> str:
     """The worst gradient row, e.g. ``3.10e-07 (dW_f L0 d1, 0.031x tol, 2.1x floor)``."""
-    w = worst_row(rows)
+    w = compare.worst(rows)
     if w is None:
         return ""
     floor = floor_ratio_text(rows)
@@ -55,7 +48,7 @@ def pair_row(p, gradients: bool = False) -> list[str]:
     """A pair's row under :func:`headers`: the worst forward row (y, h_n, c_n) and, for a
     gradient case, the worst gradient row in a column of its own."""
     forward, grads = split_rows(p.rows)
-    worst, first = worst_row(forward), p.first_diverging
+    worst, first = compare.worst(forward), p.first_diverging
     worst_text = first_text = ""
     if worst is not None:
         worst_text = f"{_fmt(worst['max_abs'])} ({worst['output']}, {worst['tol_ratio']:.2g}x tol)"
