@@ -50,9 +50,9 @@ def test_rows_per_output_layer_direction_t():
     assert list(df.columns) == compare.COLUMNS
     assert (df["verdict"] == PASS).all() and (df["max_abs"] == 0).all()
     y = df[df.output == "y"]
-    assert list(zip(y.direction, y.t)) == [(d, t) for d in (0, 1) for t in range(3)]
+    assert list(zip(y.direction, y.t, strict=True)) == [(d, t) for d in (0, 1) for t in range(3)]
     h = df[df.output == "h_n"]
-    assert list(zip(h.layer, h.direction)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert list(zip(h.layer, h.direction, strict=True)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert h["t"].isna().all()
 
 
@@ -217,7 +217,8 @@ def test_summary_and_the_run_show_the_verdict_compare_gave():
     bad.h_n[3, 0, 1] += 1.0
     ds = [divergence(c, "a", good, ref, Tolerance(1e-5, 0)),
           divergence(c, "b", bad, ref, Tolerance(1e-6, 1e-6))]
-    pairs = [PairResult("c", name, d.verdict, rows=d.rows) for name, d in zip("ab", ds)]
+    pairs = [PairResult("c", name, d.verdict, rows=d.rows)
+             for name, d in zip("ab", ds, strict=True)]
     assert [p.status for p in pairs] == [PASS, DIVERGED]
     row = pair_row(pairs[1])
     assert row[1] == DIVERGED and row[4] == "h_n L1 d1"  # verdict, first diverging
