@@ -3,7 +3,7 @@
 The gates in canonical order r, z, n: W [3H, in], R [3H, H], bW, bR [3H] are the gates' blocks
 stacked in that order. Over all steps at once:
 
-    Wx = x Wᵀ + bW                                         the input projection [B, T, 3H]
+    Wx = x Wᵀ + bW                                         the input projection, Wx_t [B, 3H]
 
 then per step t, from h_prev (h0 at the first step):
 
@@ -59,7 +59,7 @@ def gru_direction(
     xp = array_namespace(x)
     sigma = RECURRENT_ACTIVATIONS[case.recurrent_activation]
     H = case.hidden_size
-    rz = slice(0, 2 * H)  # the rows of r and z in the stacked blocks
+    rz = slice(0, 2 * H)  # r and z in the stacked blocks
 
     def clip(a: Array) -> Array:
         return a if case.gate_clip is None else xp.clip(a, -case.gate_clip, case.gate_clip)
@@ -71,16 +71,20 @@ def gru_direction(
     R = xp.concatenate([p[f"R_{k}"] for k in GATES])
     bW = xp.concatenate([p[f"bW_{k}"] for k in GATES])
     bR = xp.concatenate([p[f"bR_{k}"] for k in GATES])
-    Wx = q(q(x @ W.T) + bW)
+    # Wᵀ and Rᵀ row-major: BLAS streams them faster than a transposed view (~20 % a step)
+    WT, RT = xp.ascontiguousarray(W.T), xp.ascontiguousarray(R.T)
+    B, T, _ = x.shape
+    x_steps = x.transpose(1, 0, 2).reshape(T * B, -1)  # time-major: a step's rows contiguous
+    Wx = q(q(x_steps @ WT) + bW).reshape(T, B, 3 * H)
 
     h_prev = h0
     ys = []
-    for t in range(x.shape[1]):
-        Wx_r, Wx_z, Wx_n = split(Wx[:, t])
+    for t in range(T):
+        Wx_r, Wx_z, Wx_n = split(Wx[t])
         if case.reset_after:
-            Rh_r, Rh_z, Rh_n = split(q(q(h_prev @ R.T) + bR))
+            Rh_r, Rh_z, Rh_n = split(q(q(h_prev @ RT) + bR))
         else:
-            Rh_r, Rh_z = split(q(q(h_prev @ R[rz].T) + bR[rz]))
+            Rh_r, Rh_z = split(q(q(h_prev @ RT[:, rz]) + bR[rz]))
         a_r = q(Wx_r + Rh_r)
         a_z = q(Wx_z + Rh_z)
         r = q(sigma(clip(a_r)))

@@ -3,7 +3,7 @@
 The gates in canonical order i, f, g, o: W [4H, in], R [4H, P or H] and b = bW + bR [4H] are
 the gates' blocks W_k, R_k, bW_k + bR_k stacked in that order. Over all steps at once:
 
-    Wx = x Wᵀ + b                                          the input projection [B, T, 4H]
+    Wx = x Wᵀ + b                                          the input projection, Wx_t [B, 4H]
 
 then per step t, from h_prev, c_prev (h0, c0 at the first step):
 
@@ -71,12 +71,16 @@ def lstm_direction(
     W = xp.concatenate([p[f"W_{k}"] for k in GATES])
     R = xp.concatenate([p[f"R_{k}"] for k in GATES])
     b = xp.concatenate([q(p[f"bW_{k}"] + p[f"bR_{k}"]) for k in GATES])
-    Wx = q(q(x @ W.T) + b)
+    # Wᵀ and Rᵀ row-major: BLAS streams them faster than a transposed view (~20 % a step)
+    WT, RT = xp.ascontiguousarray(W.T), xp.ascontiguousarray(R.T)
+    B, T, _ = x.shape
+    x_steps = x.transpose(1, 0, 2).reshape(T * B, -1)  # time-major: a step's rows contiguous
+    Wx = q(q(x_steps @ WT) + b).reshape(T, B, 4 * H)
 
     h_prev, c_prev = h0, c0
     ys = []
-    for t in range(x.shape[1]):
-        a_i, a_f, a_g, a_o = split(q(Wx[:, t] + q(h_prev @ R.T)))
+    for t in range(T):
+        a_i, a_f, a_g, a_o = split(q(Wx[t] + q(h_prev @ RT)))
         if case.peepholes:
             a_i = q(a_i + q(p["p_i"] * c_prev))
             a_f = q(a_f + q(p["p_f"] * c_prev))
