@@ -7,8 +7,9 @@
    (seed 002's cs231n checks ask for "around 1e-8 or less"). The derivative is the 5-point
    stencil (f(−2ε) − 8 f(−ε) + 8 f(ε) − f(2ε)) / 12ε, whose truncation error is O(ε⁴).
    Clips and hard sigmoids have kinks: a stencil whose outer points (±2ε) see another clip
-   pattern than the unperturbed forward (``Tape.clip_active``) is retried with a smaller ε; an
-   element whose stencil cannot avoid a kink is left out and counted (a handful at most).
+   pattern than the unperturbed forward (the backward modules' ``kinks``) is retried with a
+   smaller ε; an element whose stencil cannot avoid a kink is left out and counted (a handful
+   at most).
 2. PyTorch CPU autograd in float64 (``nn.LSTM`` with proj_size, bidirectional, 2 layers,
    packed variable lengths, random h0/c0; ``nn.GRU``, reset-after), its parameter gradients
    mapped to canonical through ``get_layout("torch").grads_from_native``.
@@ -25,11 +26,13 @@ import pytest
 
 from harness import params, reference
 from harness.data import Inputs, generate
+from harness.dtypes import round_to
 from harness.params import Canonical
 from harness.reference import backward as backward_module
 from harness.reference import lstm_backward
-from harness.reference.backward import backward, forward_with_tapes
+from harness.reference.backward import backward
 from harness.reference.functions import exact
+from harness.reference.tape import Tape
 from harness.spec import Case
 
 RTOL = 1e-7  # seed 002: "You should see errors around 1e-8 or less"
@@ -100,9 +103,18 @@ def loss(case: Case, canonical: Canonical, inputs: Inputs) -> float:
     return float(total)
 
 
+def tapes_of(case: Case, canonical: Canonical, inputs: Inputs) -> list[Tape]:
+    tapes: list[Tape] = []
+    reference.forward(case, canonical, inputs, exact, tapes)
+    return tapes
+
+
+def kinks(case: Case, tape: Tape) -> dict[str, np.ndarray]:
+    return backward_module.CELLS[case.cell].kinks(case, tape)
+
+
 def clip_pattern(case: Case, canonical: Canonical, inputs: Inputs) -> list[np.ndarray]:
-    _, tapes = forward_with_tapes(case, canonical, inputs, exact)
-    return [m for layer in tapes for tape in layer for m in tape.clip_active(case).values()]
+    return [m for tape in tapes_of(case, canonical, inputs) for m in kinks(case, tape).values()]
 
 
 def has_kinks(case: Case) -> bool:
@@ -184,13 +196,11 @@ def test_clip_cases_really_clip(name: str) -> None:
     """Each kind of kink of a clip case is active somewhere, and not everywhere."""
     case = make_case(name)
     canonical, inputs = params.generate(case), generate(case)
-    _, tapes = forward_with_tapes(case, canonical, inputs, exact)
     active: dict[str, list[float]] = {}
-    for layer in tapes:
-        for tape in layer:
-            for kind, mask in tape.clip_active(case).items():
-                valid = np.broadcast_to(tape.valid[..., None], mask.shape)
-                active.setdefault(kind, []).append(mask[valid].mean())
+    for tape in tapes_of(case, canonical, inputs):
+        for kind, mask in kinks(case, tape).items():
+            valid = np.broadcast_to(tape.valid[..., None], mask.shape)
+            active.setdefault(kind, []).append(mask[valid].mean())
     expected = {"gate_clip": case.gate_clip, "cell_clip": case.cell_clip,
                 "proj_clip": case.proj_clip,
                 "hard_sigmoid": case.recurrent_activation != "sigmoid" or None}
@@ -215,14 +225,37 @@ def test_padded_steps_take_no_gradient() -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_forward_with_tapes_is_the_reference_forward() -> None:
+def float64_rounding(a: np.ndarray) -> np.ndarray:
+    """The noise floor's rounding for a float64 case: every result passes through it."""
+    return round_to(a, "float64")
+
+
+def test_a_forward_keeping_tapes_is_the_reference_forward() -> None:
+    """Keeping the tapes, or rounding every result as the noise floor does (to float64 here),
+    gives the reference's bits: the noise floor is the reference's code with its rounding."""
     for name in ("lstm-bi-2layers-everything", "gru-bi-2layers-reset-before"):
         case = make_case(name)
         canonical, inputs = params.generate(case), generate(case)
-        ref = reference.run(case, canonical, inputs)
-        out, _ = forward_with_tapes(case, canonical, inputs, exact)
-        for k, v in ref.named().items():
-            np.testing.assert_allclose(out.named()[k], v, rtol=0, atol=1e-15, err_msg=k)
+        ref = reference.run(case, canonical, inputs).named()
+        tapes: list[Tape] = []
+        kept = reference.forward(case, canonical, inputs, float64_rounding, tapes).named()
+        assert len(tapes) == case.num_layers * case.num_directions
+        assert all(len(tape.steps) == case.seq_len for tape in tapes)
+        for k, v in ref.items():
+            np.testing.assert_array_equal(kept[k], v, err_msg=k)
+
+
+@pytest.mark.parametrize("name", ["lstm-bi-2layers-everything", "gru-bi-2layers-reset-before"])
+def test_noise_floor_gradients_in_float64_are_the_reference(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gradients with every result rounded (to float64) are the reference's, bit for bit."""
+    case = make_case(name)
+    canonical, inputs = params.generate(case), generate(case)
+    exact_grads = reference.gradients(case, canonical, inputs).named()
+    monkeypatch.setattr(backward_module, "rounding_to", lambda dtype: float64_rounding)
+    rounded = reference.gradients(case, canonical, inputs).named()
+    for k, v in exact_grads.items():
+        np.testing.assert_array_equal(rounded[k], v, err_msg=k)
 
 
 def test_lower_precision_rounds_every_result() -> None:
@@ -252,7 +285,7 @@ def test_planted_peephole_drop_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
         return correct(case, zeroed, tape, dy, dh_n, dc_n, q)
 
     monkeypatch.setattr(lstm_backward, "lstm_backward", no_peepholes)
-    assert backward_module.CELLS["lstm"][0] is lstm_backward
+    assert backward_module.CELLS["lstm"] is lstm_backward
     errors, _, _ = check(make_case("lstm-peepholes"))
     assert max(errors.values()) > 1e-3, errors
 

@@ -1,4 +1,5 @@
-"""The float64 reference: layers, directions and variable lengths around the one-direction cells.
+"""The float64 reference: layers, directions and variable lengths around the one-direction cells
+(``lstm.py``, ``gru.py``).
 
 A reverse direction reads each sequence backwards within its own length and stores its output
 in input time order; steps past a sequence's length produce zeros and leave the state alone,
@@ -11,17 +12,16 @@ the GPU (float64 only; see ``harness/reference/functions.py``).
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
-from functools import partial
+from collections.abc import Callable
 
 import numpy as np
 
 from harness.data import Gradients, Inputs, Outputs
 from harness.params import Canonical
-from harness.reference import parallel
-from harness.reference.functions import array_namespace, rounding_to
+from harness.reference.functions import Array, Rounding, array_namespace, exact, rounding_to
 from harness.reference.gru import gru_direction
 from harness.reference.lstm import lstm_direction
+from harness.reference.tape import Tape
 from harness.spec import Case
 
 CELLS = {"lstm": lstm_direction, "gru": gru_direction}
@@ -38,55 +38,54 @@ def reversal_index(lengths: np.ndarray, T: int) -> np.ndarray:
     return xp.where(t < L, L - 1 - t, t)
 
 
-def run(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "float64") -> Outputs:
-    """Run the case. ``dtype`` other than float64 rounds every elementary result (noise floor).
-
-    Large NumPy cases run on as many threads as BLAS would use (``harness.reference.parallel``).
-    """
-    q = rounding_to(dtype)
-    cell = CELLS[case.cell]
+def reading_order(inputs: Inputs) -> tuple[Array, Callable[[Array, int], Array]]:
+    """(valid [B, T], order): ``order(a, d)`` is a [B, T, ...] array in the order direction d
+    reads it: ``a`` itself forward, each sequence reversed within its length in reverse. The
+    reversal is its own inverse, so ``order`` also takes a reverse direction's [B, T, ...]
+    results back to input time order."""
     xp = array_namespace(inputs.x)
     B, T, _ = inputs.x.shape
     lengths = xp.asarray(inputs.lengths)
     valid = xp.arange(T)[None, :] < lengths[:, None]
-    rev = reversal_index(lengths, T)
-    batch_index = xp.arange(B)[:, None]
-    L, D, O = case.num_layers, case.num_directions, case.out_size
-    full = bool(valid.all())  # every sequence runs all T steps: reversing is a flip, a view
+    if bool(valid.all()):  # every sequence runs all T steps: reversing is a flip (a view)
+        return valid, lambda a, d: a if d == 0 else a[:, ::-1]
+    rows, rev = xp.arange(B)[:, None], reversal_index(lengths, T)
+    return valid, lambda a, d: a if d == 0 else a[rows, rev]
 
-    def reverse(a, rows):  # a holds batch rows `rows`: reversed within each length
-        return a[:, ::-1] if full else a[batch_index[:a.shape[0]], rev[rows]]
 
-    y_layers = [xp.empty((B, T, D * O)) for _ in range(L)]  # [forward, reverse] features
-    h_n = xp.empty((L * D, B, O))
-    c_n = xp.empty((L * D, B, case.hidden_size)) if case.cell == "lstm" else None
+def forward(
+    case: Case, canonical: Canonical, inputs: Inputs, q: Rounding = exact,
+    tapes: list[Tape] | None = None,
+) -> Outputs:
+    """Every layer and direction of the case, layer by layer. ``tapes``: a list to which each
+    direction's :class:`Tape` is appended (index layer × D + k, the order of h_n), for the
+    backward."""
+    cell = CELLS[case.cell]
+    xp = array_namespace(inputs.x)
+    valid, order = reading_order(inputs)
+    layer_in, y_layers, h_n, c_n = inputs.x, [], [], []
+    for layer in range(case.num_layers):
+        ys = []
+        for k, d in enumerate(case.directions):
+            s = layer * case.num_directions + k
+            x = order(layer_in, d)
+            c0 = inputs.c0[s] if inputs.c0 is not None else None
+            tape = Tape(x, valid) if tapes is not None else None
+            y, h, c = cell(case, canonical.block(layer, d), x, valid, inputs.h0[s], c0, q, tape)
+            ys.append(order(y, d))
+            h_n.append(h)
+            c_n.append(c)
+            if tapes is not None:
+                tapes.append(tape)
+        layer_in = xp.concatenate(ys, axis=-1)
+        y_layers.append(layer_in)
+    return Outputs(y=layer_in, h_n=xp.stack(h_n),
+                   c_n=xp.stack(c_n) if case.cell == "lstm" else None, y_layers=y_layers)
 
-    def direction(layer: int, k: int, rows: slice, helper: Executor | None) -> None:
-        """One direction of one layer over some batch rows, into y_layers, h_n and c_n."""
-        d = case.directions[k]
-        s = layer * D + k
-        layer_in = inputs.x if layer == 0 else y_layers[layer - 1]
-        x = layer_in[rows] if d == 0 else reverse(layer_in[rows], rows)
-        c0 = inputs.c0[s, rows] if inputs.c0 is not None else None
-        features = y_layers[layer][rows, :, k * O:(k + 1) * O]
-        # the cell writes its y straight into the layer's output, through a time-reversed
-        # view for a full-length reverse direction (a gather otherwise)
-        into = features if d == 0 else features[:, ::-1] if full else None
-        y, h, c = cell(case, canonical.block(layer, d), x, valid[rows], inputs.h0[s, rows], c0,
-                       q, out=into, helper=helper)
-        if into is None:
-            features[...] = reverse(y, rows)
-        h_n[s, rows] = h
-        if c_n is not None:
-            c_n[s, rows] = c
 
-    # the directions of a layer, over shards of the batch, side by side on large NumPy cases
-    plan = parallel.plan(inputs.x, B, D, case.hidden_size)
-    with parallel.workers(plan) as run_pieces:
-        for layer in range(L):
-            run_pieces([partial(direction, layer, k, rows)
-                        for k in range(D) for rows in plan.row_shards(B)])
-    return Outputs(y=y_layers[-1], h_n=h_n, c_n=c_n, y_layers=y_layers)
+def run(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "float64") -> Outputs:
+    """Run the case. ``dtype`` other than float64 rounds every elementary result (noise floor)."""
+    return forward(case, canonical, inputs, rounding_to(dtype))
 
 
 def gradients(

@@ -2,12 +2,12 @@
 one-direction cells of ``lstm_backward.py`` and ``gru_backward.py``.
 
 The loss is the one of ``harness.data``: L = Σ dy ⊙ y + Σ dh_n ⊙ h_n + Σ dc_n ⊙ c_n. The
-forward pass runs layer by layer as in ``harness/reference/__init__.py`` keeping each
+forward pass (``harness.reference.forward``, the one of ``reference.run``) keeps each
 direction's tape; the backward then runs from the top layer down:
 
 - the top layer's ``dy`` is split into its directions' features (forward first); a reverse
   direction reads its ``dy`` through the same per-sequence reversal as its input
-  (:func:`reversal_index` is its own inverse), and its ``dx`` goes back the same way;
+  (``reading_order``: the reversal is its own inverse), and its ``dx`` goes back the same way;
 - each direction starts from its own ``dh_n`` / ``dc_n`` (the states at each sequence's last
   valid step, held through the padded steps, so that is where their gradient enters);
 - layer l's ``dx`` (both directions summed) is the ``dy`` of layer l − 1; layer 0's is ``dx``.
@@ -20,55 +20,15 @@ from __future__ import annotations
 
 from types import ModuleType
 
-import numpy as np
-
-from harness.data import Gradients, Inputs, Outputs
+from harness.data import Gradients, Inputs
 from harness.params import Canonical, block_shapes, expected_shapes, key
-from harness.reference import gru_backward, lstm_backward, reversal_index
-from harness.reference.functions import Rounding, array_namespace, rounding_to
+from harness.reference import forward, gru_backward, lstm_backward, reading_order
+from harness.reference.functions import Array, array_namespace, rounding_to
+from harness.reference.tape import Tape
 from harness.spec import Case
 
-# cell -> (module, forward with tape, backward); looked up at call time so tests may plant
-# a mistake in one of them with monkeypatch
-CELLS: dict[str, tuple[ModuleType, str, str]] = {
-    "lstm": (lstm_backward, "lstm_forward", "lstm_backward"),
-    "gru": (gru_backward, "gru_forward", "gru_backward"),
-}
-
-
-def forward_with_tapes(
-    case: Case, canonical: Canonical, inputs: Inputs, q: Rounding
-) -> tuple[Outputs, list[list[object]]]:
-    """``reference.run`` keeping every direction's tape: (outputs, tapes[layer][k])."""
-    module, fwd, _ = CELLS[case.cell]
-    cell = getattr(module, fwd)
-    xp = array_namespace(inputs.x)
-    B, T, _ = inputs.x.shape
-    lengths = xp.asarray(inputs.lengths)
-    valid = xp.arange(T)[None, :] < lengths[:, None]
-    rev = reversal_index(lengths, T)
-    rows = xp.arange(B)[:, None]
-    D = case.num_directions
-
-    layer_in = inputs.x
-    h_n, c_n, y_layers, tapes = [], [], [], []
-    for layer in range(case.num_layers):
-        outs, layer_tapes = [], []
-        for k, d in enumerate(case.directions):
-            s = layer * D + k
-            x = layer_in if d == 0 else layer_in[rows, rev]
-            c0 = inputs.c0[s] if inputs.c0 is not None else None
-            y, h, c, tape = cell(case, canonical.block(layer, d), x, valid, inputs.h0[s], c0, q)
-            outs.append(y if d == 0 else y[rows, rev] * valid[..., None])
-            h_n.append(h)
-            c_n.append(c)
-            layer_tapes.append(tape)
-        layer_in = xp.concatenate(outs, axis=-1)
-        y_layers.append(layer_in)
-        tapes.append(layer_tapes)
-    out = Outputs(y=layer_in, h_n=xp.stack(h_n),
-                  c_n=xp.stack(c_n) if case.cell == "lstm" else None, y_layers=y_layers)
-    return out, tapes
+# cell -> its backward module, looked up at call time so tests may plant a mistake in one
+CELLS: dict[str, ModuleType] = {"lstm": lstm_backward, "gru": gru_backward}
 
 
 def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "float64") -> Gradients:
@@ -80,13 +40,9 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
         raise ValueError("backward needs the upstream gradient dy (a gradients: true case, or "
                          "harness.data.with_upstream)")
     q = rounding_to(dtype)
-    module, _, bwd = CELLS[case.cell]
-    cell_backward = getattr(module, bwd)
+    cell_backward = getattr(CELLS[case.cell], f"{case.cell}_backward")
     xp = array_namespace(inputs.x)
-    B, T, _ = inputs.x.shape
-    lengths = xp.asarray(inputs.lengths)
-    rev = reversal_index(lengths, T)
-    rows = xp.arange(B)[:, None]
+    B = inputs.x.shape[0]
     D, O = case.num_directions, case.out_size
     h_shape = (case.num_layers * D, B, O)
     c_shape = (case.num_layers * D, B, case.hidden_size)
@@ -95,24 +51,22 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
     if case.cell == "lstm":
         dc_n = inputs.dc_n if inputs.dc_n is not None else xp.zeros(c_shape)
 
-    _, tapes = forward_with_tapes(case, canonical, inputs, q)
+    tapes: list[Tape] = []
+    forward(case, canonical, inputs, q, tapes)
+    _, order = reading_order(inputs)
     dh0 = [None] * (case.num_layers * D)
     dc0 = [None] * (case.num_layers * D)
-    params: dict[str, np.ndarray] = {}
+    params: dict[str, Array] = {}
     d_out = inputs.dy  # gradient of the current layer's output [B, T, D * O]
     for layer in reversed(range(case.num_layers)):
         d_in = None
         for k, d in enumerate(case.directions):
             s = layer * D + k
-            dy = d_out[..., k * O:(k + 1) * O]
-            if d == 1:
-                dy = dy[rows, rev]  # padded steps map to themselves and are ignored
+            dy = order(d_out[..., k * O:(k + 1) * O], d)  # padded steps: ignored
             dc = dc_n[s] if dc_n is not None else None
             block = canonical.block(layer, d)
-            dx, dh0[s], dc0[s], grads = cell_backward(case, block, tapes[layer][k], dy,
-                                                      dh_n[s], dc, q)
-            if d == 1:
-                dx = dx[rows, rev]
+            dx, dh0[s], dc0[s], grads = cell_backward(case, block, tapes[s], dy, dh_n[s], dc, q)
+            dx = order(dx, d)
             d_in = dx if d_in is None else q(d_in + dx)
             for name in block_shapes(case, layer):
                 params[key(layer, d, name)] = grads[name]

@@ -1,8 +1,8 @@
 """LSTM backward pass (backpropagation through time), one layer and one direction, in float64.
 
-The forward pass is the one of ``harness/reference/lstm.py`` (same equations, same rounding),
-run again here keeping on a :class:`LSTMTape` what the backward needs. Notation of the
-forward, per step (σ the case's recurrent activation, ``clip`` the case's gate clip):
+It reads the :class:`~harness.reference.tape.Tape` that ``lstm.lstm_direction`` records: per
+step the values of the forward equations by their names there (c̃ is ``c_raw``, h̃ ``h_raw``).
+The forward, per step (σ the case's recurrent activation, ``clip`` the case's gate clip):
 
     a_i = W_i x + R_i h + b_i + p_i ⊙ c_prev          i = σ(clip(a_i))
     a_f = W_f x + R_f h + b_f + p_f ⊙ c_prev + fb     f = σ(clip(a_f))   (1 − i: input_forget)
@@ -37,12 +37,10 @@ Clips: the gradient passes where −clip ≤ v ≤ clip and is zero where the cl
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
-from harness.reference.functions import RECURRENT_ACTIVATIONS, Rounding, array_namespace, exact
+from harness.reference.functions import Rounding, array_namespace, exact
+from harness.reference.tape import Tape
 from harness.spec import Case
 
 GATES = ("i", "f", "g", "o")
@@ -66,10 +64,10 @@ def _hard_sigmoid_keras3_derivative(a: np.ndarray, s: np.ndarray, q: Rounding) -
 HARD_SIGMOID_EDGES = {"hard_sigmoid_tf_keras": 2.5, "hard_sigmoid_keras3": 3.0}  # |a| at 0 or 1
 
 
-def gate_kinks(case: Case, a: np.ndarray, valid: np.ndarray,
-               sigmoid_gates: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
-    """Where the gate clip or a hard sigmoid's saturation is active at valid steps, from the
-    gate pre-activations ``a`` [B, T, G*H]; ``sigmoid_gates`` picks the σ gates' columns."""
+def gate_kinks(case: Case, a: np.ndarray, a_sigma: np.ndarray, valid: np.ndarray
+               ) -> dict[str, np.ndarray]:
+    """Where the gate clip or a hard sigmoid's saturation is active at valid steps, from every
+    gate's pre-activations ``a`` [B, T, G*H] and the σ gates' ``a_sigma``."""
     xp = array_namespace(a)
     v = valid[..., None]
     out = {}
@@ -77,8 +75,9 @@ def gate_kinks(case: Case, a: np.ndarray, valid: np.ndarray,
         out["gate_clip"] = (xp.abs(a) > case.gate_clip) & v
     edge = HARD_SIGMOID_EDGES.get(case.recurrent_activation)
     if edge is not None:
-        ac = a if case.gate_clip is None else xp.clip(a, -case.gate_clip, case.gate_clip)
-        out["hard_sigmoid"] = (xp.abs(sigmoid_gates(ac)) >= edge) & v
+        clip = case.gate_clip
+        ac = a_sigma if clip is None else xp.clip(a_sigma, -clip, clip)
+        out["hard_sigmoid"] = (xp.abs(ac) >= edge) & v
     return out
 
 
@@ -112,125 +111,25 @@ def gate_derivative(case: Case, a: np.ndarray, s: np.ndarray, q: Rounding,
     return d * passes(a, clip)
 
 
-@dataclass
-class LSTMTape:
-    """What the backward needs from the forward, per step ([B, T, .], time-ordered input).
-
-    ``a``: the four pre-activations [B, T, 4H] (peepholes and forget bias included, before the
-    gate clip); ``gates``: i, f, g, o [B, T, 4H]; ``c_raw``: c̃ before the cell clip; ``c``
-    after it; ``tanh_c``, ``m`` [B, T, H]; ``h_raw``: h̃ = Wp m before the proj clip [B, T, P]
-    (None without projection); ``h_prev``, ``c_prev``: the state each step reads.
-    """
-
-    x: np.ndarray
-    valid: np.ndarray
-    a: np.ndarray
-    gates: np.ndarray
-    c_raw: np.ndarray
-    c: np.ndarray
-    tanh_c: np.ndarray
-    m: np.ndarray
-    h_raw: np.ndarray | None
-    h_prev: np.ndarray
-    c_prev: np.ndarray
-
-    def clip_active(self, case: Case) -> dict[str, np.ndarray]:
-        """Where a clip or a hard sigmoid's saturation is active, at valid steps: bool arrays
-        per kind (for tests: the kinks of the forward, where a gradient is one-sided)."""
-        xp = array_namespace(self.a)
-        v = self.valid[..., None]
-        H = self.c.shape[-1]
-        out = gate_kinks(case, self.a, self.valid,
-                         lambda ac: xp.concatenate([ac[..., :2 * H], ac[..., 3 * H:]], axis=-1))
-        if case.cell_clip is not None:
-            out["cell_clip"] = (xp.abs(self.c_raw) > case.cell_clip) & v
-        if case.proj_clip is not None:
-            out["proj_clip"] = (xp.abs(self.h_raw) > case.proj_clip) & v
-        return out
-
-
-def lstm_forward(
-    case: Case,
-    p: dict[str, np.ndarray],
-    x: np.ndarray,
-    valid: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray,
-    q: Rounding = exact,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, LSTMTape]:
-    """The forward of ``lstm.lstm_direction`` (same arguments and results), plus the tape."""
-    xp = array_namespace(x)
-    sigma = RECURRENT_ACTIVATIONS[case.recurrent_activation]
-    clip = case.gate_clip
-    B, T, _ = x.shape
-    H, O = case.hidden_size, h0.shape[-1]
-
-    def act(f, a):
-        if clip is not None:
-            a = xp.clip(a, -clip, clip)
-        return q(f(a))
-
-    W = xp.concatenate([p[f"W_{g}"] for g in GATES])
-    R = xp.concatenate([p[f"R_{g}"] for g in GATES])
-    b = xp.concatenate([p[f"bW_{g}"] + p[f"bR_{g}"] for g in GATES])
-    Wx = q(q(x @ W.T) + q(b))
-    peep = case.peepholes
-    p_i, p_f, p_o = (p.get("p_i"), p.get("p_f"), p.get("p_o"))
-
-    tape = LSTMTape(
-        x=x, valid=valid, a=xp.zeros((B, T, 4 * H)), gates=xp.zeros((B, T, 4 * H)),
-        c_raw=xp.zeros((B, T, H)), c=xp.zeros((B, T, H)), tanh_c=xp.zeros((B, T, H)),
-        m=xp.zeros((B, T, H)), h_raw=xp.zeros((B, T, O)) if case.proj_size else None,
-        h_prev=xp.zeros((B, T, O)), c_prev=xp.zeros((B, T, H)))
-    h, c = h0, c0
-    y = xp.zeros((B, T, O))
-    masked = not valid.all()
-    for t in range(T):
-        a = q(Wx[:, t] + q(h @ R.T))
-        a_i, a_f, a_g, a_o = (a[:, k * H:(k + 1) * H] for k in range(4))
-        if peep:
-            a_i = q(a_i + q(p_i * c))
-            a_f = q(a_f + q(p_f * c))
-        if case.forget_bias:
-            a_f = q(a_f + case.forget_bias)
-        i = act(sigma, a_i)
-        f = q(1.0 - i) if case.input_forget else act(sigma, a_f)
-        g = act(xp.tanh, a_g)
-        c_raw = q(q(f * c) + q(i * g))
-        c_new = c_raw
-        if case.cell_clip is not None:
-            c_new = xp.clip(c_raw, -case.cell_clip, case.cell_clip)
-        if peep:
-            a_o = q(a_o + q(p_o * c_new))
-        o = act(sigma, a_o)
-        tanh_c = q(xp.tanh(c_new))
-        m = q(o * tanh_c)
-        h_new = m
-        if case.proj_size:
-            h_raw = q(m @ p["Wp"].T)
-            tape.h_raw[:, t] = h_raw
-            h_new = h_raw
-            if case.proj_clip is not None:
-                h_new = xp.clip(h_raw, -case.proj_clip, case.proj_clip)
-        tape.a[:, t] = xp.concatenate([a_i, a_f, a_g, a_o], axis=-1)
-        tape.gates[:, t] = xp.concatenate([i, f, g, o], axis=-1)
-        tape.c_raw[:, t], tape.c[:, t], tape.tanh_c[:, t], tape.m[:, t] = c_raw, c_new, tanh_c, m
-        tape.h_prev[:, t], tape.c_prev[:, t] = h, c
-        if masked:
-            v = valid[:, t, None]
-            h = xp.where(v, h_new, h)
-            c = xp.where(v, c_new, c)
-            y[:, t] = xp.where(v, h_new, 0.0)
-        else:
-            h, c = h_new, c_new
-            y[:, t] = h_new
-    return y, h, c, tape
+def kinks(case: Case, tape: Tape) -> dict[str, np.ndarray]:
+    """Where a clip or a hard sigmoid's saturation is active at valid steps, [B, T, .] bool
+    arrays per kind (for tests: the kinks of the forward, where a gradient is one-sided)."""
+    xp = array_namespace(tape.x)
+    v = tape.valid[..., None]
+    a = {k: tape.over_time(f"a_{k}") for k in GATES}
+    out = gate_kinks(case, xp.concatenate([a[k] for k in GATES], axis=-1),
+                     xp.concatenate([a["i"], a["f"], a["o"]], axis=-1), tape.valid)
+    if case.cell_clip is not None:
+        out["cell_clip"] = (xp.abs(tape.over_time("c_raw")) > case.cell_clip) & v
+    if case.proj_clip is not None:
+        out["proj_clip"] = (xp.abs(tape.over_time("h_raw")) > case.proj_clip) & v
+    return out
 
 
 def lstm_backward(
     case: Case,
     p: dict[str, np.ndarray],
-    tape: LSTMTape,
+    tape: Tape,
     dy: np.ndarray,
     dh_n: np.ndarray,
     dc_n: np.ndarray,
@@ -245,77 +144,67 @@ def lstm_backward(
     xp = array_namespace(tape.x)
     B, T, _ = tape.x.shape
     H = case.hidden_size
-    R = xp.concatenate([p[f"R_{g}"] for g in GATES])
-    peep = case.peepholes
-    p_i, p_f, p_o = (p.get("p_i"), p.get("p_f"), p.get("p_o"))
-    Wp = p.get("Wp")
+    W = xp.concatenate([p[f"W_{k}"] for k in GATES])
+    R = xp.concatenate([p[f"R_{k}"] for k in GATES])
+    p_i, p_f, p_o, Wp = (p.get(k) for k in ("p_i", "p_f", "p_o", "Wp"))
 
-    dA = xp.zeros((B, T, 4 * H))
-    dH_raw = xp.zeros_like(tape.h_raw) if case.proj_size else None
+    dA, dH_raw = [], []  # per step, last first: [da_i da_f da_g da_o] [B, 4H], dh̃ [B, P]
     dh, dc = dh_n, dc_n
-    masked = not tape.valid.all()
     for t in reversed(range(T)):
-        a, gates = tape.a[:, t], tape.gates[:, t]
-        a_i, a_f, a_g, a_o = (a[:, k * H:(k + 1) * H] for k in range(4))
-        i, f, g, o = (gates[:, k * H:(k + 1) * H] for k in range(4))
-        c_prev, tanh_c = tape.c_prev[:, t], tape.tanh_c[:, t]
-
+        s = tape.steps[t]
         dh_t = q(dh + dy[:, t])
         dm = dh_t
         if case.proj_size:
-            dh_raw = dh_t * passes(tape.h_raw[:, t], case.proj_clip)
-            dH_raw[:, t] = dh_raw
+            dh_raw = dh_t * passes(s.h_raw, case.proj_clip)
             dm = q(dh_raw @ Wp)
-        do = q(dm * tanh_c)
-        da_o = q(do * gate_derivative(case, a_o, o, q))
-        dc_new = q(dc + q(q(dm * o) * q(1.0 - q(tanh_c * tanh_c))))
-        if peep:
+        do = q(dm * s.tanh_c)
+        da_o = q(do * gate_derivative(case, s.a_o, s.o, q))
+        dc_new = q(dc + q(q(dm * s.o) * q(1.0 - q(s.tanh_c * s.tanh_c))))
+        if case.peepholes:
             dc_new = q(dc_new + q(da_o * p_o))
-        dc_raw = dc_new * passes(tape.c_raw[:, t], case.cell_clip)
-        di = q(dc_raw * g)
-        dg = q(dc_raw * i)
-        df = q(dc_raw * c_prev)
-        dc_prev = q(dc_raw * f)
+        dc_raw = dc_new * passes(s.c_raw, case.cell_clip)
+        di = q(dc_raw * s.g)
+        dg = q(dc_raw * s.i)
+        df = q(dc_raw * s.c_prev)
+        dc_prev = q(dc_raw * s.f)
         if case.input_forget:  # f = 1 − i: a_f is computed but unused
             di = q(di - df)
             da_f = xp.zeros_like(df)
         else:
-            da_f = q(df * gate_derivative(case, a_f, f, q))
-        da_i = q(di * gate_derivative(case, a_i, i, q))
-        da_g = q(dg * gate_derivative(case, a_g, g, q, "tanh"))
-        if peep:
+            da_f = q(df * gate_derivative(case, s.a_f, s.f, q))
+        da_i = q(di * gate_derivative(case, s.a_i, s.i, q))
+        da_g = q(dg * gate_derivative(case, s.a_g, s.g, q, "tanh"))
+        if case.peepholes:
             dc_prev = q(dc_prev + q(q(da_i * p_i) + q(da_f * p_f)))
         da = xp.concatenate([da_i, da_f, da_g, da_o], axis=-1)
         dh_prev = q(da @ R)
-        if masked:  # a padded step holds the state: dh, dc pass it unchanged
-            v = tape.valid[:, t, None]
-            dh = xp.where(v, dh_prev, dh)
-            dc = xp.where(v, dc_prev, dc)
-            dA[:, t] = xp.where(v, da, 0.0)
-            if case.proj_size:
-                dH_raw[:, t] = xp.where(v, dH_raw[:, t], 0.0)
-        else:
-            dh, dc = dh_prev, dc_prev
-            dA[:, t] = da
+
+        v = tape.valid[:, t, None]  # a padded step holds the state: dh, dc pass it unchanged
+        dA.append(xp.where(v, da, 0.0))
+        if case.proj_size:
+            dH_raw.append(xp.where(v, dh_raw, 0.0))
+        dh, dc = xp.where(v, dh_prev, dh), xp.where(v, dc_prev, dc)
 
     # Parameter gradients over every step at once: [4H, B*T] @ [B*T, .].
+    dA = xp.stack(dA[::-1], axis=1)  # [B, T, 4H]
     dA2 = dA.reshape(B * T, 4 * H)
     dW = q(dA2.T @ tape.x.reshape(B * T, -1))
-    dR = q(dA2.T @ tape.h_prev.reshape(B * T, -1))
+    dR = q(dA2.T @ tape.over_time("h_prev").reshape(B * T, -1))
     db = q(dA2.sum(axis=0))
     grads: dict[str, np.ndarray] = {}
-    for k, gname in enumerate(GATES):
+    for k, gate in enumerate(GATES):
         rows = slice(k * H, (k + 1) * H)
-        grads[f"W_{gname}"] = dW[rows]
-        grads[f"R_{gname}"] = dR[rows]
-        grads[f"bW_{gname}"] = db[rows]
-        grads[f"bR_{gname}"] = db[rows].copy()  # b = bW + bR: the same gradient
-    if peep:
-        grads["p_i"] = q((q(dA[..., :H] * tape.c_prev)).sum(axis=(0, 1)))
-        grads["p_f"] = q((q(dA[..., H:2 * H] * tape.c_prev)).sum(axis=(0, 1)))
-        grads["p_o"] = q((q(dA[..., 3 * H:] * tape.c)).sum(axis=(0, 1)))
+        grads[f"W_{gate}"] = dW[rows]
+        grads[f"R_{gate}"] = dR[rows]
+        grads[f"bW_{gate}"] = db[rows]
+        grads[f"bR_{gate}"] = db[rows].copy()  # b = bW + bR: the same gradient
+    if case.peepholes:
+        c_prev, c = tape.over_time("c_prev"), tape.over_time("c")
+        grads["p_i"] = q((q(dA[..., :H] * c_prev)).sum(axis=(0, 1)))
+        grads["p_f"] = q((q(dA[..., H:2 * H] * c_prev)).sum(axis=(0, 1)))
+        grads["p_o"] = q((q(dA[..., 3 * H:] * c)).sum(axis=(0, 1)))
     if case.proj_size:
-        grads["Wp"] = q(dH_raw.reshape(B * T, -1).T @ tape.m.reshape(B * T, H))
-    W = xp.concatenate([p[f"W_{g}"] for g in GATES])
+        dH_raw = xp.stack(dH_raw[::-1], axis=1)  # [B, T, P]
+        grads["Wp"] = q(dH_raw.reshape(B * T, -1).T @ tape.over_time("m").reshape(B * T, H))
     dx = q(dA @ W)
     return dx, dh, dc, grads
