@@ -5,7 +5,7 @@
     python benchmarks/bench_overhead.py --profile       # cProfile of every pair over 10 %
     python benchmarks/bench_overhead.py --smoke         # reference adapters, tiny case only
     python benchmarks/bench_overhead.py --suite cases   # the suite's own cases, totals per adapter
-    python benchmarks/bench_overhead.py --layouts cases # describe+plan of DIR's cases per layout
+    python benchmarks/bench_overhead.py --layouts cases # describe DIR's cases per layout
 
 ``pair`` is the wall time of ``harness.runner.run_pair`` (availability check, canonical ->
 native conversion through the layout, the adapter's ``_run``, output checks, the divergence
@@ -19,17 +19,14 @@ the overhead).
 
 Pairs are made as a run makes them: every adapter first runs the tiny case once (framework
 import, compiled kernels, graph tracing), then per repeat each case is prepared afresh and its
-pairs run one after another in the registry's order, once each, with the layouts' kept
-descriptions and plans forgotten first (a new process's state). So what a case's first pairs
-work out and later ones reuse (the layout of a model shared by several cases, the reference's
-side of the divergence) is paid where a run pays it, not hidden by repeating one pair. The
+pairs run one after another in the registry's order, once each. So what a case's first pairs
+work out and later ones reuse (the reference's side of the divergence) is paid where a run pays
+it, not hidden by repeating one pair. The
 table shows medians over the repeats (the overhead is a difference of two times taken in the
 same call, so the median is steadier than a minimum); the parts are timed afterwards, hot.
 
-``--layouts DIR``: per layout, the time to describe every case of DIR and work out its
-conversion plan with nothing kept (``forget_kept()`` before each pass: a new process's state),
-in a loop (hot caches: a run pays each model's once, cold, right after a forward); the median
-of ``--repeat`` passes.
+``--layouts DIR``: per layout, the time to describe every case of DIR (``Layout.tensors``:
+what each conversion of a pair works out anew); the median of ``--repeat`` passes.
 
 ``--suite DIR``: every case x adapter pair of DIR's cases; per adapter the sums over its pairs
 of the per-pair medians (overhead % = total overhead / total pair time), the same with the
@@ -114,15 +111,12 @@ def as_run(cases: list[Case], adapters, repeat: int, prepared: dict | None = Non
     (adapter, case) -> [(pair seconds, forward seconds)] per repeat, the last PairResult of
     each, and why the pairs that did not run did not. ``prepared``, if given, gets case name ->
     [(prepare seconds, of which the reference and noise floor computing)] per repeat."""
-    from harness.layouts.base import forget_kept
-
     warm = prepare(Case(name="tiny-lstm", **CASES["tiny-lstm"]))
     for adapter in adapters:  # imports, compiled kernels, graph tracing
         run_pair(warm, adapter)
     times: dict[tuple[str, str], list[tuple[float, float]]] = {}
     results, notes = {}, {}
     for k in range(repeat):
-        forget_kept()
         for case in cases:
             prep = prepare(case)
             if prepared is not None:
@@ -190,9 +184,8 @@ def suite(folder: str, adapters, repeat: int) -> None:
 
 
 def layouts(folder: str, repeat: int) -> None:
-    """Describe+plan of every case of ``folder`` per layout, nothing kept between passes."""
+    """The descriptions of every case of ``folder`` per layout."""
     from harness.layouts import LAYOUTS
-    from harness.layouts.base import _plan, forget_kept
 
     cases = discover([folder])
     rows = []
@@ -200,11 +193,10 @@ def layouts(folder: str, repeat: int) -> None:
         held = [c for c in cases if c.cell in layout.cells]
 
         def one_pass(layout=layout, held=held) -> int:
-            forget_kept()
             described = 0
             for case in held:
                 try:
-                    _plan(layout, case)
+                    layout.tensors(case)
                     described += 1
                 except Exception:  # a model the layout cannot hold (cuDNN: peepholes, ...)
                     pass
@@ -212,7 +204,7 @@ def layouts(folder: str, repeat: int) -> None:
         n = one_pass()
         rows.append([name, n, 1e3 * median([_seconds(one_pass) for _ in range(repeat)])])
     print_facts([("suite", f"{folder} ({len(cases)} cases)"), ("repeat", str(repeat))])
-    print(table(rows, ["layout", "cases described", "describe+plan ms (all of them)"]))
+    print(table(rows, ["layout", "cases described", "describe ms (all of them)"]))
 
 
 def main() -> None:
@@ -221,13 +213,13 @@ def main() -> None:
     ap.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None,
-                    help="NumPy BLAS and torch threads (default: left as they are)")
+                    help="torch threads (NumPy BLAS: OPENBLAS_NUM_THREADS; default: as they are)")
     ap.add_argument("--profile", action="store_true",
                     help="print a cProfile of every pair whose overhead is over 10 %%")
     ap.add_argument("--smoke", action="store_true", help="reference adapters, tiny case, 2 runs")
     ap.add_argument("--suite", metavar="DIR", help="totals over every pair of DIR's cases")
     ap.add_argument("--layouts", metavar="DIR",
-                    help="describe+plan of DIR's cases per layout, nothing kept between passes")
+                    help="describe DIR's cases per layout")
     args = ap.parse_args()
     if args.smoke:
         args.adapters, args.cases, args.repeat = "reference,noise-floor", "tiny-lstm", 2

@@ -37,7 +37,7 @@ def test_layout_timings_run() -> None:
                         "--layouts", "cases", "--repeat", "1"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "describe+plan ms" in p.stdout, p.stdout[-2000:]
+    assert "describe ms" in p.stdout, p.stdout[-2000:]
     lines = {line.split()[0]: line.split() for line in p.stdout.splitlines() if line.strip()}
     assert int(lines["torch"][1]) > 20 and int(lines["tf-block"][1]) > 5, p.stdout[-2000:]
 
