@@ -212,24 +212,30 @@ class Layout:
 def tiles(t: NativeTensor) -> bool:
     """Whether ``t``'s placements cover each of its elements exactly once: as many elements
     as the tensor holds, and no two placements sharing one. Worked out on the placements'
-    boxes (:func:`box`), not element by element: seed 000's 11 M weights would take ~10 ms to
-    count per description, the boxes ~0.1 ms."""
-    boxes = np.array([box(pl.index, t.shape) for pl in t.placements],
-                     dtype=np.int64).reshape(-1, len(t.shape), 2)
-    boxes = boxes[(boxes[..., 1] > boxes[..., 0]).all(axis=1)]  # an empty one places nothing
-    lo, hi = boxes[..., 0], boxes[..., 1]  # [placement, axis]
-    if int((hi - lo).prod(axis=1).sum()) != math.prod(t.shape):
+    boxes (:func:`box`), not element by element (seed 000's 11 M weights would take ~10 ms to
+    count per description): in order along the first axis, each box against the ones before
+    it that reach past its start there (in a grid, its row)."""
+    boxes = sorted(b for b in (box(pl.index, t.shape) for pl in t.placements)
+                   if all(lo < hi for lo, hi in b))  # an empty one places nothing
+    if sum(math.prod(hi - lo for lo, hi in b) for b in boxes) != math.prod(t.shape):
         return False
-    shared = ((lo[:, None] < hi[None]) & (lo[None] < hi[:, None])).all(axis=-1)
-    return int(shared.sum()) == len(boxes)  # each box shares elements with itself only
+    open_: list[tuple[tuple[int, int], ...]] = []
+    for b in boxes:
+        open_ = [a for a in open_ if a[0][1] > b[0][0]]
+        if any(all(lo < b_hi and b_lo < hi for (lo, hi), (b_lo, b_hi) in zip(a[1:], b[1:],
+                                                                             strict=True))
+               for a in open_):
+            return False
+        open_.append(b)
+    return True
 
 
 def box(index: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     """[lo, hi) per axis of what ``index`` selects in a tensor of ``shape`` (as NumPy does:
     slices clipped, negative ints from the end, missing trailing axes and ``...`` whole).
     A placement's index is ints and unit-step slices: anything else is refused."""
-    if any(i is Ellipsis for i in index):
-        at = next(k for k, i in enumerate(index) if i is Ellipsis)
+    if ... in index:
+        at = index.index(...)
         index = (*index[:at], *[slice(None)] * (len(shape) - len(index) + 1), *index[at + 1:])
     if len(index) > len(shape):
         raise IndexError(f"index {index} has more axes than shape {shape}")
@@ -284,29 +290,31 @@ class Size(NamedTuple):
     sizes P it is end to end (its name in the mapping tables)."""
 
     n: int
-    times: tuple[int, int, int] = (0, 0, 0)
+    I: int = 0
+    H: int = 0
+    P: int = 0
 
     def plus(self, other: Size) -> Size:
-        return Size(self.n + other.n, tuple(a + b for a, b in zip(self.times, other.times,
-                                                                   strict=True)))
+        return Size(self.n + other.n, self.I + other.I, self.H + other.H, self.P + other.P)
 
     @property
     def name(self) -> str:
         """``I+2H``; ``0`` for none."""
-        return "+".join(f"{k if k > 1 else ''}{letter}"
-                        for letter, k in zip("IHP", self.times, strict=True) if k) or "0"
+        return "+".join(f"{k}{letter}" if k > 1 else letter
+                        for letter, k in (("I", self.I), ("H", self.H), ("P", self.P)) if k
+                        ) or "0"
 
 
-def block_sizes(case: Case, layer: int, kind: str) -> tuple[Size, ...]:
-    """The shape of a canonical block of ``kind`` (``W``, ``R``, ``Wp``; a vector otherwise)
+def block_sizes(case: Case, layer: int) -> dict[str, tuple[Size, ...]]:
+    """The shapes of the canonical blocks of each kind (``W``, ``R``, ``Wp``, ``b``: vectors)
     in the given layer: ``W`` is ``[H, in]`` with ``in`` the input size ``I`` of the first
     layer, the outputs ``H`` (``P`` when projected) of every direction of the others."""
-    H, P = Size(case.hidden_size, (0, 1, 0)), Size(case.proj_size, (0, 0, 1))
+    H, P = Size(case.hidden_size, H=1), Size(case.proj_size, P=1)
     out = P if case.proj_size else H
     D = case.num_directions
-    inputs = (Size(case.input_size, (1, 0, 0)) if layer == 0
-              else Size(D * out.n, tuple(D * k for k in out.times)))
-    return {"W": (H, inputs), "R": (H, out), "Wp": (P, H)}.get(kind, (H,))
+    inputs = (Size(case.input_size, I=1) if layer == 0
+              else Size(D * out.n, D * out.I, D * out.H, D * out.P))
+    return {"W": (H, inputs), "R": (H, out), "Wp": (P, H), "b": (H,)}
 
 
 def grid(
@@ -332,33 +340,35 @@ def grid(
     prefix = key(layer, direction, "")
     lead_where = "".join(f"{i}, " for i in lead)
     flip = transform in ("transpose", "reshape")  # the slice is [in, H]-shaped
-    one_d = len(block_sizes(case, layer, _kind(rows[0][0]))) == 1
+    sizes = block_sizes(case, layer)
+    one_d = len(sizes[_kind(rows[0][0])]) == 1
     stacked = not (squeeze and len(rows) == 1)
     placements: list[Placement] = []
     top = Size(0)  # the rows above the current one
     width = 0
     for r, row in enumerate(rows):
-        left = Size(0)  # the blocks before the current one in its row
-        height = Size(0)
+        left, cols_from = Size(0), "0"  # the blocks before the current one in its row
+        height, bottom, rows_where = Size(0), top, ""
         for tile in row:
             names = (tile,) if isinstance(tile, str) else tuple(tile)
-            dims = block_sizes(case, layer, _kind(tile))
+            dims = sizes[_kind(tile)]
             dims = dims[::-1] if flip else dims
             right = left.plus(dims[-1])
-            cols = f"{left.name}:{right.name}"
+            cols_to = right.name
             if one_d:
                 index = ((r,) if stacked else ()) + (slice(left.n, right.n),)
-                where = (f"{r}, " if stacked else "") + cols
+                where = f"{r}, {cols_from}:{cols_to}" if stacked else f"{cols_from}:{cols_to}"
             else:
-                height = max(height, dims[0])
-                bottom = top.plus(dims[0])
+                if dims[0] != height:  # the row's height (a block of another one: no tiling)
+                    height = dims[0]
+                    bottom = top.plus(height)
+                    rows_where = ":" if len(rows) == 1 else f"{top.name}:{bottom.name}"
                 index = (slice(top.n, bottom.n), slice(left.n, right.n))
-                where = (":" if len(rows) == 1 else f"{top.name}:{bottom.name}") + ", " + (
-                    ":" if len(row) == 1 else cols)
+                where = f"{rows_where}, {':' if len(row) == 1 else f'{cols_from}:{cols_to}'}"
             placements.append(Placement(
-                lead + index, tuple(prefix + n for n in names), transform,
+                lead + index, tuple([prefix + n for n in names]), transform,
                 fold_forget_bias and "bW_f" in names, f"[{lead_where}{where}]"))
-            left = right
+            left, cols_from = right, cols_to
         width = max(width, left.n)
         top = top.plus(height)
     if one_d:
@@ -369,8 +379,10 @@ def grid(
 
 
 def _kind(tile: Tile) -> str:
-    """``W`` of ``W_i``; a sum of blocks is of its first block's kind."""
-    return (tile if isinstance(tile, str) else tile[0]).split("_")[0]
+    """``W`` of ``W_i``, ``b`` of every vector (biases, peepholes); a sum of blocks is of its
+    first block's kind."""
+    kind = (tile if isinstance(tile, str) else tile[0]).split("_")[0]
+    return kind if kind in ("W", "R", "Wp") else "b"
 
 
 def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[str, ...],
@@ -381,6 +393,6 @@ def fused(case: Case, layer: int, direction: int, name: str, kind: str | tuple[s
     kinds = (kind,) if isinstance(kind, str) else kind
     tiles = [tuple(f"{k}_{g}" for k in kinds) if len(kinds) > 1 else f"{kinds[0]}_{g}"
              for g in order]
-    if axis == 0 and len(block_sizes(case, layer, kinds[0])) == 2:  # matrices
+    if axis == 0 and kinds[0] in ("W", "R", "Wp"):  # matrices
         return grid(case, layer, direction, name, [[t] for t in tiles], **kw)
     return grid(case, layer, direction, name, [tiles], **kw)
