@@ -1,7 +1,7 @@
 """cuDNN's RNN parameter buffer in pure NumPy: what the cuDNN adapters hand to cuDNN.
 
 Shared by the ``tf-cudnn`` and ``keras-cudnn`` adapters and layouts, and by the CPU tests that
-check them without a GPU (``tests/test_cudnn_packing.py``). Facts (LAYOUTS.md §3, §6, §8):
+check them without a GPU (``tests/test_cudnn_packing.py``). Facts:
 
 - linLayerID, LSTM: 0..3 are the input matrices W of gates i, f, c (= canonical g), o; 4..7
   the recurrent matrices R of the same gates; 8 the recurrent projection (LSTM with
@@ -69,7 +69,7 @@ def pseudo_layers(case: Case) -> list[tuple[int, int]]:
 
 
 def scoped(case: Case, layer: int, d: int, name: str) -> str:
-    """Native name with the layer/direction scope of DESIGN.md's weight-file contract: bare for
+    """Native name with the layer/direction scope of the native weight files: bare for
     one unidirectional layer, else ``layer{k}/{forward|backward}/NAME``."""
     if case.num_layers == 1 and case.num_directions == 1:
         return name
