@@ -24,8 +24,6 @@ if str(ROOT) not in sys.path:  # run as `python benchmarks/x.py` from anywhere, 
 import numpy as np  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
-from harness.blas import numpy_openblas  # noqa: E402
-
 
 def cpu_model() -> str:
     try:
@@ -37,18 +35,28 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+
+
 def blas_threads() -> int | None:
-    lib = numpy_openblas()
-    return None if lib is None else int(lib.scipy_openblas_get_num_threads64_())
+    """NumPy's BLAS threads as the environment sets them (None: the library's default)."""
+    for var in BLAS_THREAD_VARIABLES:
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return None
 
 
 def set_threads(n: int | None) -> None:
-    """Same thread count for NumPy's OpenBLAS and PyTorch (intra-op); None leaves both alone."""
+    """``n`` threads for PyTorch (intra-op); None leaves it alone. NumPy's BLAS reads its
+    thread count from the environment when it loads (``OPENBLAS_NUM_THREADS``,
+    ``OMP_NUM_THREADS``): run the script with them set, as :func:`thread_env` does for a
+    subprocess; where they say otherwise than ``n``, this says so."""
     if n is None:
         return
-    lib = numpy_openblas()
-    if lib is not None:
-        lib.scipy_openblas_set_num_threads64_(n)
+    if blas_threads() != n:
+        print(f"note: NumPy's BLAS keeps {blas_threads() or 'its default'} threads; set "
+              f"OPENBLAS_NUM_THREADS={n} OMP_NUM_THREADS={n} before starting for {n}",
+              file=sys.stderr)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(n)
 

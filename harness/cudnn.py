@@ -1,7 +1,7 @@
 """cuDNN's RNN parameter buffer in pure NumPy: what the cuDNN adapters hand to cuDNN.
 
 Shared by the ``tf-cudnn`` and ``keras-cudnn`` adapters and layouts, and by the CPU tests that
-check them without a GPU (``tests/test_cudnn_packing.py``). Facts (LAYOUTS.md §3, §6, §8):
+check them without a GPU (``tests/test_cudnn_packing.py``). Facts:
 
 - linLayerID, LSTM: 0..3 are the input matrices W of gates i, f, c (= canonical g), o; 4..7
   the recurrent matrices R of the same gates; 8 the recurrent projection (LSTM with
@@ -31,13 +31,12 @@ matrices [read in source: tensorflow ``stream_executor/cuda/cuda_dnn.cc``
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from harness.params import DIRECTION_NAMES, layer_block_shapes, layer_dirs, model_of
+from harness.params import DIRECTION_NAMES, block_shapes, layer_dirs
 from harness.spec import Case
 
 # canonical NAME per linLayerID
@@ -70,7 +69,7 @@ def pseudo_layers(case: Case) -> list[tuple[int, int]]:
 
 
 def scoped(case: Case, layer: int, d: int, name: str) -> str:
-    """Native name with the layer/direction scope of DESIGN.md's weight-file contract: bare for
+    """Native name with the layer/direction scope of the native weight files: bare for
     one unidirectional layer, else ``layer{k}/{forward|backward}/NAME``."""
     if case.num_layers == 1 and case.num_directions == 1:
         return name
@@ -100,27 +99,17 @@ class Region:
 
 
 def regions(case: Case) -> tuple[Region, ...]:
-    """Every block of the buffer in buffer order: all matrices, then all biases (module doc).
-    Kept per model: the ``tf-cudnn-params`` layout asks for it per layer and direction."""
-    return _regions(*model_of(case))
-
-
-@functools.lru_cache(maxsize=256)
-def _regions(layers: tuple[tuple, ...], directions: tuple[int, ...]) -> tuple[Region, ...]:
-    """:func:`regions` of a model (:func:`harness.params.model_of`)."""
-    cell, proj_size = layers[0][0], layers[0][3]
-    matrices = MATRICES[cell] + (("Wp",) if cell == "lstm" and proj_size else ())
+    """Every block of the buffer in buffer order: all matrices, then all biases (module doc)."""
     out: list[Region] = []
     offset = 0
-    for names in (matrices, BIASES[cell]):
-        for layer in range(len(layers)):
-            shapes = layer_block_shapes(*layers[layer])
-            for d in directions:
-                for k, name in enumerate(names):
-                    lin_id = PROJECTION_ID if name == "Wp" else k
-                    region = Region(layer, d, lin_id, name, offset, shapes[name])
-                    out.append(region)
-                    offset += region.size
+    for names in (matrix_names(case), bias_names(case)):
+        for layer, d in pseudo_layers(case):
+            shapes = block_shapes(case, layer)
+            for k, name in enumerate(names):
+                lin_id = PROJECTION_ID if name == "Wp" else k
+                region = Region(layer, d, lin_id, name, offset, shapes[name])
+                out.append(region)
+                offset += region.size
     return tuple(out)
 
 

@@ -70,8 +70,9 @@ def max_memory(value: str | int | None = None) -> int:
 
 
 def _cast_itemsize(case: Case) -> int:
-    """Bytes an element of the parameters' cast (:func:`prepare`): none where the natives are
-    held in float64 (float64 and bfloat16 cases)."""
+    """Bytes an element of an adapter's natives in the case dtype
+    (:meth:`harness.adapters.base.Adapter.native_dtype`): none where they are held in float64
+    (float64 and bfloat16 cases)."""
     held = np.dtype(native_numpy(case.dtype))
     return 0 if held == np.float64 else held.itemsize
 
@@ -79,8 +80,8 @@ def _cast_itemsize(case: Case) -> int:
 def estimate_bytes(case: Case) -> dict[str, int]:
     """Float64 bytes one case needs, by part, from its sizes alone (Python ints: no overflow).
 
-    parameters: every canonical block, and its cast to the case dtype (float32, float16) that the
-    adapters convert from; inputs: x, h0, c0; outputs: y, h_n, c_n; reference:
+    parameters: every canonical block, and one adapter's natives in the case dtype (float32,
+    float16) converted from them; inputs: x, h0, c0; outputs: y, h_n, c_n; reference:
     every layer's y (the reference keeps them) plus the largest layer's working buffers per
     direction (its reversed input, the input projection of all timesteps [B, T, gates*H], y).
     """
@@ -208,17 +209,13 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
 
 
 def prepare(case: Case, limit: int | None = None) -> Prepared:
-    """Canonical parameters (and their cast to the case dtype), inputs, the reference and the
-    noise floor of one case: what every adapter of the case shares. The float64 reference is
-    computed once; in a float64 case it is also the noise floor. ``limit``: the memory limit
-    in bytes (default: :func:`max_memory`)."""
+    """Canonical parameters, inputs, the reference and the noise floor of one case: what every
+    adapter of the case shares. The float64 reference is computed once; in a float64 case it is
+    also the noise floor. ``limit``: the memory limit in bytes (default: :func:`max_memory`)."""
     start = time.perf_counter()
     check_memory(case, limit)
     canonical = with_file_context(case, "weights", lambda: load_weights(case, limit))
     inputs = with_file_context(case, "inputs", lambda: load_inputs(case, limit))
-    # what the case's adapters convert from (Adapter.native_dtype), made once here, not by the
-    # first pair (float64: the tensors themselves)
-    canonical.cast(native_numpy(case.dtype))
     computing = time.perf_counter()
     ref = reference.run(case, canonical, inputs)
     if case.gradients:

@@ -20,6 +20,7 @@ SCRIPTS = {
     "bench_plots.py": "ms/plot",
     "bench_memory.py": "peak RSS MiB",
     "bench_suite.py": "peak RSS MiB",
+    "bench_large_case.py": "ratio harness / torch",
 }
 
 

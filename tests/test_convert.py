@@ -255,7 +255,7 @@ def test_keras3_file(tmp_path: Path) -> None:
 
 def test_cudnnlstm_h5_matches_tf_keras_own_converter(tmp_path: Path, tf_keras, capsys) -> None:
     """CuDNNLSTM builds on CPU. Its .h5 reads as keras-cudnn only, and keras-cudnn -> keras is
-    what tf_keras's HDF5 loader does to load CuDNNLSTM weights into an LSTM (LAYOUTS.md §3)."""
+    what tf_keras's HDF5 loader does to load CuDNNLSTM weights into an LSTM."""
     from tf_keras.src.layers.rnn.cudnn_lstm import CuDNNLSTM
     from tf_keras.src.saving.legacy.hdf5_format import _convert_rnn_weights
 

@@ -110,7 +110,7 @@ def test_tf_cudnn_names_and_shapes():
 
 def test_keras_mapping_table_says_reshape_copy():
     """The mapping table shows what cuDNN does with each slice: kernel = reshaped W_g,
-    recurrent_kernel = R_g as is, bias = bW then bR (LAYOUTS.md §3)."""
+    recurrent_kernel = R_g as is, bias = bW then bR."""
     rows = KERAS_CUDNN.mapping(make(cell="gru", num_layers=2))
     by = {(r["tensor"], r["slice"]): r["holds"] for r in rows
           if r["tensor"].startswith("layer0/forward/")}

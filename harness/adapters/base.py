@@ -185,7 +185,7 @@ class Adapter:
         """Run and check; returns the outputs (float64) and the seconds ``_run`` took.
         ``check_finite=False`` leaves NaN/Inf to the caller (``harness.runner.run_pair`` sees
         them in the divergence's sums, which read every element anyway)."""
-        native = (self.layout.to_native(canonical, case, self.native_dtype(case), shared=True)
+        native = (self.layout.to_native(canonical, case, self.native_dtype(case))
                   if self.layout else canonical.tensors)
         start = time.perf_counter()
         out = self._run(case, native, inputs)
@@ -202,8 +202,8 @@ class Adapter:
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         """Run the case; for a gradient case (:meth:`computes_gradients`) also the backward pass
         of the loss in ``harness.data`` with ``inputs.dy``/``dh_n``/``dc_n``, returning
-        ``Outputs.grads`` with ``params`` keyed by native tensor name. ``native`` is only to be
-        read (a tensor may be a read-only view of the case's cast parameters)."""
+        ``Outputs.grads`` with ``params`` keyed by native tensor name. ``native`` is the
+        adapter's own (made for this run by the layout)."""
         raise NotImplementedError
 
     def _expected(self, case: Case, out: Outputs) -> dict[str, tuple[tuple[int, ...], np.ndarray]]:

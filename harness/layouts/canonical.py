@@ -10,8 +10,7 @@ from harness.spec import Case
 def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
     return [
         NativeTensor(key(layer, d, name), shape,
-                     (Placement((...,), (key(layer, d, name),), where="[...]"),),
-                     cover=(tuple((0, n) for n in shape),))
+                     (Placement((...,), (key(layer, d, name),), where="[...]"),))
         for name, shape in block_shapes(case, layer).items()
     ]
 

@@ -1,4 +1,4 @@
-"""Keras ``LSTM`` / ``GRU`` (tf_keras 2.x and Keras 3 alike): cell variable names (LAYOUTS.md §2).
+"""Keras ``LSTM`` / ``GRU`` (tf_keras 2.x and Keras 3 alike): cell variable names.
 
     kernel            [in_k, 4H]   LSTM gates i f c(=g) o; GRU [in_k, 3H], gates z r h(=n)
     recurrent_kernel  [H, 4H]      Keras orientation: x @ kernel + h @ recurrent_kernel, so the

@@ -1,4 +1,4 @@
-"""tf_keras ``CuDNNLSTM`` / ``CuDNNGRU`` (v1 API, GPU only): their variables (LAYOUTS.md §3).
+"""tf_keras ``CuDNNLSTM`` / ``CuDNNGRU`` (v1 API, GPU only): their variables.
 
     kernel            [in, 4H]  gates i f c(=g) o; GRU [in, 3H], stored z r h(=n)
     recurrent_kernel  [H, 4H]   same gate blocks

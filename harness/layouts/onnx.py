@@ -1,4 +1,4 @@
-"""ONNX ``LSTM`` / ``GRU`` operator weight inputs (LAYOUTS.md §7).
+"""ONNX ``LSTM`` / ``GRU`` operator weight inputs.
 
     W  [D, 4H, in_k]   gates i o f c (GRU z r h) stacked along rows, math orientation
     R  [D, 4H, H]      (GRU [D, 3H, H])
@@ -8,7 +8,7 @@
 Directions are the leading axis of one tensor: forward is index 0 and reverse index 1 of a
 bidirectional node; a ``direction="reverse"`` node has D = 1 and its reverse weights at index 0.
 One node runs one layer, so a single layer uses the bare names ``W R B P`` and a stack prefixes
-them with ``layer{k}/`` (DESIGN.md, native weight files). ONNX has no runtime forget bias: a
+them with ``layer{k}/`` (the native weight files). ONNX has no runtime forget bias: a
 case's ``forget_bias`` is stored in ``B``'s input-bias f block.
 """
 

@@ -1,4 +1,4 @@
-"""TensorFlow's fused LSTM kernels ``BlockLSTM`` (v1) and ``BlockLSTMV2`` (LAYOUTS.md §4).
+"""TensorFlow's fused LSTM kernels ``BlockLSTM`` (v1) and ``BlockLSTMV2``.
 
 Both ops take one layer and one direction; their weights, per layer and direction:
 

@@ -1,9 +1,9 @@
 """TF ``CudnnRNN*`` ops: cuDNN's canonical weights (``tf-cudnn``) and its opaque buffer
-(``tf-cudnn-params``). LAYOUTS.md §6, §8; the shared facts are in ``harness/cudnn.py``.
+(``tf-cudnn-params``). The shared facts are in ``harness/cudnn.py``.
 
 ``tf-cudnn``: one tensor per cuDNN linLayerID, named after the op's input lists
 (``CudnnRNNCanonicalToParamsV2(weights=[...], biases=[...])``, ``CudnnRNNParamsToCanonicalV2``
-outputs), scoped per layer and direction as DESIGN.md's weight-file contract says:
+outputs), scoped per layer and direction as the native weight files are:
 
     weights/0..3   W_i W_f W_c(=g) W_o   [H, in_l]     GRU weights/0..2: W_r W_z W_h(=n)
     weights/4..7   R_i R_f R_c R_o       [H, P or H]   GRU weights/3..5: R_r R_z R_h

@@ -1,5 +1,5 @@
 """TF1-style cells ``LSTMCell`` and ``GRUCell`` (``tf_keras.src.layers.rnn.legacy_cells``,
-formerly ``tf.nn.rnn_cell``): their variable names (LAYOUTS.md §5).
+formerly ``tf.nn.rnn_cell``): their variable names.
 
 LSTMCell, per layer and direction (``[x, h_prev] @ kernel``, x rows first):
 

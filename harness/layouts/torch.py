@@ -1,4 +1,4 @@
-"""PyTorch ``nn.LSTM`` / ``nn.GRU``: ``state_dict()`` names (LAYOUTS.md §1).
+"""PyTorch ``nn.LSTM`` / ``nn.GRU``: ``state_dict()`` names.
 
     weight_ih_l{k}[_reverse]  [4H, in_k]   gates i f g o (GRU r z n) stacked along rows
     weight_hh_l{k}[_reverse]  [4H, P or H]
