@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import reference
-from harness.adapters.base import Adapter, Capabilities
+from harness.adapters._reference import EVERYTHING, forward_backward
+from harness.adapters.base import Adapter
 from harness.data import Inputs, Outputs
 from harness.params import Canonical
 from harness.spec import Case
-
-EVERYTHING = Capabilities(
-    peepholes=True, projection=True, cell_clip=True, proj_clip=True, gate_clip=True,
-    input_forget=True, directions=frozenset({"forward", "reverse", "bidirectional"}),
-    recurrent_activations=frozenset({"sigmoid", "hard_sigmoid_tf_keras", "hard_sigmoid_keras3"}),
-    gradients=True,
-)
 
 
 class Reference(Adapter):
@@ -29,14 +22,7 @@ class Reference(Adapter):
         return {"numpy": np.__version__}
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        return self._forward_backward(case, Canonical(native), inputs, "float64")
-
-    @staticmethod
-    def _forward_backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str) -> Outputs:
-        out = reference.run(case, canonical, inputs, dtype=dtype)
-        if case.gradients:
-            out.grads = reference.gradients(case, canonical, inputs, dtype=dtype)
-        return out
+        return forward_backward(case, Canonical(native), inputs, "float64")
 
 
 class NoiseFloor(Reference):
@@ -48,4 +34,4 @@ class NoiseFloor(Reference):
     baseline = False
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        return self._forward_backward(case, Canonical(native), inputs, case.dtype)
+        return forward_backward(case, Canonical(native), inputs, case.dtype)

@@ -14,10 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from harness import reference
+from harness.adapters._reference import EVERYTHING, forward_backward
 from harness.adapters.base import Adapter
-from harness.adapters.reference import EVERYTHING
-from harness.data import Inputs, Outputs
+from harness.data import Gradients, Inputs, Outputs
 from harness.dtypes import DTYPES
 from harness.errors import Unavailable
 from harness.params import Canonical
@@ -66,11 +65,17 @@ class ReferenceCUDA(Adapter):
 
         canonical = Canonical({k: dev(v) for k, v in native.items()})
         on_gpu = Inputs(x=dev(inputs.x), h0=dev(inputs.h0), c0=dev(inputs.c0),
-                        seq_lengths=inputs.seq_lengths)
-        out = reference.run(case, canonical, on_gpu)
+                        seq_lengths=inputs.seq_lengths, dy=dev(inputs.dy),
+                        dh_n=dev(inputs.dh_n), dc_n=dev(inputs.dc_n))
+        out = forward_backward(case, canonical, on_gpu, "float64")
 
         def host(a: Any) -> np.ndarray | None:
             return None if a is None else cupy.asnumpy(a)
 
+        grads = None
+        if out.grads is not None:
+            g = out.grads
+            grads = Gradients(dx=host(g.dx), dh0=host(g.dh0), dc0=host(g.dc0),
+                              params={k: host(v) for k, v in g.params.items()})
         return Outputs(y=host(out.y), h_n=host(out.h_n), c_n=host(out.c_n),
-                       y_layers=[host(y) for y in out.y_layers or []])
+                       y_layers=[host(y) for y in out.y_layers or []], grads=grads)
