@@ -11,7 +11,8 @@
   ``keras-cudnn`` ones; ``Bidirectional`` gives ``forward``/``backward``. Several recurrent
   layers are read as a stack, in model order (``select`` picks layers by name).
 - ``.onnx`` (layout ``onnx``): the ``W``, ``R``, ``B``, ``P`` initializers of the model's LSTM/GRU
-  nodes (a missing ``B`` or ``P`` is zeros, as the operator defines), checked against the case.
+  nodes, checked against the case (a missing ``B`` or ``P`` is zeros, as the operator defines:
+  the layout's optional tensors, applied by ``Layout.from_native``).
 
 Every reader returns ``(native, notes)``: the tensors under the layout's names, and lines worth
 telling the user (what was read from where).
@@ -386,31 +387,31 @@ def read_onnx(path: Path, case: Case, *, select: str | None = None
                            f"{', '.join(n.name or '?' for n in nodes)}), the case has "
                            f"{case.num_layers} layer(s); choose nodes with --select", file=path)
     native, notes = {}, []
-    H, D = case.hidden_size, case.num_directions
-    gates = 4 if case.cell == "lstm" else 3
     for k, node in enumerate(nodes):
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         _check_onnx_attrs(path, node.name, attrs, case)
         name = (lambda n: n) if case.num_layers == 1 else (lambda n, k=k: f"layer{k}/{n}")
         inputs = list(node.input) + [""] * 8
-        for idx, tname in ((1, "W"), (2, "R"), (3, "B"), (7, "P")):
+        # Optional inputs left out take the operator's defaults (Layout.from_native: B and P
+        # zeros); constant lengths or states are read so that from_native can check them.
+        for idx, tname in ((1, "W"), (2, "R"), (3, "B"), (4, "sequence_lens"), (5, "initial_h"),
+                           (6, "initial_c"), (7, "P")):
             src = inputs[idx]
-            if tname == "P" and not (case.cell == "lstm" and case.peepholes):
-                if src:
-                    raise WeightsError(f"node {node.name!r} has peepholes (P), the case has "
-                                       "none", file=path)
-                continue
             if not src:
                 if tname in ("W", "R"):
                     raise WeightsError(f"node {node.name!r} has no {tname} input", file=path)
-                shape = (D, 2 * gates * H) if tname == "B" else (D, 3 * H)
-                native[name(tname)] = np.zeros(shape)
-                notes.append(f"node {node.name!r} has no {tname}: zeros, as the operator defines")
+                if tname in ("B", "P") and (tname == "B" or case.peepholes):
+                    notes.append(f"node {node.name!r} has no {tname}: zeros, as the operator "
+                                 "defines")
                 continue
             if src not in values:
-                raise WeightsError(f"node {node.name!r} input {tname} ({src!r}) is computed, not "
-                                   "an initializer: export with constant folding", file=path)
-            native[name(tname)] = np.asarray(values[src], dtype=np.float64)
+                if tname in ("W", "R", "B", "P"):
+                    raise WeightsError(f"node {node.name!r} input {tname} ({src!r}) is computed, "
+                                       "not an initializer: export with constant folding",
+                                       file=path)
+                continue  # lengths and states fed at run time: the inputs file's business
+            key = "sequence_lens" if tname == "sequence_lens" else name(tname)
+            native[key] = np.asarray(values[src], dtype=np.float64)
         notes.append(f"read {op} node {node.name or k!r}")
     return native, notes
 

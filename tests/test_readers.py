@@ -164,3 +164,101 @@ def test_a_file_larger_than_the_memory_limit_is_refused_before_reading(tmp_path)
     with pytest.raises(WeightsError, match="memory limit"):
         read_native(path, "keras", Case(name="r", cell="lstm", input_size=3, hidden_size=2),
                     max_bytes=1024)
+
+
+# Optional tensors: ONNX's B / P / sequence_lens / initial_h, BlockLSTM's zero peepholes ---------
+
+def _onnx_case(**kw) -> Case:
+    return Case(name="o", cell=kw.pop("cell", "lstm"), input_size=3, hidden_size=4, batch=3,
+                seq_len=5, **kw)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_onnx_model_without_b_reads_as_zero_biases_and_reproduces_the_node(tmp_path, cell):
+    """A node with only X, W, R (ONNX: B = zeros): read, its canonical weights give ORT's
+    outputs through the reference."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from harness import reference
+    from harness.data import Inputs
+    from harness.layouts import get_layout
+
+    case = _onnx_case(cell=cell)
+    G, H, I = len(case.gates), case.hidden_size, case.input_size
+    rng = np.random.default_rng(1)
+    W = rng.normal(size=(1, G * H, I)).astype(np.float32)
+    R = rng.normal(size=(1, G * H, H)).astype(np.float32)
+    outs = ["Y", "Y_h"] + (["Y_c"] if cell == "lstm" else [])
+    node = helper.make_node(cell.upper(), ["X", "W", "R"], outs, hidden_size=H,
+                            **({"linear_before_reset": 0} if cell == "gru" else {}))
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 3, I])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(R, "R")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    case = case.model_copy(update={"reset_after": False}) if cell == "gru" else case
+    native, notes = read_native(path, "onnx", case)
+    assert any("has no B: zeros" in n for n in notes)
+    canonical = get_layout("onnx").from_native(native, case)
+    x = rng.normal(size=(3, 5, I))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = sess.run(["Y"], {"X": x.transpose(1, 0, 2).astype(np.float32)})
+    zeros = np.zeros((1, 3, H))
+    ref = reference.run(case, canonical, Inputs(x, zeros, zeros if cell == "lstm" else None,
+                                                None))
+    np.testing.assert_allclose(ref.y, y[:, 0].transpose(1, 0, 2), atol=1e-5)
+
+
+def _npz_case(tmp_path: Path, layout: str, native: dict[str, np.ndarray], **kw) -> Case:
+    from harness.spec import TensorFile
+
+    path = tmp_path / "w.npz"
+    np.savez(path, **native)
+    return _onnx_case(**kw).model_copy(update={"weights": TensorFile(file=str(path),
+                                                                     layout=layout)})
+
+
+def test_onnx_npz_takes_the_operators_defaults_and_refuses_non_defaults(tmp_path):
+    from harness import params
+    from harness.layouts import get_layout
+    from harness.prepare import load_weights
+
+    case = _onnx_case()
+    full = get_layout("onnx").to_native(params.generate(case), case)
+    W_R = {k: full[k] for k in ("W", "R")}
+    got = load_weights(_npz_case(tmp_path, "onnx", W_R))  # no B: zeros
+    assert not any(np.any(v) for k, v in got.tensors.items() if "/b" in k)
+    with_defaults = W_R | {"B": full["B"], "P": np.zeros((1, 12)), "initial_h": np.zeros((1, 3, 4)),
+                           "initial_c": np.zeros((1, 3, 4)),
+                           "sequence_lens": np.array([5, 5, 5], dtype=np.int32)}
+    load_weights(_npz_case(tmp_path, "onnx", with_defaults))
+    peep = _npz_case(tmp_path, "onnx", W_R, peepholes=True)  # P absent: zeros
+    assert not np.any(load_weights(peep).tensors["layer0/forward/p_i"])
+    for name, value in (("P", np.ones((1, 12))), ("initial_h", np.ones((1, 3, 4))),
+                        ("sequence_lens", np.array([1, 5, 3]))):
+        with pytest.raises(WeightsError, match="holds") as err:
+            load_weights(_npz_case(tmp_path, "onnx", with_defaults | {name: value}))
+        assert err.value.field == name and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("layout", ["tf-block", "tf-block-v2"])
+def test_blocklstm_dump_with_zero_peepholes_reads_for_a_case_without_them(tmp_path, layout):
+    from harness import params
+    from harness.layouts import get_layout
+    from harness.prepare import load_weights
+
+    case = _onnx_case()
+    canonical = params.generate(case)
+    native = get_layout(layout).to_native(canonical, case)
+    dump = native | {n: np.zeros(4) for n in ("wci", "wcf", "wco")}
+    got = load_weights(_npz_case(tmp_path, layout, dump))
+    ref = load_weights(_npz_case(tmp_path, layout, native))
+    for k in ref.tensors:
+        np.testing.assert_array_equal(got.tensors[k], ref.tensors[k])
+    with pytest.raises(WeightsError, match="non-zero values, but the case has no peepholes") as err:
+        load_weights(_npz_case(tmp_path, layout, dump | {"wcf": np.full(4, 0.5)}))
+    assert err.value.field == "wcf"

@@ -77,6 +77,19 @@ class NativeTensor:
     placements: tuple[Placement, ...]
 
 
+class OptionalTensor(NamedTuple):
+    """A native tensor a file may leave out, or hold though the case does not read it.
+
+    ``default``: the value the framework uses when the tensor is absent (ONNX: ``B`` and ``P``
+    are zeros, ``sequence_lens`` is every sequence's full length). A tensor the case reads
+    (one of :meth:`Layout.tensors`) is filled with it when missing; one the case does not read
+    is accepted only when it holds it, and refused with ``why`` otherwise."""
+
+    shape: tuple[int, ...]
+    default: float | tuple = 0.0
+    why: str = ""  # why a non-default value cannot be taken, e.g. "the case has no peepholes"
+
+
 @dataclass(frozen=True)
 class Layout:
     """A framework's storage of the canonical parameters.
@@ -94,6 +107,9 @@ class Layout:
     describe: Callable[[Case, int, int], list[NativeTensor]]
     runtime: Callable[[Case], list[str]] = field(default=lambda case: [])
     scoped_names: bool = False  # Keras/TF convention: bare names for a single layer/direction
+    # Tensors a file may omit or hold at their default (ONNX's optional inputs, BlockLSTM's
+    # zero peepholes): name -> OptionalTensor, worked out on the case.
+    optional: Callable[[Case], dict[str, OptionalTensor]] = field(default=lambda case: {})
 
     # ----------------------------------------------------------------------------------------
     def tensors(self, case: Case) -> list[NativeTensor]:
@@ -144,6 +160,7 @@ class Layout:
         """Canonical parameters from native tensors; a summed block goes to its first source."""
         tensors = self.tensors(case)
         expected = {t.name: t.shape for t in tensors}
+        native = self.with_defaults(native, case, expected, file=file)
         missing = [n for n in expected if n not in native]
         if missing:
             raise WeightsError(
@@ -176,6 +193,34 @@ class Layout:
                 for s in rest:
                     out[s] = np.zeros(shapes[s])
         return Canonical(out)
+
+    def with_defaults(self, native: dict[str, np.ndarray], case: Case,
+                      expected: dict[str, tuple[int, ...]], *, file: str | None = None
+                      ) -> dict[str, np.ndarray]:
+        """``native`` with the layout's optional tensors settled: a missing one the case reads
+        takes its default; one the case does not read is dropped when it holds its default,
+        refused (one line: the tensor and why) when it does not."""
+        optional = self.optional(case)
+        if not optional:
+            return native
+        native = dict(native)
+        for name, opt in optional.items():
+            default = np.broadcast_to(np.asarray(opt.default, dtype=np.float64), opt.shape)
+            if name in expected:
+                if name not in native:
+                    native[name] = default.copy()
+                continue
+            if name not in native:
+                continue
+            arr = np.asarray(native.pop(name))
+            if arr.shape != opt.shape:
+                raise WeightsError(f"expected shape {list(opt.shape)}, got {list(arr.shape)}",
+                                   file=file, field=name)
+            if not np.array_equal(arr.astype(np.float64), default):
+                value = ("non-zero values" if not np.any(default) else "values other than "
+                         + str([float(v) for v in np.asarray(opt.default).ravel()]))
+                raise WeightsError(f"holds {value}, but {opt.why}", file=file, field=name)
+        return native
 
     def grads_from_native(self, native: dict[str, np.ndarray], case: Case) -> Canonical:
         """Canonical gradients from the gradients of the native tensors (the adjoint of

@@ -7,14 +7,15 @@
 
 Directions are the leading axis of one tensor: forward is index 0 and reverse index 1 of a
 bidirectional node; a ``direction="reverse"`` node has D = 1 and its reverse weights at index 0.
-One node runs one layer, so a single layer uses the bare names ``W R B P`` and a stack prefixes
-them with ``layer{k}/`` (the native weight files). ONNX has no runtime forget bias: a
-case's ``forget_bias`` is stored in ``B``'s input-bias f block.
+``B`` and ``P`` are optional, zeros when absent (:func:`optional`). One node runs one layer, so
+a single layer uses the bare names ``W R B P`` and a stack prefixes them with ``layer{k}/`` (the
+native weight files). ONNX has no runtime forget bias: a case's ``forget_bias`` is stored in
+``B``'s input-bias f block.
 """
 
 from __future__ import annotations
 
-from harness.layouts.base import Layout, NativeTensor, fused, grid
+from harness.layouts.base import Layout, NativeTensor, OptionalTensor, fused, grid
 from harness.spec import Case
 
 # Canonical gate names in ONNX's block order: LSTM i o f c (canonical g is ONNX's c), GRU z r h.
@@ -73,10 +74,35 @@ def runtime(case: Case) -> list[str]:
     return notes
 
 
+def optional(case: Case) -> dict[str, OptionalTensor]:
+    """ONNX's optional inputs with the operator's defaults: ``B`` and ``P`` zeros (a file
+    without them is the node without them); ``sequence_lens``, ``initial_h``, ``initial_c``
+    (data, not weights: they belong in the inputs file) accepted at their defaults only."""
+    D, H, N = case.num_directions, case.hidden_size, case.batch
+    gates = len(ORDER[case.cell])
+    lengths = tuple(case.seq_lengths) if case.seq_lengths else (case.seq_len,) * N
+    out: dict[str, OptionalTensor] = {}
+    for k in range(case.num_layers):
+        out[tensor_name(case, k, "B")] = OptionalTensor((D, 2 * gates * H))
+        if case.cell == "lstm":
+            out[tensor_name(case, k, "P")] = OptionalTensor(
+                (D, 3 * H), why="the case has no peepholes (set peepholes: true)")
+        states = ("initial_h", "initial_c") if case.cell == "lstm" else ("initial_h",)
+        for s in states:
+            out[tensor_name(case, k, s)] = OptionalTensor(
+                (D, N, H), why="initial states belong in the inputs file "
+                "(h0, c0: docs/cases.md), not with the weights")
+    out["sequence_lens"] = OptionalTensor(
+        (N,), lengths, why="lengths belong in the case (seq_lengths) or the inputs file "
+        "(seq_lengths), not with the weights")
+    return out
+
+
 ONNX = Layout(
     name="onnx",
     title="ONNX LSTM / GRU operator inputs W, R, B, P",
     cells=("lstm", "gru"),
     describe=describe,
     runtime=runtime,
+    optional=optional,
 )

@@ -16,16 +16,17 @@ The two versions differ in the order of the column blocks and in the forget bias
 - ``tf-block-v2`` (``BlockLSTMV2``): blocks **i, f, g, o** (Keras order); the op has no
   forget_bias attribute, so the case's forget_bias is folded into ``b``'s f block.
 
-The peephole tensors exist only when the case has peepholes (the adapter feeds zeros and
-``use_peephole=False`` otherwise). Stacks and bidirectional layers prefix the names with
-``layer{k}/forward/`` and ``layer{k}/backward/``.
+The peephole tensors are part of the layout only when the case has peepholes (the adapter feeds
+zeros and ``use_peephole=False`` otherwise); a file of a case without them may still hold them,
+as zeros (a dump of a BlockLSTM call), and is refused when they are not zero. Stacks and
+bidirectional layers prefix the names with ``layer{k}/forward/`` and ``layer{k}/backward/``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.layouts.base import Layout, NativeTensor, fused, grid
+from harness.layouts.base import Layout, NativeTensor, OptionalTensor, fused, grid
 from harness.spec import Case
 
 ORDER_V1 = "igfo"  # i, ci, f, o
@@ -46,6 +47,21 @@ def _describe(order: str, fold: bool) -> Callable[[Case, int, int], list[NativeT
         return tensors
 
     return describe
+
+
+PEEPHOLES = ("wci", "wcf", "wco")
+
+
+def _optional(case: Case) -> dict[str, OptionalTensor]:
+    """``wci``, ``wcf``, ``wco`` are inputs of every BlockLSTM call, zeros when the call has no
+    peepholes: a dump of such a call holds them. A case without peepholes accepts them when
+    they are zero."""
+    if case.peepholes or case.cell != "lstm":
+        return {}
+    with_peepholes = case.model_copy(update={"peepholes": True})
+    return {t.name: OptionalTensor(t.shape, why="the case has no peepholes (set peepholes: true)")
+            for t in TF_BLOCK.tensors(with_peepholes)
+            if t.name.rsplit("/", 1)[-1] in PEEPHOLES}
 
 
 def _runtime_v1(case: Case) -> list[str]:
@@ -77,6 +93,7 @@ TF_BLOCK = Layout(
     describe=_describe(ORDER_V1, fold=False),
     runtime=_runtime_v1,
     scoped_names=True,
+    optional=_optional,
 )
 
 TF_BLOCK_V2 = Layout(
@@ -86,4 +103,5 @@ TF_BLOCK_V2 = Layout(
     describe=_describe(ORDER_V2, fold=True),
     runtime=_runtime_v2,
     scoped_names=True,
+    optional=_optional,
 )
