@@ -161,8 +161,32 @@ def load_weights(case: Case, limit: int | None = None) -> Canonical:
     return Canonical({k: round_to(v, case.dtype) for k, v in canonical.tensors.items()})
 
 
+INPUT_NAMES = ("x", "h0", "c0", "seq_lengths", "dy", "dh_n", "dc_n")
+
+
+def _did_you_mean(name: str, known: tuple[str, ...]) -> str:
+    """`` (did you mean c0?)`` for ``c_O``, ``h_0``, ``C0``: names compared lower-cased, without
+    underscores, the letter o read as a zero; else the closest by difflib."""
+    import difflib
+
+    def norm(n: str) -> str:
+        return n.lower().replace("_", "").replace("o", "0")
+
+    same = [k for k in known if norm(k) == norm(name)]
+    close = same or difflib.get_close_matches(norm(name), [norm(k) for k in known], 1, 0.5)
+    if not close:
+        return ""
+    hit = same[0] if same else next(k for k in known if norm(k) == close[0])
+    return f" (did you mean {hit}?)"
+
+
 def load_inputs(case: Case, limit: int | None = None) -> Inputs:
-    """Inputs from the case: generated from the seed, or read from ``inputs.file``."""
+    """Inputs from the case: generated from the seed, or read from ``inputs.file``.
+
+    The file's names are checked as a weights file's are: an unknown one (``h_0``, ``c_O``) is
+    refused with the name it was probably meant to be, ``c0`` for a GRU is refused. Lengths are
+    the file's ``seq_lengths`` or the case's; both given and different: refused. Every adapter
+    reads lengths and initial states from the Inputs returned here (``inputs.seq_lengths``)."""
     if not isinstance(case.inputs, TensorFile):
         return data.generate(case)
     path = case.resolve(case.inputs.file)
@@ -177,9 +201,22 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
                      "dh_n": h_shape}
         if case.cell == "lstm":
             optional["dc_n"] = c_shape
+    known = (*expected, *optional, "seq_lengths")
     if "x" not in arrays:
-        raise WeightsError(f"missing tensor x (found: {', '.join(arrays) or 'nothing'})",
-                           file=path, field="x")
+        meant = [n for n in arrays if _did_you_mean(n, ("x",))]
+        raise WeightsError(f"missing tensor x (found: {', '.join(arrays) or 'nothing'})"
+                           + (f"; did you mean x for {meant[0]}?" if meant
+                              else ""), file=path, field="x")
+    for name in arrays:
+        if name in known:
+            continue
+        if name in ("c0", "dc_n"):
+            raise WeightsError("a GRU has no cell state: remove it", file=path, field=name)
+        if name in ("dy", "dh_n"):
+            raise WeightsError("upstream gradients, but the case computes none (gradients: "
+                               "true uses them)", file=path, field=name)
+        raise WeightsError(f"unknown tensor{_did_you_mean(name, known)}; an inputs file holds "
+                           f"{', '.join(known)} (docs/cases.md)", file=path, field=name)
     got = {}
     for name, shape in (expected | optional).items():
         if name not in arrays:
@@ -201,11 +238,24 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
             raise WeightsError(f"expected lengths in 1..{case.seq_len}", file=path,
                                field="seq_lengths")
         lengths = lengths.astype(np.int64)
+        if case.seq_lengths is not None and list(lengths) != list(case.seq_lengths):
+            raise WeightsError(  # with_file_context names the case file
+                f"{[int(v) for v in lengths]} contradicts the case's seq_lengths "
+                f"{list(case.seq_lengths)}: give the lengths in one place", file=path,
+                field="seq_lengths")
     elif case.seq_lengths:
         lengths = np.asarray(case.seq_lengths, dtype=np.int64)
     inputs = Inputs(x=got["x"], h0=got["h0"], c0=got.get("c0"), seq_lengths=lengths,
                     dy=got.get("dy"), dh_n=got.get("dh_n"), dc_n=got.get("dc_n"))
     return data.with_upstream(case, inputs) if case.gradients else inputs
+
+
+def with_inputs_lengths(case: Case, inputs: Inputs) -> Case:
+    """The case with the lengths its inputs hold (an inputs file's ``seq_lengths``), so that
+    capabilities (variable lengths), layouts and adapters see one set of lengths."""
+    if inputs.seq_lengths is None or case.seq_lengths is not None:
+        return case
+    return case.model_copy(update={"seq_lengths": [int(v) for v in inputs.seq_lengths]})
 
 
 def prepare(case: Case, limit: int | None = None) -> Prepared:
@@ -216,6 +266,7 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
     check_memory(case, limit)
     canonical = with_file_context(case, "weights", lambda: load_weights(case, limit))
     inputs = with_file_context(case, "inputs", lambda: load_inputs(case, limit))
+    case = with_inputs_lengths(case, inputs)
     computing = time.perf_counter()
     ref = reference.run(case, canonical, inputs)
     if case.gradients:

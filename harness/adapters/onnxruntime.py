@@ -71,10 +71,11 @@ def node_attributes(case: Case) -> dict:
     return attrs
 
 
-def build_model(case: Case, native: dict[str, np.ndarray]):
+def build_model(case: Case, native: dict[str, np.ndarray], *, lengths: bool | None = None):
     """The ONNX model (onnx.ModelProto) of ``case``: weights ``native`` cast to the case dtype.
 
-    Inputs: ``X`` [T, N, I]; ``sequence_lens`` [N] int32 when the case has lengths;
+    Inputs: ``X`` [T, N, I]; ``sequence_lens`` [N] int32 when there are lengths (``lengths``:
+    whether the Inputs hold them; by default, whether the case names them);
     ``initial_h{k}`` [D, N, H] (and ``initial_c{k}`` for LSTM) per layer k.
     Outputs per layer k: ``Y{k}`` [T, D, N, H], ``Y_h{k}`` [D, N, H] (and ``Y_c{k}``).
     """
@@ -85,6 +86,8 @@ def build_model(case: Case, native: dict[str, np.ndarray]):
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(np_dtype))
     T, N, D, H = case.seq_len, case.batch, case.num_directions, case.hidden_size
     lstm = case.cell == "lstm"
+    if lengths is None:
+        lengths = case.seq_lengths is not None
 
     initializers = [numpy_helper.from_array(np.asarray(v, dtype=np_dtype), name)
                     for name, v in native.items()]
@@ -92,7 +95,7 @@ def build_model(case: Case, native: dict[str, np.ndarray]):
         initializers.append(
             numpy_helper.from_array(np.array([0, 0, -1], dtype=np.int64), "merge_dirs"))
     inputs = [helper.make_tensor_value_info("X", elem, [T, N, case.input_size])]
-    if case.seq_lengths is not None:
+    if lengths:
         inputs.append(helper.make_tensor_value_info("sequence_lens", onnx.TensorProto.INT32, [N]))
     outputs, nodes = [], []
     attrs = node_attributes(case)
@@ -104,7 +107,7 @@ def build_model(case: Case, native: dict[str, np.ndarray]):
         states = [f"initial_h{k}"] + ([f"initial_c{k}"] if lstm else [])
         inputs += [helper.make_tensor_value_info(s, elem, [D, N, H]) for s in states]
         node_in = [x, w("W"), w("R"), w("B"),
-                   "sequence_lens" if case.seq_lengths is not None else "", *states]
+                   "sequence_lens" if lengths else "", *states]
         if lstm and case.peepholes:
             node_in.append(w("P"))
         node_out = [f"Y{k}", f"Y_h{k}"] + ([f"Y_c{k}"] if lstm else [])
@@ -124,11 +127,13 @@ def build_model(case: Case, native: dict[str, np.ndarray]):
 
 
 def feeds(case: Case, inputs: Inputs) -> dict[str, np.ndarray]:
-    """Graph inputs from harness data: x batch-major -> time-major, states split per layer."""
+    """Graph inputs from harness data: x batch-major -> time-major, states split per layer.
+    Lengths and initial states come from ``inputs`` alone (where the case's seq_lengths and an
+    inputs file's already agree, :func:`harness.prepare.load_inputs`)."""
     np_dtype = NUMPY_DTYPES[case.dtype]
     D = case.num_directions
     out = {"X": np.ascontiguousarray(inputs.x.transpose(1, 0, 2), dtype=np_dtype)}
-    if case.seq_lengths is not None:
+    if inputs.seq_lengths is not None:
         out["sequence_lens"] = np.asarray(inputs.seq_lengths, dtype=np.int32)
     for k in range(case.num_layers):
         # h0 [L*D, N, H] is layer-major, forward before reverse: layer k's slice is [D, N, H].
@@ -172,16 +177,17 @@ class OnnxRuntime(Adapter):
         onnx, ort = import_onnxruntime()
         return {"onnx": onnx.__version__, "onnxruntime": ort.__version__}
 
-    def session(self, case: Case, native: dict[str, np.ndarray]):
+    def session(self, case: Case, native: dict[str, np.ndarray], *,
+                lengths: bool | None = None):
         """An ORT InferenceSession (CPU provider) of :func:`build_model`."""
         _, ort = import_onnxruntime()
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only: ORT warns about unused initializers etc.
-        return ort.InferenceSession(build_model(case, native).SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(build_model(case, native, lengths=lengths).SerializeToString(),
+                                    options, providers=["CPUExecutionProvider"])
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        sess = self.session(case, native)
+        sess = self.session(case, native, lengths=inputs.seq_lengths is not None)
         names = [o.name for o in sess.get_outputs()]
         got = dict(zip(names, sess.run(names, feeds(case, inputs)), strict=True))
         N, T = case.batch, case.seq_len
