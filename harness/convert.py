@@ -29,23 +29,30 @@ from harness.adapters import ADAPTERS
 from harness.adapters.base import REQUIREMENTS, Adapter
 from harness.errors import HarnessError, WeightsError
 from harness.layouts import LAYOUTS, Layout
-from harness.params import Canonical, expected_shapes, key, layer_dirs
+from harness.params import DIRECTION_NAMES, Canonical, expected_shapes, key, layer_dirs
 from harness.spec import Case
 
 # Capabilities that decide whether a layout can hold a case's parameters at all.
+# The recurrent activation is among them: weights trained through a hard sigmoid mean nothing
+# under a framework whose gates are sigmoids.
 WEIGHT_CAPABILITIES = frozenset({"cells", "directions", "multi_layer", "peepholes", "projection",
-                                 "projection_layers", "gru_reset_after", "forget_bias"})
+                                 "projection_layers", "gru_reset_after", "forget_bias",
+                                 "recurrent_activations"})
+# A file in a framework's own loadable form is run by that framework with the source's
+# semantics or not at all: clipping and a coupled input-forget gate refuse it too.
+SEMANTICS = WEIGHT_CAPABILITIES | {"gate_clip", "cell_clip", "proj_clip", "input_forget"}
 
 
 class CannotHold(HarnessError):
     """The target layout cannot hold the case's parameters (exit code 2, one line)."""
 
 
-def _reasons(adapter: Adapter, case: Case, weights: bool) -> list[str]:
+def _reasons(adapter: Adapter, case: Case, weights: bool,
+             which: frozenset[str] = WEIGHT_CAPABILITIES) -> list[str]:
     caps = adapter.capabilities
     out = []
     for cap, needed, has, reason in REQUIREMENTS:
-        if (cap in WEIGHT_CAPABILITIES) == weights and needed(case) and not has(caps, case):
+        if (cap in which) == weights and needed(case) and not has(caps, case):
             out.append(caps.reasons.get(cap) or f"{adapter.title or adapter.name}: {reason(case)}")
     return out
 
@@ -202,22 +209,165 @@ def read_for(case: Case, layout: Layout, path: str, select: str | None = None
     return native, notes
 
 
-def convert_file(case_file: str, src_name: str, dst_name: str, in_path: str, out_path: str, *,
-                 name: str | None = None, select: str | None = None) -> list[str]:
-    """``rnn-harness convert``: read ``in_path`` as ``src_name``, write ``out_path`` (.npz) as
-    ``dst_name``. Returns the lines to print."""
+# Files in a framework's own loadable form --------------------------------------------------------
+
+# Output extension -> (layout, the adapter whose framework loads it). ``.npz``: any layout.
+FRAMEWORK_FILES = {".pt": ("torch", "torch-cpu"), ".pth": ("torch", "torch-cpu"),
+                   ".onnx": ("onnx", "onnxruntime"), ".weights.h5": ("keras", "keras3")}
+
+
+def output_kind(path: str) -> str:
+    """``.pt``, ``.onnx``, ``.weights.h5`` or ``.npz`` of an output path (else refused)."""
+    low = path.lower()
+    for ext in (".weights.h5", ".pt", ".pth", ".onnx", ".npz"):
+        if low.endswith(ext):
+            return ext
+    raise HarnessError("the output is a .pt (PyTorch state_dict), .onnx (ONNX model), "
+                       ".weights.h5 (Keras 3 weights) or .npz (native tensors) file", file=path)
+
+
+def framework_refusal(case: Case, ext: str) -> str | None:
+    """Why the framework that loads an ``ext`` file cannot run ``case``'s weights with their
+    semantics (hard sigmoid gates, peepholes, clipping, ...), in the adapter's words."""
+    adapter = ADAPTERS[FRAMEWORK_FILES[ext][1]]
+    reasons = _reasons(adapter, case, weights=True, which=SEMANTICS)
+    return reasons[0] if reasons else None
+
+
+def write_framework_file(path: str, ext: str, case: Case, native: dict[str, np.ndarray]) -> None:
+    """``native`` (the target layout's tensors) as a file the framework loads: a state_dict for
+    ``torch.nn.LSTM/GRU.load_state_dict``, an ONNX model of the LSTM/GRU node(s), Keras 3
+    ``model.load_weights`` weights of a Sequential(Input, LSTM/GRU [Bidirectional] ...).
+    Float32, the frameworks' own precision."""
+    native = {k: np.asarray(v, dtype=np.float32) for k, v in native.items()}
+    if ext in (".pt", ".pth"):
+        import torch
+
+        torch.save({k: torch.from_numpy(v) for k, v in native.items()}, path)
+    elif ext == ".onnx":
+        import onnx
+
+        onnx.save(onnx_model(case, native), path)
+    else:
+        keras_model(case, native).save_weights(path)
+
+
+def onnx_model(case: Case, native: dict[str, np.ndarray]):
+    """The harness's ONNX graph of the case (one node per layer, time-major ``X`` [T, N, I],
+    outputs ``Y{k}``, ``Y_h{k}``, ``Y_c{k}``), without the initial states as graph inputs
+    (zeros, the operator's default) and with any length of sequence and batch."""
+    import onnx
+
+    from harness.adapters.onnxruntime import build_model
+
+    model = build_model(case.model_copy(update={"dtype": "float32"}), native, lengths=False)
+    graph = model.graph
+    states = {i.name for i in graph.input if i.name.startswith("initial_")}
+    keep = [i for i in graph.input if i.name not in states]
+    del graph.input[:]
+    graph.input.extend(keep)
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name in states:
+                node.input[i] = ""
+    for v in list(graph.input) + list(graph.output):  # any T and N
+        axes = ({0: "T", 1: "N"} if v.name == "X" else {1: "N"} if v.name.startswith("Y_")
+                else {0: "T", 2: "N"} if v.name.startswith("Y") else {})
+        dims = v.type.tensor_type.shape.dim
+        for axis, label in axes.items():
+            dims[axis].dim_param = label
+    onnx.checker.check_model(model)
+    return model
+
+
+def keras_model(case: Case, native: dict[str, np.ndarray]):
+    """A Keras 3 Sequential: Input((None, I)) and one LSTM/GRU layer per case layer
+    (``Bidirectional`` for two directions, ``go_backwards`` for reverse), weights set from the
+    ``keras`` layout's tensors."""
+    import keras
+
+    from harness.adapters.keras3 import ACTIVATIONS
+    from harness.layouts import get_layout
+
+    names = list(get_layout("keras").shapes(case))
+    single = case.num_layers == 1 and case.num_directions == 1
+    rnn = keras.layers.LSTM if case.cell == "lstm" else keras.layers.GRU
+    layers: list = [keras.Input((None, case.input_size))]
+    weights = []
+    for k in range(case.num_layers):
+        kw = {"return_sequences": True,
+              "recurrent_activation": ACTIVATIONS[case.recurrent_activation]}
+        if case.cell == "gru":
+            kw["reset_after"] = case.reset_after
+        if case.dir_mode == "bidirectional":
+            layers.append(keras.layers.Bidirectional(rnn(case.hidden_size, **kw)))
+        else:
+            layers.append(rnn(case.hidden_size, go_backwards=case.dir_mode == "reverse", **kw))
+        for d in case.directions:
+            for n in ("kernel", "recurrent_kernel", "bias"):
+                name = n if single else f"layer{k}/{DIRECTION_NAMES[d]}/{n}"
+                assert name in names, name
+                weights.append(native[name])
+    model = keras.Sequential(layers)
+    model.set_weights(weights)
+    return model
+
+
+def read_any(path: str, src_name: str | None, case_file: str | None, name: str | None,
+             select: str | None) -> tuple[Case, Layout, dict[str, np.ndarray], list[str]]:
+    """The case, source layout and native tensors of ``path``: sizes and semantics from the case
+    file when one is given, else from the file itself (:func:`harness.readers.infer_case`)."""
     from harness.cases import load_cases
+    from harness.layouts import get_layout
+    from harness.readers import infer_case
+
+    if case_file is None:
+        case, inferred, notes = infer_case(path, select=select)
+        if src_name is not None and src_name != inferred:
+            raise HarnessError(f"the file holds {inferred!r} tensors, not {src_name!r}",
+                               file=path, field="--from")
+        src = get_layout(inferred)
+        native, more = read_for(case, src, path, select)
+        return case, src, native, notes + more
+    if src_name is None:
+        raise HarnessError("--from is needed with --case", field="--from")
+    src = get_layout(src_name)
+    case = pick_case(load_cases(case_file), name, lambda c: read_for(c, src, path, select),
+                     case_file)
+    native, notes = read_for(case, src, path, select)
+    return case, src, native, notes
+
+
+def convert_file(case_file: str | None, src_name: str | None, dst_name: str | None, in_path: str,
+                 out_path: str, *, name: str | None = None, select: str | None = None
+                 ) -> list[str]:
+    """``rnn-harness convert``: read ``in_path`` (as ``src_name``; sizes from ``case_file`` or
+    from the file), write ``out_path`` in the form its extension names: ``.pt``, ``.onnx``,
+    ``.weights.h5`` (the framework's own loadable file) or ``.npz`` (``dst_name``'s native
+    tensors). Returns the lines to print."""
     from harness.layouts import get_layout
     from harness.npz import save_npz
 
-    if not out_path.lower().endswith(".npz"):
-        raise HarnessError("the output is a native weights .npz file", file=out_path)
-    src, dst = get_layout(src_name), get_layout(dst_name)
-    cases = load_cases(case_file)
-
-    case = pick_case(cases, name, lambda c: read_for(c, src, in_path, select), case_file)
-    native, notes = read_for(case, src, in_path, select)
+    ext = output_kind(out_path)
+    if ext in FRAMEWORK_FILES:
+        own = FRAMEWORK_FILES[ext][0]
+        if dst_name is not None and dst_name != own:
+            raise HarnessError(f"a {ext} file holds {own!r} tensors, not {dst_name!r}; write "
+                               f".npz for layout {dst_name!r}", field="--to")
+        dst_name = own
+    elif dst_name is None:
+        raise HarnessError("--to is needed for an .npz output (or write .pt, .onnx, "
+                           ".weights.h5)", field="--to")
+    case, src, native, notes = read_any(in_path, src_name, case_file, name, select)
+    dst = get_layout(dst_name)
+    if ext in FRAMEWORK_FILES:
+        reason = framework_refusal(case, ext)
+        if reason:
+            raise CannotHold(f"a {ext} file cannot hold this case: {reason}")
     out, more = convert(case, src, dst, native, file=in_path)
-    save_npz(out_path, out)
+    if ext in FRAMEWORK_FILES:
+        write_framework_file(out_path, ext, case, out)
+    else:
+        save_npz(out_path, out)
     return notes + more + [f"{case.name}: converted {len(native)} tensor(s) of layout {src.name!r} "
                            f"to {len(out)} of layout {dst.name!r}: {out_path}"]

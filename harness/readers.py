@@ -232,7 +232,8 @@ def read_keras(path: Path, layout: str, case: Case, *, select: str | None = None
 def _layer_entry(name: str, cls: str | None, cfg: dict | None, dirs: dict) -> dict:
     cell, lay = RNN_CLASSES.get(cls, (None, None)) if cls else (None, None)
     return {"name": name, "class": cls, "cell": cell, "layout": lay, "dirs": dirs,
-            "reset_after": (cfg or {}).get("reset_after") if cls == "GRU" else None}
+            "reset_after": (cfg or {}).get("reset_after") if cls == "GRU" else None,
+            "config": cfg or {}}
 
 
 def _read_keras_h5(path: Path, h5py) -> list[dict]:
@@ -436,3 +437,146 @@ def _check_onnx_attrs(path: Path, node: str, attrs: dict, case: Case) -> None:
     if (clip is None) != (case.gate_clip is None) or (clip is not None and
                                                       abs(clip - case.gate_clip) > 1e-6):
         say("clip", clip, case.gate_clip)
+
+
+# What a file says about the case ---------------------------------------------------------------
+
+def infer_case(path: str | Path, *, select: str | None = None
+               ) -> tuple[Case, str, list[str]]:
+    """The case a framework file describes, read from its tensors' names and shapes and, where
+    the file keeps them, its attributes or config: ``(case, layout, notes)``.
+
+    - ``.pt``/``.pth``/``.bin``: an nn.LSTM/GRU (or cell) state_dict: cell and hidden size from
+      ``weight_hh`` [G H, H] (``weight_hr`` [P, H] with a projection), input size from
+      ``weight_ih_l0``, layers and directions from the names. PyTorch has sigmoid gates and
+      reset-after GRUs only.
+    - ``.onnx``: the LSTM/GRU nodes' attributes (hidden_size, direction, clip, input_forget,
+      linear_before_reset, HardSigmoid activations) and ``W``/``P`` inputs.
+    - ``.h5``/``.keras`` (``.weights.h5``): the recurrent layers' shapes, and their config where
+      the file has one (recurrent_activation, reset_after, go_backwards)."""
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError("weights file not found", file=path)
+    suffix = path.suffix.lower()
+    if suffix in TORCH_SUFFIXES:
+        fields, layout, notes = _infer_torch(path, select)
+    elif suffix == ".onnx":
+        fields, layout, notes = _infer_onnx(path, select)
+    elif suffix in KERAS_SUFFIXES:
+        fields, layout, notes = _infer_keras(path, select)
+    else:
+        raise WeightsError(f"sizes cannot be read from a {suffix} file: give --case (an .npz "
+                           "holds bare tensors)", file=path)
+    name = re.sub(r"[^A-Za-z0-9_.=+-]", "-", path.name.split(".")[0]) or "weights"
+    try:
+        case = Case(name=name if name[0].isalnum() else "w" + name, **fields)
+    except ValueError as exc:
+        raise WeightsError(f"the sizes read from the file make no case ({exc})".splitlines()[0],
+                           file=path) from None
+    notes.append("read from the file: " + ", ".join(f"{k}={v}" for k, v in fields.items()))
+    return case, layout, notes
+
+
+def _infer_torch(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
+    native, notes = read_torch(path, select=select)
+    hh = native.get("weight_hh_l0")
+    ih = native.get("weight_ih_l0")
+    if hh is None or ih is None:
+        raise WeightsError("no weight_ih_l0 / weight_hh_l0: cannot tell the sizes", file=path)
+    hr = native.get("weight_hr_l0")
+    H = hr.shape[1] if hr is not None else hh.shape[1]
+    gates = hh.shape[0] // H
+    if gates not in (3, 4) or hh.shape[0] != gates * H:
+        raise WeightsError(f"weight_hh_l0 of shape {list(hh.shape)} is neither an LSTM's [4H, H] "
+                           "nor a GRU's [3H, H]", file=path, field="weight_hh_l0")
+    layers = 1 + max(int(m.group(1)) for m in map(re.compile(r".*_l(\d+)").match, native) if m)
+    fields = {"cell": "lstm" if gates == 4 else "gru", "input_size": int(ih.shape[1]),
+              "hidden_size": int(H), "num_layers": layers,
+              "bidirectional": any(k.endswith("_reverse") for k in native)}
+    if hr is not None:
+        fields["proj_size"] = int(hr.shape[0])
+    return fields, "torch", notes
+
+
+def _infer_onnx(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    values = {t.name: t for t in model.graph.initializer}
+    nodes = [n for n in model.graph.node if n.op_type in ("LSTM", "GRU")]
+    if select is not None:
+        wanted = [s.strip() for s in select.split(",")]
+        nodes = [n for n in nodes if n.name in wanted]
+    if not nodes:
+        raise WeightsError("no LSTM or GRU node in the model", file=path)
+    ops = {n.op_type for n in nodes}
+    if len(ops) > 1:
+        raise WeightsError("the model has both LSTM and GRU nodes; choose with --select",
+                           file=path)
+    first = nodes[0]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in first.attribute}
+    cell = first.op_type.lower()
+    W = first.input[1]
+    if W not in values:
+        raise WeightsError(f"node {first.name!r} input W is computed, not an initializer",
+                           file=path)
+    direction = attrs.get("direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    fields: dict = {"cell": cell, "input_size": int(numpy_helper.to_array(values[W]).shape[2]),
+                    "hidden_size": int(attrs["hidden_size"]), "num_layers": len(nodes),
+                    "direction": direction}
+    if attrs.get("clip") is not None:
+        fields["gate_clip"] = float(attrs["clip"])
+    if cell == "lstm":
+        fields["input_forget"] = bool(attrs.get("input_forget", 0))
+        fields["peepholes"] = len(first.input) > 7 and bool(first.input[7])
+    else:
+        fields["reset_after"] = bool(attrs.get("linear_before_reset", 0))
+    acts = [a.decode() if isinstance(a, bytes) else a for a in attrs.get("activations", [])]
+    if acts:
+        if any(a not in ("Sigmoid", "Tanh", "HardSigmoid") for a in acts) or acts[1] != "Tanh":
+            raise WeightsError(f"node {first.name!r} has activations {acts}: the harness knows "
+                               "Sigmoid/HardSigmoid gates with Tanh", file=path)
+        if acts[0] == "HardSigmoid":
+            alpha = (attrs.get("activation_alpha") or [0.2])[0]
+            fields["recurrent_activation"] = ("hard_sigmoid_tf_keras" if abs(alpha - 0.2) < 1e-6
+                                              else "hard_sigmoid_keras3")
+    return fields, "onnx", []
+
+
+def _infer_keras(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
+    import h5py
+
+    keras3 = path.suffix.lower() == ".keras" or path.name.lower().endswith(".weights.h5")
+    layers = _read_keras_zip(path, h5py) if path.suffix.lower() == ".keras" else \
+        _read_keras_h5(path, h5py)
+    if select is not None:
+        wanted = [s.strip() for s in select.split(",")]
+        layers = [la for la in layers if la["name"] in wanted]
+    if not layers:
+        raise WeightsError("no recurrent layer (LSTM, GRU, CuDNNLSTM, CuDNNGRU, Bidirectional) "
+                           "in the file", file=path)
+    first = layers[0]
+    t = first["dirs"][0]
+    cls = first["class"] or _class_from_shapes(t, path, first["name"])
+    cell, layout = RNN_CLASSES[cls]
+    H = t["recurrent_kernel"].shape[0]
+    fields: dict = {"cell": cell, "input_size": int(t["kernel"].shape[0]), "hidden_size": int(H),
+                    "num_layers": len(layers)}
+    cfg = first["config"]
+    if len(first["dirs"]) == 2:
+        fields["direction"] = "bidirectional"
+    elif cfg.get("go_backwards"):
+        fields["direction"] = "reverse"
+    if cell == "gru" and layout == "keras":
+        fields["reset_after"] = t["bias"].ndim == 2
+    act = cfg.get("recurrent_activation", "sigmoid")
+    if act == "hard_sigmoid":
+        fields["recurrent_activation"] = "hard_sigmoid_keras3" if keras3 else \
+            "hard_sigmoid_tf_keras"
+    elif act != "sigmoid":
+        raise WeightsError(f"layer {first['name']!r} has recurrent_activation={act!r}: the "
+                           "harness knows sigmoid and hard_sigmoid", file=path)
+    notes = [] if cfg else ["no layer config in the file: sigmoid gates assumed"]
+    return fields, layout, notes

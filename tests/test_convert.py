@@ -349,3 +349,76 @@ def test_mapping_tables_render_for_every_layout(layout: str) -> None:
             assert "forget_bias (" not in text
         if any(pl.transform == "reshape" for t in lay.tensors(case) for pl in t.placements):
             assert "cuDNN matrix" in text
+
+
+# Framework files out, sizes read from the file (no --case) --------------------------------------
+
+def _torch_outputs(module, x: np.ndarray) -> np.ndarray:
+    import torch
+
+    with torch.no_grad():
+        return module(torch.from_numpy(x))[0].numpy()
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_pt_to_onnx_and_weights_h5_and_back_without_a_case(tmp_path: Path, capsys,
+                                                           cell: str) -> None:
+    """A torch .pt state_dict converted with no --case to an ONNX model and Keras 3 weights:
+    each, loaded by its own framework, gives the torch module's outputs; converted back to .pt,
+    it loads into nn.LSTM/GRU and gives them again."""
+    torch = pytest.importorskip("torch")
+    ort = pytest.importorskip("onnxruntime")
+    keras = pytest.importorskip("keras")
+    torch.manual_seed(0)
+    rnn = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[cell]
+    make = lambda: rnn(3, 4, num_layers=2, bidirectional=True, batch_first=True)  # noqa: E731
+    module = make()
+    torch.save({"enc." + k: v for k, v in module.state_dict().items()}, tmp_path / "m.pt")
+    x = np.random.default_rng(0).normal(size=(2, 5, 3)).astype(np.float32)
+    want = _torch_outputs(module, x)
+    for out in ("m.onnx", "m.weights.h5"):
+        assert main(["convert", str(tmp_path / "m.pt"), str(tmp_path / out)]) == 0, \
+            capsys.readouterr().err
+    sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    (y,) = sess.run(["Y1"], {"X": x.transpose(1, 0, 2)})
+    assert np.abs(y.transpose(2, 0, 1, 3).reshape(2, 5, -1) - want).max() < ATOL
+    layer = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[cell]
+    model = keras.Sequential([keras.Input((None, 3))] + [
+        keras.layers.Bidirectional(layer(4, return_sequences=True)) for _ in range(2)])
+    model.load_weights(tmp_path / "m.weights.h5")
+    assert np.abs(np.asarray(model(x)) - want).max() < ATOL
+    for src in ("m.onnx", "m.weights.h5"):
+        back = tmp_path / f"back-{src}.pt"
+        assert main(["convert", str(tmp_path / src), str(back)]) == 0, capsys.readouterr().err
+        again = make()
+        again.load_state_dict(torch.load(back, weights_only=True))
+        assert np.abs(_torch_outputs(again, x) - want).max() < ATOL, src
+
+
+def test_a_semantic_the_target_cannot_express_is_refused_in_one_line(tmp_path: Path,
+                                                                    capsys) -> None:
+    """Hard-sigmoid gates (an ONNX node with HardSigmoid, a case that says so) cannot go to
+    PyTorch, as a .pt or as torch .npz tensors: exit 2, one line, nothing written."""
+    pytest.importorskip("onnx")
+    from harness.adapters.onnxruntime import build_model
+
+    case = Case(name="hs", cell="lstm", input_size=3, hidden_size=4,
+                recurrent_activation="hard_sigmoid_tf_keras")
+    native = get_layout("onnx").to_native(params.generate(case), case)
+    import onnx
+
+    onnx.save(build_model(case, native), str(tmp_path / "hs.onnx"))
+    for out, extra in (("hs.pt", []), ("hs.npz", ["--to", "torch"])):
+        code = main(["convert", str(tmp_path / "hs.onnx"), str(tmp_path / out), *extra])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and "sigmoid" in err, err
+        assert not (tmp_path / out).exists()
+    # the same weights go where a hard sigmoid exists: Keras 2 (tf_keras) tensors
+    assert main(["convert", str(tmp_path / "hs.onnx"), str(tmp_path / "k.npz"),
+                 "--to", "keras"]) == 0
+    # and a peephole case has no .weights.h5
+    peep = case.model_copy(update={"peepholes": True, "recurrent_activation": "sigmoid"})
+    onnx.save(build_model(peep, get_layout("onnx").to_native(params.generate(peep), peep)),
+              str(tmp_path / "p.onnx"))
+    assert main(["convert", str(tmp_path / "p.onnx"), str(tmp_path / "p.weights.h5")]) == 2
+    assert "peephole" in capsys.readouterr().err
