@@ -11,7 +11,9 @@ the same file, as a transformation of that reading:
 - ``order``     the gate blocks of one kind (W, R, biases, peepholes) or of all of them are in
                 another of the 24 LSTM / 6 GRU orders (P3, P7, P10b);
 - ``bias``      a dropped input or recurrent bias, biases counted twice or half (P5), GRU
-                ``bR_n`` summed into ``bW_n`` (split vs summed bias);
+                ``bR_n`` summed into ``bW_n`` (split vs summed bias); a bias half missing from
+                the file (:func:`missing_bias_half`: a Keras bias set from torch's ``bias_ih``
+                alone), whose values only the outputs can give (fitted by the doctor);
 - ``forget``    a forget-gate offset of ±1 (or ±forget_bias) added at run time by one side (P4);
 - ``swap``      input and recurrent kernels swapped; forward and backward directions swapped;
 - ``variant``   GRU reset_after flipped (P6), the update gate inverted (P8), another recurrent
@@ -492,3 +494,23 @@ def _data(case: Case, noops) -> list[Mistake]:
     elif case.cell == "lstm" and zero_state:
         noops.append(("the initial states (h0, c0) swapped", "they are zero"))
     return out
+
+
+def missing_bias_half(case: Case, delta: dict[str, np.ndarray]) -> Mistake:
+    """The file holds one half of a split bias pair and the framework ran with both: a Keras
+    (or BlockLSTM, cuDNN ...) bias set from PyTorch's ``bias_ih`` without ``bias_hh``, or the
+    other half. ``delta``: the missing half per canonical key (``bR_g``; GRU reset-after also
+    ``bW_n``, which acts outside ``r * (...)``), fitted to the outputs by
+    :func:`harness.doctor.fit_missing_bias`, since no transformation of the file can give it."""
+    def add(trial: Trial) -> None:
+        c = dict(trial.canonical)
+        for k, v in delta.items():
+            c[k] = trial.canonical[k] + v
+        trial.canonical = c
+
+    return Mistake("bias:missing-half", "bias",
+                   "the file holds one half of a split bias pair and the framework ran with "
+                   "both (e.g. a Keras bias set from PyTorch's bias_ih without bias_hh): the "
+                   "missing half, fitted to the expected outputs, is added in the corrected "
+                   "weights", "bias", STAGE_OTHER, add,
+                   short="one half of a split bias pair missing from the file")

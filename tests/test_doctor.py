@@ -264,3 +264,44 @@ def test_cli_doctor_says_which_layout_the_file_fits(tmp_path: Path, capsys) -> N
                  str(tmp_path / "out.npz")])
     err = capsys.readouterr().err
     assert code == 2 and "bias" in err and "keras-cudnn" in err
+
+
+def test_a_bias_half_missing_from_the_file_is_found_and_fixed(tmp_path: Path, capsys) -> None:
+    """A Keras bias set from torch's bias_ih alone, the outputs from the torch module (both
+    halves): no transformation of the file gives them; the doctor says a bias half is missing
+    and writes weights, with the half fitted to the outputs, that reproduce them."""
+    case = make(initial_state="random")
+    truth = params.generate(case)
+    dropped = Canonical({k: (np.zeros_like(v) if "/bR_" in k else v)
+                         for k, v in truth.tensors.items()})
+    lay = get_layout("keras")
+    save_npz(tmp_path / "w.npz", lay.to_native(dropped, case))
+    inputs = data.generate(case)
+    expected = {k: round_to(v, "float32")
+                for k, v in reference.run(case, truth, inputs).named().items()}
+    save_npz(tmp_path / "out.npz", expected)
+    code = main(["doctor", "--case", str(_case_file(tmp_path / "c.yaml", case)), "--weights",
+                 str(tmp_path / "w.npz"), "--layout", "keras", "--expected",
+                 str(tmp_path / "out.npz"), "--write-fixed", str(tmp_path / "fixed.npz")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "one half of a split bias pair" in out
+    got = reference.run(case, lay.from_native(load_npz(tmp_path / "fixed.npz"), case),
+                        inputs).named()
+    assert max(np.abs(got[k] - expected[k]).max() for k in expected) < 1e-5
+    # the fitted half is the one dropped: the summed bias is torch's bias_ih + bias_hh
+    want = effective(case, truth)
+    fixed = effective(case, lay.from_native(load_npz(tmp_path / "fixed.npz"), case))
+    assert max(np.abs(fixed[k] - want[k]).max() for k in want) < 1e-3
+
+
+def test_far_misses_are_not_shown_as_near_misses(tmp_path: Path) -> None:
+    case = make()
+    lay = get_layout("torch")
+    native = lay.to_native(params.generate(case), case)
+    y = np.random.default_rng(0).uniform(-1, 1, (2, 6, 4))
+    dx = diagnose(case, lay, native, data.generate(case), {"y": y}, budget_s=20)
+    text = render(dx)
+    assert dx.best is None and "Nothing reproduces the outputs" in text
+    assert all(f.score.worst <= 10 for f in dx.closest)
+    assert "Closest hypotheses" not in text
