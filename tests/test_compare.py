@@ -181,6 +181,27 @@ def test_a_pairs_verdict_is_the_rule_over_its_rows(off, want):
                                                    DIVERGED).tolist()
 
 
+@pytest.mark.parametrize("off,factor,want", [
+    (2.0**-16, 8.0, PASS),  # 4x atol, 2x the floor: the floor explains it
+    (2.0**-16, None, DIVERGED),  # the same error without the floor rule (a case's own tolerance)
+    (2.0**-14, 8.0, PASS),  # exactly 8 floors
+    (2.0**-14 + 2.0**-30, 8.0, DIVERGED),  # a hair beyond
+])
+def test_a_row_within_k_floors_passes(off, factor, want):
+    """A row beyond atol + rtol|r| passes when its max_abs is at most k x its noise floor."""
+    c = case()
+    ref, out, floor = outputs(c), outputs(c), outputs(c)
+    out.c_n[3, 0, 1] += off
+    floor.c_n[3, 0, 1] += 2.0**-17  # the floor of that row
+    d = divergence(c, "a", out, ref, Tolerance(2.0**-18, 0, factor), floor)
+    row = d.rows[(d.rows.output == "c_n") & (d.rows.layer == 1) & (d.rows.direction == 1)]
+    assert row["tol_ratio"].iloc[0] > 1
+    assert d.verdict == want and d.passed == (want == PASS)
+    assert row["verdict"].iloc[0] == want
+    assert d.rows["verdict"].tolist() == np.where(
+        within(d.rows["tol_ratio"], d.rows["floor_ratio"], factor), PASS, DIVERGED).tolist()
+
+
 def test_first_divergence_is_the_earliest_step_of_the_right_direction():
     c = case()
     ref, out = outputs(c), outputs(c)

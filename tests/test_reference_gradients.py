@@ -31,7 +31,7 @@ from harness.params import Canonical
 from harness.reference import backward as backward_module
 from harness.reference import lstm_backward
 from harness.reference.backward import backward
-from harness.reference.functions import exact
+from harness.reference.functions import FLOAT64, Precision
 from harness.reference.tape import Tape
 from harness.spec import Case
 
@@ -105,7 +105,7 @@ def loss(case: Case, canonical: Canonical, inputs: Inputs) -> float:
 
 def tapes_of(case: Case, canonical: Canonical, inputs: Inputs) -> list[Tape]:
     tapes: list[Tape] = []
-    reference.forward(case, canonical, inputs, exact, tapes)
+    reference.forward(case, canonical, inputs, FLOAT64, tapes)
     return tapes
 
 
@@ -225,9 +225,18 @@ def test_padded_steps_take_no_gradient() -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def float64_rounding(a: np.ndarray) -> np.ndarray:
-    """The noise floor's rounding for a float64 case: every result passes through it."""
-    return round_to(a, "float64")
+class Float64Rounding(Precision):
+    """The noise floor's arithmetic for a float64 case: every result passes through the
+    rounding to float64, products included."""
+
+    def round(self, a: np.ndarray) -> np.ndarray:
+        return round_to(a, "float64")
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return round_to(a @ b, "float64")
+
+
+float64_rounding = Float64Rounding("float64")
 
 
 def test_a_forward_keeping_tapes_is_the_reference_forward() -> None:
@@ -252,7 +261,7 @@ def test_noise_floor_gradients_in_float64_are_the_reference(
     case = make_case(name)
     canonical, inputs = params.generate(case), generate(case)
     exact_grads = reference.gradients(case, canonical, inputs).named()
-    monkeypatch.setattr(backward_module, "rounding_to", lambda dtype: float64_rounding)
+    monkeypatch.setattr(backward_module, "Precision", lambda dtype: float64_rounding)
     rounded = reference.gradients(case, canonical, inputs).named()
     for k, v in exact_grads.items():
         np.testing.assert_array_equal(rounded[k], v, err_msg=k)
@@ -280,9 +289,9 @@ def test_planted_peephole_drop_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
     while the forward keeps them: the gradient check must fail."""
     correct = lstm_backward.lstm_backward
 
-    def no_peepholes(case, p, tape, dy, dh_n, dc_n, q=exact):
+    def no_peepholes(case, p, tape, dy, dh_n, dc_n, prec=FLOAT64):
         zeroed = {k: (0.0 * v if k.startswith("p_") else v) for k, v in p.items()}
-        return correct(case, zeroed, tape, dy, dh_n, dc_n, q)
+        return correct(case, zeroed, tape, dy, dh_n, dc_n, prec)
 
     monkeypatch.setattr(lstm_backward, "lstm_backward", no_peepholes)
     assert backward_module.CELLS["lstm"] is lstm_backward

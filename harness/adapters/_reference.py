@@ -19,7 +19,7 @@ EVERYTHING = Capabilities(
 
 def forward_backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str) -> Outputs:
     """The reference's outputs (arrays of the inputs' namespace), with the gradients in a
-    gradient case; ``dtype`` other than float64 rounds every elementary result."""
+    gradient case; ``dtype`` other than float64 computes in that dtype's arithmetic."""
     out = reference.run(case, canonical, inputs, dtype=dtype)
     if case.gradients:
         out.grads = reference.gradients(case, canonical, inputs, dtype=dtype)

@@ -26,11 +26,13 @@ class Reference(Adapter):
 
 
 class NoiseFloor(Reference):
-    """Every elementary result rounded to the case dtype: the error a correct implementation
-    in that dtype can be expected to show. Other adapters' errors are reported as a ratio of it."""
+    """The reference in the case dtype's arithmetic (element-wise results rounded to it,
+    products accumulated as frameworks do: docs/equations.md): the error a correct
+    implementation in that dtype can be expected to show. Other adapters' errors are reported
+    as a ratio of it, and a row within 8x of it passes."""
 
     name = "noise-floor"
-    title = "NumPy reference rounded to the case dtype (noise floor)"
+    title = "NumPy reference in the case dtype's arithmetic (noise floor)"
     baseline = False
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness.data import Gradients, Inputs, Outputs
 from harness.params import Canonical
-from harness.reference.functions import rounding_to
+from harness.reference.functions import Precision
 from harness.reference.layers import forward, reading_order, reversal_index
 from harness.spec import Case
 
@@ -18,8 +18,9 @@ __all__ = ["forward", "gradients", "reading_order", "reversal_index", "run"]
 
 
 def run(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "float64") -> Outputs:
-    """Run the case. ``dtype`` other than float64 rounds every elementary result (noise floor)."""
-    return forward(case, canonical, inputs, rounding_to(dtype))
+    """Run the case. ``dtype`` other than float64 computes in that dtype's arithmetic (the noise
+    floor: :class:`~harness.reference.functions.Precision`)."""
+    return forward(case, canonical, inputs, Precision(dtype))
 
 
 def gradients(
@@ -27,7 +28,8 @@ def gradients(
 ) -> Gradients:
     """Backpropagation through time of the loss in ``harness.data`` (upstream gradients
     ``inputs.dy``, ``dh_n``, ``dc_n``): dx, dh0, dc0 and every canonical parameter's gradient.
-    ``dtype`` other than float64 rounds every elementary result (the gradients' noise floor)."""
+    ``dtype`` other than float64 computes in that dtype's arithmetic (the gradients' noise
+    floor)."""
     from harness.reference.backward import backward
 
     return backward(case, canonical, inputs, dtype)

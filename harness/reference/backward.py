@@ -23,7 +23,7 @@ from types import ModuleType
 from harness.data import Gradients, Inputs
 from harness.params import Canonical, block_shapes, expected_shapes, key
 from harness.reference import gru_backward, lstm_backward
-from harness.reference.functions import Array, array_namespace, rounding_to
+from harness.reference.functions import Array, Precision, array_namespace
 from harness.reference.layers import forward, reading_order
 from harness.reference.tape import Tape
 from harness.spec import Case
@@ -36,11 +36,13 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
     """dL/dx, dL/dh0, dL/dc0 and dL/dθ for every canonical block θ of the case (canonical keys,
     ``bR_*`` included: for an LSTM and GRU r, z the same as ``bW_*``, for a reset-after GRU's n
     its own). ``inputs`` carries the upstream gradients ``dy`` (required), ``dh_n``, ``dc_n``
-    (zeros when None). ``dtype`` other than float64 rounds every elementary result."""
+    (zeros when None). ``dtype`` other than float64 computes in that dtype's arithmetic
+    (:class:`~harness.reference.functions.Precision`: the noise floor)."""
     if inputs.dy is None:
         raise ValueError("backward needs the upstream gradient dy (a gradients: true case, or "
                          "harness.data.with_upstream)")
-    q = rounding_to(dtype)
+    prec = Precision(dtype)
+    q = prec.round
     cell_backward = getattr(CELLS[case.cell], f"{case.cell}_backward")
     xp = array_namespace(inputs.x)
     B = inputs.x.shape[0]
@@ -53,7 +55,7 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
         dc_n = inputs.dc_n if inputs.dc_n is not None else xp.zeros(c_shape)
 
     tapes: list[Tape] = []
-    forward(case, canonical, inputs, q, tapes)
+    forward(case, canonical, inputs, prec, tapes)
     _, order = reading_order(inputs)
     dh0 = [None] * (case.num_layers * D)
     dc0 = [None] * (case.num_layers * D)
@@ -66,7 +68,7 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
             dy = order(d_out[..., k * O:(k + 1) * O], d)  # padded steps: ignored
             dc = dc_n[s] if dc_n is not None else None
             block = canonical.block(layer, d)
-            dx, dh0[s], dc0[s], grads = cell_backward(case, block, tapes[s], dy, dh_n[s], dc, q)
+            dx, dh0[s], dc0[s], grads = cell_backward(case, block, tapes[s], dy, dh_n[s], dc, prec)
             dx = order(dx, d)
             d_in = dx if d_in is None else q(d_in + dx)
             for name in block_shapes(case, layer):

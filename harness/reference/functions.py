@@ -1,12 +1,13 @@
-"""Activations and the rounding hook shared by the reference cells.
+"""Activations and the precision the reference cells compute in.
 
-``Rounding`` is how the same reference code runs in float64 (identity) or emulates a lower
-precision (every elementary result rounded to the case dtype: the noise floor).
+:class:`Precision` is how the same reference code runs in float64 (the reference) or emulates
+the arithmetic of a framework in the case dtype (the noise floor): every element-wise result
+rounded to the dtype, every product accumulated the way frameworks' kernels do.
 
 The reference is array-namespace generic: every function takes its namespace from its input
 arrays (:func:`array_namespace`), so the same code runs on NumPy arrays (CPU) and on CuPy arrays
 (the ``reference-cuda`` adapter). Each activation returns a new array and writes nothing.
-Rounding to a lower precision is NumPy-only (ml_dtypes).
+Lower precisions are NumPy-only (ml_dtypes).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
@@ -23,6 +25,7 @@ from harness.dtypes import round_to
 Array = np.ndarray
 """A NumPy or CuPy array (the reference uses only operations common to both)."""
 Rounding = Callable[[Array], Array]
+"""A function rounding an element-wise result (:meth:`Precision.round`)."""
 Activation = Callable[[Array], Array]
 
 
@@ -38,15 +41,38 @@ def array_namespace(*arrays: object) -> ModuleType:
     return cupy.get_array_module(*arrays)
 
 
-def exact(a: Array) -> Array:
-    return a
+@dataclass(frozen=True)
+class Precision:
+    """The arithmetic of the reference: ``round`` rounds an element-wise result, ``matmul``
+    computes a product (an accumulation over its inner axis).
+
+    - float64 (the reference): ``round`` is the identity and ``matmul`` is ``a @ b``, so the
+      reference is the same code with nothing added (and runs on CuPy arrays too);
+    - float32 (a noise floor): a float32 BLAS product of the float32-rounded operands, as every
+      float32 framework accumulates in float32 (in its own summation order; this is one more);
+    - float16, bfloat16: operands rounded to the dtype, the product accumulated in float32 and
+      rounded to the dtype, as frameworks' mixed-precision kernels do.
+    """
+
+    dtype: str = "float64"
+
+    def round(self, a: Array) -> Array:
+        return a if self.dtype == "float64" else round_to(a, self.dtype)
+
+    def matmul(self, a: Array, b: Array) -> Array:
+        if self.dtype == "float64":
+            return a @ b
+        product = (self._in_float32(a) @ self._in_float32(b)).astype(np.float64)
+        return product if self.dtype == "float32" else round_to(product, self.dtype)
+
+    def _in_float32(self, a: Array) -> np.ndarray:
+        """``a`` rounded to the dtype, held in float32 (exactly: float16 and bfloat16 values
+        are float32 values)."""
+        return (a if self.dtype == "float32" else round_to(a, self.dtype)).astype(np.float32)
 
 
-def rounding_to(dtype: str) -> Rounding:
-    """Identity for float64; otherwise rounding to ``dtype`` (NumPy arrays only)."""
-    if dtype == "float64":
-        return exact
-    return lambda a: round_to(a, dtype)
+FLOAT64 = Precision("float64")
+"""The reference's precision: exact rounding and plain products."""
 
 
 def sigmoid(x: Array) -> Array:

@@ -20,18 +20,19 @@ then per step t, from h_prev (h0 at the first step):
 With reset_before the recurrent product covers r and z only (R_n multiplies r ⊙ h_prev, known
 after r). clip(a) clamps a gate's whole pre-activation to ±gate_clip, where set; σ is the case's
 recurrent activation. Past a sequence's length (``valid`` false) the state is held and y is 0.
-``q`` rounds each elementary result: the identity in float64, the case dtype for the noise
-floor (the same equations, rounded).
+``prec`` is the arithmetic (:class:`~harness.reference.functions.Precision`): ``q`` rounds each
+element-wise result and ``mm`` computes the products; in float64 they are the identity and
+``@``, for the noise floor the case dtype's arithmetic (the same equations).
 """
 
 from __future__ import annotations
 
 from harness.reference.functions import (
+    FLOAT64,
     RECURRENT_ACTIVATIONS,
     Array,
-    Rounding,
+    Precision,
     array_namespace,
-    exact,
 )
 from harness.reference.tape import Tape
 from harness.spec import Case
@@ -46,7 +47,7 @@ def gru_direction(
     valid: Array,
     h0: Array,
     c0: None = None,
-    q: Rounding = exact,
+    prec: Precision = FLOAT64,
     tape: Tape | None = None,
 ) -> tuple[Array, Array, None]:
     """Run one GRU direction over time-ordered input (equations in the module text).
@@ -57,6 +58,7 @@ def gru_direction(
     state). ``tape``: where each step's values are recorded for the backward.
     """
     xp = array_namespace(x)
+    q, mm = prec.round, prec.matmul
     sigma = RECURRENT_ACTIVATIONS[case.recurrent_activation]
     H = case.hidden_size
     rz = slice(0, 2 * H)  # r and z in the stacked blocks
@@ -75,16 +77,16 @@ def gru_direction(
     WT, RT = xp.ascontiguousarray(W.T), xp.ascontiguousarray(R.T)
     B, T, _ = x.shape
     x_steps = x.transpose(1, 0, 2).reshape(T * B, -1)  # time-major: a step's rows contiguous
-    Wx = q(q(x_steps @ WT) + bW).reshape(T, B, 3 * H)
+    Wx = q(mm(x_steps, WT) + bW).reshape(T, B, 3 * H)
 
     h_prev = h0
     ys = []
     for t in range(T):
         Wx_r, Wx_z, Wx_n = split(Wx[t])
         if case.reset_after:
-            Rh_r, Rh_z, Rh_n = split(q(q(h_prev @ RT) + bR))
+            Rh_r, Rh_z, Rh_n = split(q(mm(h_prev, RT) + bR))
         else:
-            Rh_r, Rh_z = split(q(q(h_prev @ RT[:, rz]) + bR[rz]))
+            Rh_r, Rh_z = split(q(mm(h_prev, RT[:, rz]) + bR[rz]))
         a_r = q(Wx_r + Rh_r)
         a_z = q(Wx_z + Rh_z)
         r = q(sigma(clip(a_r)))
@@ -94,7 +96,7 @@ def gru_direction(
             a_n = q(Wx_n + q(r * u))
         else:
             u = q(r * h_prev)
-            a_n = q(Wx_n + q(q(u @ p["R_n"].T) + p["bR_n"]))
+            a_n = q(Wx_n + q(mm(u, p["R_n"].T) + p["bR_n"]))
         n = q(xp.tanh(clip(a_n)))
         h = q(q(q(1.0 - z) * n) + q(z * h_prev))
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.reference.functions import Rounding, array_namespace, exact
+from harness.reference.functions import FLOAT64, Precision, array_namespace
 from harness.reference.lstm_backward import gate_derivative, gate_kinks
 from harness.reference.tape import Tape
 from harness.spec import Case
@@ -57,14 +57,16 @@ def gru_backward(
     dy: np.ndarray,
     dh_n: np.ndarray,
     dc_n: None = None,
-    q: Rounding = exact,
+    prec: Precision = FLOAT64,
 ) -> tuple[np.ndarray, np.ndarray, None, dict[str, np.ndarray]]:
     """Backpropagation through time of one GRU direction (equations in the module text).
 
     dy [B, T, H] (ignored where not valid), dh_n [B, H]. Returns dx [B, T, in] (zero where not
     valid), dh0, None, and the gradient of every block NAME of ``p`` (W_g R_g bW_g bR_g).
+    ``prec``: the arithmetic (``q`` rounds element-wise results, ``mm`` computes the products).
     """
     xp = array_namespace(tape.x)
+    q, mm = prec.round, prec.matmul
     B, T, _ = tape.x.shape
     H = case.hidden_size
     W = xp.concatenate([p[f"W_{k}"] for k in GATES])
@@ -84,15 +86,15 @@ def gru_backward(
         if case.reset_after:
             dr = q(da_n * s.u)
             dn_rec = q(da_n * s.r)
-            dh_prev = q(dh_prev + q(dn_rec @ R_n))
+            dh_prev = q(dh_prev + mm(dn_rec, R_n))
         else:
-            du = q(da_n @ R_n)
+            du = mm(da_n, R_n)
             dr = q(du * s.h_prev)
             dh_prev = q(dh_prev + q(du * s.r))
             dn_rec = da_n
         da_r = q(dr * gate_derivative(case, s.a_r, s.r, q))
         da_rz = xp.concatenate([da_r, da_z], axis=-1)
-        dh_prev = q(dh_prev + q(da_rz @ R_rz))
+        dh_prev = q(dh_prev + mm(da_rz, R_rz))
 
         v = tape.valid[:, t, None]  # a padded step holds the state: dh passes it unchanged
         dA.append(xp.where(v, xp.concatenate([da_rz, da_n], axis=-1), 0.0))
@@ -103,18 +105,18 @@ def gru_backward(
     dA2 = xp.stack(dA[::-1], axis=1).reshape(B * T, 3 * H)
     dN2 = xp.stack(dN[::-1], axis=1).reshape(B * T, H)
     h_prev = tape.over_time("h_prev").reshape(B * T, H)
-    dW = q(dA2.T @ tape.x.reshape(B * T, -1))
+    dW = mm(dA2.T, tape.x.reshape(B * T, -1))
     dbW = q(dA2.sum(axis=0))
-    dR_rz = q(dA2[:, :2 * H].T @ h_prev)
+    dR_rz = mm(dA2[:, :2 * H].T, h_prev)
     # R_n multiplies h (reset_after) or u = r ⊙ h (reset_before)
     n_input = h_prev if case.reset_after else tape.over_time("u").reshape(B * T, H)
     grads = {
-        "R_r": dR_rz[:H], "R_z": dR_rz[H:], "R_n": q(dN2.T @ n_input),
+        "R_r": dR_rz[:H], "R_z": dR_rz[H:], "R_n": mm(dN2.T, n_input),
         "bR_r": dbW[:H].copy(), "bR_z": dbW[H:2 * H].copy(), "bR_n": q(dN2.sum(axis=0)),
     }
     for k, gate in enumerate(GATES):
         rows = slice(k * H, (k + 1) * H)
         grads[f"W_{gate}"] = dW[rows]
         grads[f"bW_{gate}"] = dbW[rows]
-    dx = q(dA2.reshape(B, T, 3 * H) @ W)
+    dx = mm(dA2.reshape(B, T, 3 * H), W)
     return dx, dh, None, grads

@@ -14,7 +14,7 @@ import numpy as np
 
 from harness.data import Inputs, Outputs
 from harness.params import Canonical
-from harness.reference.functions import Array, Rounding, array_namespace, exact
+from harness.reference.functions import FLOAT64, Array, Precision, array_namespace
 from harness.reference.gru import gru_direction
 from harness.reference.lstm import lstm_direction
 from harness.reference.tape import Tape
@@ -50,12 +50,13 @@ def reading_order(inputs: Inputs) -> tuple[Array, Callable[[Array, int], Array]]
 
 
 def forward(
-    case: Case, canonical: Canonical, inputs: Inputs, q: Rounding = exact,
+    case: Case, canonical: Canonical, inputs: Inputs, prec: Precision = FLOAT64,
     tapes: list[Tape] | None = None,
 ) -> Outputs:
     """Every layer and direction of the case, layer by layer. ``tapes``: a list to which each
     direction's :class:`Tape` is appended (index layer × D + k, the order of h_n), for the
-    backward."""
+    backward. ``prec``: the arithmetic (float64: the reference; the case dtype: the noise
+    floor)."""
     cell = CELLS[case.cell]
     xp = array_namespace(inputs.x)
     valid, order = reading_order(inputs)
@@ -67,7 +68,7 @@ def forward(
             x = order(layer_in, d)
             c0 = inputs.c0[s] if inputs.c0 is not None else None
             tape = Tape(x, valid) if tapes is not None else None
-            y, h, c = cell(case, canonical.block(layer, d), x, valid, inputs.h0[s], c0, q, tape)
+            y, h, c = cell(case, canonical.block(layer, d), x, valid, inputs.h0[s], c0, prec, tape)
             ys.append(order(y, d))
             h_n.append(h)
             c_n.append(c)

@@ -22,18 +22,20 @@ then per step t, from h_prev, c_prev (h0, c0 at the first step):
 
 clip(a) clamps a gate's whole pre-activation to ±gate_clip (ONNX ``clip``), where set; σ is
 the case's recurrent activation. Past a sequence's length (``valid`` false) the state is held
-and y is 0. ``q`` rounds each elementary result: the identity in float64, the case dtype for
-the noise floor (the same equations, rounded).
+and y is 0. ``prec`` is the arithmetic (:class:`~harness.reference.functions.Precision`): ``q``
+rounds each element-wise result and ``mm`` computes the three products (input projection,
+recurrent product, projection); in float64 they are the identity and ``@``, for the noise floor
+the case dtype's arithmetic (the same equations).
 """
 
 from __future__ import annotations
 
 from harness.reference.functions import (
+    FLOAT64,
     RECURRENT_ACTIVATIONS,
     Array,
-    Rounding,
+    Precision,
     array_namespace,
-    exact,
 )
 from harness.reference.tape import Tape
 from harness.spec import Case
@@ -48,7 +50,7 @@ def lstm_direction(
     valid: Array,
     h0: Array,
     c0: Array,
-    q: Rounding = exact,
+    prec: Precision = FLOAT64,
     tape: Tape | None = None,
 ) -> tuple[Array, Array, Array]:
     """Run one LSTM direction over time-ordered input (equations in the module text).
@@ -59,6 +61,7 @@ def lstm_direction(
     step. ``tape``: where each step's values are recorded for the backward.
     """
     xp = array_namespace(x)
+    q, mm = prec.round, prec.matmul
     sigma = RECURRENT_ACTIVATIONS[case.recurrent_activation]
     H = case.hidden_size
 
@@ -75,12 +78,12 @@ def lstm_direction(
     WT, RT = xp.ascontiguousarray(W.T), xp.ascontiguousarray(R.T)
     B, T, _ = x.shape
     x_steps = x.transpose(1, 0, 2).reshape(T * B, -1)  # time-major: a step's rows contiguous
-    Wx = q(q(x_steps @ WT) + b).reshape(T, B, 4 * H)
+    Wx = q(mm(x_steps, WT) + b).reshape(T, B, 4 * H)
 
     h_prev, c_prev = h0, c0
     ys = []
     for t in range(T):
-        a_i, a_f, a_g, a_o = split(q(Wx[t] + q(h_prev @ RT)))
+        a_i, a_f, a_g, a_o = split(q(Wx[t] + mm(h_prev, RT)))
         if case.peepholes:
             a_i = q(a_i + q(p["p_i"] * c_prev))
             a_f = q(a_f + q(p["p_f"] * c_prev))
@@ -96,7 +99,7 @@ def lstm_direction(
         o = q(sigma(clip(a_o, case.gate_clip)))
         tanh_c = q(xp.tanh(c))
         m = q(o * tanh_c)
-        h_raw = q(m @ p["Wp"].T) if case.proj_size else m
+        h_raw = mm(m, p["Wp"].T) if case.proj_size else m
         h = clip(h_raw, case.proj_clip)
 
         if tape is not None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.reference.functions import Rounding, array_namespace, exact
+from harness.reference.functions import FLOAT64, Precision, Rounding, array_namespace
 from harness.reference.tape import Tape
 from harness.spec import Case
 
@@ -133,15 +133,17 @@ def lstm_backward(
     dy: np.ndarray,
     dh_n: np.ndarray,
     dc_n: np.ndarray,
-    q: Rounding = exact,
+    prec: Precision = FLOAT64,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Backpropagation through time of one LSTM direction (equations in the module text).
 
     dy [B, T, P or H] (ignored where not valid), dh_n [B, P or H], dc_n [B, H]: upstream
     gradients of y, h_n, c_n. Returns dx [B, T, in] (zero where not valid), dh0, dc0 and the
-    gradient of every block NAME of ``p`` (W_g R_g bW_g bR_g, p_i p_f p_o, Wp).
+    gradient of every block NAME of ``p`` (W_g R_g bW_g bR_g, p_i p_f p_o, Wp). ``prec``: the
+    arithmetic (``q`` rounds element-wise results, ``mm`` computes the products).
     """
     xp = array_namespace(tape.x)
+    q, mm = prec.round, prec.matmul
     B, T, _ = tape.x.shape
     H = case.hidden_size
     W = xp.concatenate([p[f"W_{k}"] for k in GATES])
@@ -156,7 +158,7 @@ def lstm_backward(
         dm = dh_t
         if case.proj_size:
             dh_raw = dh_t * passes(s.h_raw, case.proj_clip)
-            dm = q(dh_raw @ Wp)
+            dm = mm(dh_raw, Wp)
         do = q(dm * s.tanh_c)
         da_o = q(do * gate_derivative(case, s.a_o, s.o, q))
         dc_new = q(dc + q(q(dm * s.o) * q(1.0 - q(s.tanh_c * s.tanh_c))))
@@ -177,7 +179,7 @@ def lstm_backward(
         if case.peepholes:
             dc_prev = q(dc_prev + q(q(da_i * p_i) + q(da_f * p_f)))
         da = xp.concatenate([da_i, da_f, da_g, da_o], axis=-1)
-        dh_prev = q(da @ R)
+        dh_prev = mm(da, R)
 
         v = tape.valid[:, t, None]  # a padded step holds the state: dh, dc pass it unchanged
         dA.append(xp.where(v, da, 0.0))
@@ -188,8 +190,8 @@ def lstm_backward(
     # Parameter gradients over every step at once: [4H, B*T] @ [B*T, .].
     dA = xp.stack(dA[::-1], axis=1)  # [B, T, 4H]
     dA2 = dA.reshape(B * T, 4 * H)
-    dW = q(dA2.T @ tape.x.reshape(B * T, -1))
-    dR = q(dA2.T @ tape.over_time("h_prev").reshape(B * T, -1))
+    dW = mm(dA2.T, tape.x.reshape(B * T, -1))
+    dR = mm(dA2.T, tape.over_time("h_prev").reshape(B * T, -1))
     db = q(dA2.sum(axis=0))
     grads: dict[str, np.ndarray] = {}
     for k, gate in enumerate(GATES):
@@ -205,6 +207,6 @@ def lstm_backward(
         grads["p_o"] = q((q(dA[..., 3 * H:] * c)).sum(axis=(0, 1)))
     if case.proj_size:
         dH_raw = xp.stack(dH_raw[::-1], axis=1)  # [B, T, P]
-        grads["Wp"] = q(dH_raw.reshape(B * T, -1).T @ tape.over_time("m").reshape(B * T, H))
-    dx = q(dA @ W)
+        grads["Wp"] = mm(dH_raw.reshape(B * T, -1).T, tape.over_time("m").reshape(B * T, H))
+    dx = mm(dA, W)
     return dx, dh, dc, grads
