@@ -123,7 +123,7 @@ def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None
             bad = step_rows[~step_ok].sort_values(["t", "layer", "direction"], kind="stable")
             f = bad.iloc[0]
             return DIVERGED, (f"one-step error beyond tolerance from the reference's state, "
-                              f"first at {where(f)} (step mode): max_abs {f['max_abs']:.2e} "
+                              f"first at {where(f)}: max_abs {f['max_abs']:.2e} "
                               f"({f['tol_ratio']:.3g}x tolerance)")
         if not free_ok.all() and free_rows["output"][~free_ok].isin(FORWARD).all():
             return PASS, AMPLIFIED
@@ -344,14 +344,16 @@ def worst(rows: pd.DataFrame | None) -> pd.Series | None:
 
 
 def where(row: pd.Series) -> str:
-    """A row's place in words, e.g. ``y L1 d0 t=3``, ``dW_f L0 d1``, ``dx L0 t=2`` (a missing
-    t or direction, empty or negative as read back from a CSV, is left out)."""
+    """A row's place in words, e.g. ``y L1 d0 t=3``, ``dW_f L0 d1``, ``dx L0 t=2``, ``y L0 d0
+    t=1 (step)`` (a missing t or direction, empty or negative as read back from a CSV, is left
+    out)."""
     def known(v) -> bool:
         return not pd.isna(v) and v >= 0
 
     d = f" d{int(row['direction'])}" if known(row["direction"]) else ""
     t = f" t={int(row['t'])}" if known(row["t"]) else ""
-    return f"{row['output']} L{int(row['layer'])}{d}{t}"
+    step = " (step)" if row.get("mode") == STEP else ""  # a step-local row
+    return f"{row['output']} L{int(row['layer'])}{d}{t}{step}"
 
 
 def first_divergence(rows: pd.DataFrame | None) -> pd.Series | None:
