@@ -358,10 +358,13 @@ def where(row: pd.Series) -> str:
 
 def first_divergence(rows: pd.DataFrame | None) -> pd.Series | None:
     """The earliest diverging y row (lowest t, then layer, then direction), or else the first
-    diverging row of another output; None when no row diverged."""
+    diverging row of another output; None when no row diverged. Free-running rows first; a
+    step-local row only where no free-running row diverged."""
     if rows is None:
         return None
     bad = rows[diverged(rows["verdict"])]
+    free = of_mode(bad, FREE)
+    bad = free if not free.empty else bad
     if bad.empty:
         return None
     y = bad[bad["output"] == "y"].sort_values(["t", "layer", "direction"], kind="stable")

@@ -47,8 +47,9 @@ class PairResult:
 
     @property
     def first_diverging(self) -> pd.Series | None:
-        """The first free-running row beyond tolerance (step rows: :attr:`step_rows`)."""
-        return compare.first_divergence(compare.of_mode(self.rows, compare.FREE))
+        """The first row beyond tolerance, free-running rows first
+        (:func:`harness.compare.first_divergence`)."""
+        return compare.first_divergence(self.rows)
 
     @property
     def step_rows(self) -> pd.DataFrame | None:
@@ -305,8 +306,6 @@ def describe(r: PairResult) -> str:
                 f"{r.seconds:.2f}s{step}")
     if r.status == compare.DIVERGED:
         f = r.first_diverging
-        if f is None:  # every free row within tolerance: a step row is not (step mode)
-            return f"DIVERGED: {r.reason}"
         return (f"DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} "
                 f"({f['tol_ratio']:.3g}x tolerance)")
     return f"{r.status}" + (f": {r.reason}" if r.reason else "")
