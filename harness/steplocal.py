@@ -68,7 +68,14 @@ def _layer_weights(case: Case, canonical: Canonical, layer: int) -> Canonical:
 
 def step_cases(prep: Prepared) -> list[StepCase]:
     """One :class:`StepCase` per layer of a prepared case. Reruns the float64 reference with a
-    tape (:func:`harness.reference.forward`), which records the state each step starts from."""
+    tape (:func:`harness.reference.forward`), which records the state each step starts from;
+    made once per case (kept in ``prep.steps``) and shared by its adapters."""
+    if prep.steps is None:
+        prep.steps = _step_cases(prep)
+    return prep.steps
+
+
+def _step_cases(prep: Prepared) -> list[StepCase]:
     case, inputs = prep.case, prep.inputs
     tapes: list[Tape] = []
     ref = reference.forward(case, prep.canonical, inputs, tapes=tapes)
