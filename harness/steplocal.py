@@ -23,6 +23,7 @@ import numpy as np
 
 from harness import reference
 from harness.data import Inputs, Outputs
+from harness.dtypes import round_to
 from harness.params import Canonical, block_shapes, key
 from harness.prepare import Prepared
 from harness.reference.tape import Tape
@@ -94,8 +95,12 @@ def _step_cases(prep: Prepared) -> list[StepCase]:
                 c0.append(order(tape.over_time("c_prev"), d)[rows, steps])
         derived = derived_case(case, layer, len(rows))
         canonical = _layer_weights(case, prep.canonical, layer)
-        d_inputs = Inputs(x=layer_in[rows, steps][:, None, :], h0=np.stack(h0),
-                          c0=np.stack(c0) if c0 else None, seq_lengths=None)
+        # in the case dtype, as every input of a case is (an adapter would round them anyway):
+        # the noise floor then sees what the adapter sees
+        d_inputs = Inputs(x=round_to(layer_in[rows, steps][:, None, :], case.dtype),
+                          h0=round_to(np.stack(h0), case.dtype),
+                          c0=round_to(np.stack(c0), case.dtype) if c0 else None,
+                          seq_lengths=None)
         floor = reference.run(derived, canonical, d_inputs, dtype=case.dtype)
         out.append(StepCase(layer, derived, canonical, d_inputs, rows, steps, floor))
     return out
