@@ -38,7 +38,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else runner.plain_progress
     result = runner.run(cases, chosen, progress=progress, keep_outputs=args.save_outputs,
                         timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
-                        shard=shard, jobs=jobs)
+                        shard=shard, jobs=jobs, step_mode=args.step_mode)
     out = write_report(result, args.out, outputs=args.save_outputs, plots=args.plots)
     counts: dict[str, int] = {}
     for p in result.pairs:
@@ -235,6 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "worker); thread pools are left as they are, since their size changes "
                         "results in the last bits; the report is the same as with --jobs 1, in "
                         "the same order")
+    r.add_argument("--step-mode", choices=("auto", "on", "off"), default="auto",
+                   help="also run each layer one step at a time from the reference's own "
+                        "states and report the one-step error (rows with mode step; "
+                        "docs/equations.md, Step-local divergence): auto (default) for "
+                        "float32/float16/bfloat16 pairs that did not pass free-running, on for "
+                        "every pair, off never")
     _plots_option(r)
     r.set_defaults(func=_cmd_run)
 

@@ -42,9 +42,15 @@ from harness.spec import Case, Tol
 PASS, DIVERGED = "pass", "DIVERGED"
 NOT_APPLICABLE, UNAVAILABLE, ERROR, BASELINE = "not applicable", "unavailable", "error", "baseline"
 
-COLUMNS = ["case", "adapter", "output", "layer", "direction", "t", "max_abs", "max_rel", "mean_abs",
-           "max_ulp", "tol_ratio", "atol", "rtol", "noise_floor", "floor_ratio", "verdict"]
+COLUMNS = ["case", "adapter", "mode", "output", "layer", "direction", "t", "max_abs", "max_rel",
+           "mean_abs", "max_ulp", "tol_ratio", "atol", "rtol", "noise_floor", "floor_ratio",
+           "verdict"]
 METRICS = ("max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floor")
+
+# the ``mode`` of a row: free-running, or step-local (harness.steplocal)
+FREE, STEP = "free", "step"
+AMPLIFIED = ("free-running error amplified by the recurrence; every one-step error within "
+             "tolerance")
 
 PER_STEP = ("y", "dx")  # outputs with a row per timestep
 FORWARD = ("y", "h_n", "c_n")  # every other output is a gradient
@@ -119,6 +125,38 @@ def verdict(tol_ratio: Ratios, floor_ratio: Ratios | None = None,
             floor_factor: float | None = None) -> str:
     """PASS when every row is :func:`within` tolerance (so also for none), else DIVERGED."""
     return PASS if bool(within(tol_ratio, floor_ratio, floor_factor).all()) else DIVERGED
+
+
+def of_mode(rows: pd.DataFrame | None, mode: str) -> pd.DataFrame | None:
+    """The rows of one mode (``free`` or ``step``); rows without a ``mode`` column (reports
+    written before step mode) are free-running."""
+    if rows is None:
+        return None
+    if "mode" not in rows.columns:
+        return rows if mode == FREE else rows.iloc[:0]
+    return rows[rows["mode"].fillna(FREE) == mode]
+
+
+def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None
+                 ) -> tuple[str, str]:
+    """(verdict, reason) of a pair from its free-running rows and its step-local rows (None or
+    empty: step mode not run). Step rows beyond tolerance: DIVERGED, a one-step mistake, named
+    in the reason. Free rows beyond tolerance only in forward outputs while every step row is
+    :func:`within` tolerance: PASS, the error is rounding amplified by the recurrence (a
+    gradient row beyond tolerance is never excused: step mode checks the forward only).
+    Otherwise the free rows decide."""
+    free_ok = within(free_rows["tol_ratio"])
+    if step_rows is not None and not step_rows.empty:
+        step_ok = within(step_rows["tol_ratio"])
+        if not step_ok.all():
+            bad = step_rows[~step_ok].sort_values(["t", "layer", "direction"], kind="stable")
+            f = bad.iloc[0]
+            return DIVERGED, (f"one-step error beyond tolerance from the reference's state, "
+                              f"first at {where(f)}: max_abs {f['max_abs']:.2e} "
+                              f"({f['tol_ratio']:.3g}x tolerance)")
+        if not free_ok.all() and free_rows["output"][~free_ok].isin(FORWARD).all():
+            return PASS, AMPLIFIED
+    return (PASS if free_ok.all() else DIVERGED), ""
 
 
 def tol_ratios(a: np.ndarray, r: np.ndarray, tol: Tolerance) -> np.ndarray:
@@ -277,7 +315,27 @@ def divergence(case: Case, adapter: str, out: Outputs, ref: Outputs, tol: Tolera
                floor: Outputs | None = None) -> Divergence:
     """The rows of one pair: ``out`` (the adapter's outputs) against ``ref`` (the float64
     reference), with ``floor`` (the noise-floor reference) for the noise_floor column."""
-    parts = _parts(case, out, ref, floor, tol)
+    return _divergence(case, adapter, _parts(case, out, ref, floor, tol), tol, FREE)
+
+
+def step_divergence(case: Case, adapter: str, layer: int, y: np.ndarray, ref_y: np.ndarray,
+                    floor_y: np.ndarray | None, tol: Tolerance) -> Divergence:
+    """Step-local rows (mode ``step``) of one layer: ``y`` [B, T, D·O], each step predicted by
+    the adapter from the reference's state before it (:mod:`harness.steplocal`), against the
+    reference's y of that layer ``ref_y``; ``floor_y``: the noise-floor reference's step
+    predictions. One row per direction and t, the metrics of the free rows."""
+    D, F, B, T = case.num_directions, case.out_size, case.batch, case.seq_len
+    shape = (B, T, D, F)
+    m = _over((0, 3), y.reshape(shape), ref_y.reshape(shape),
+              None if floor_y is None else floor_y.reshape(shape), case.dtype, tol)  # [T, D]
+    dirs = np.asarray(case.directions, dtype=np.int64)
+    part = _Part(["y"] * (D * T), np.full(D * T, layer), np.repeat(dirs, T),
+                 np.tile(np.arange(T), D), {k: v.T.ravel() for k, v in m.items()})
+    return _divergence(case, adapter, [part], tol, STEP)
+
+
+def _divergence(case: Case, adapter: str, parts: list[_Part], tol: Tolerance,
+                mode: str) -> Divergence:
 
     def cat(get) -> np.ndarray:
         return np.concatenate([get(p) for p in parts])
@@ -286,6 +344,7 @@ def divergence(case: Case, adapter: str, out: Outputs, ref: Outputs, tol: Tolera
     n = len(m["max_abs"])
     data: dict = {"case": np.full(n, case.name, dtype=object),
                   "adapter": np.full(n, adapter, dtype=object),
+                  "mode": np.full(n, mode, dtype=object),
                   "output": np.array([o for p in parts for o in p.output], dtype=object),
                   "layer": cat(lambda p: p.layer).astype(np.int64)}
     for label in ("direction", "t"):  # -1: missing (pandas' nullable integers)
@@ -317,22 +376,27 @@ def worst(rows: pd.DataFrame | None) -> pd.Series | None:
 
 
 def where(row: pd.Series) -> str:
-    """A row's place in words, e.g. ``y L1 d0 t=3``, ``dW_f L0 d1``, ``dx L0 t=2`` (a missing
-    t or direction, empty or negative as read back from a CSV, is left out)."""
+    """A row's place in words, e.g. ``y L1 d0 t=3``, ``dW_f L0 d1``, ``dx L0 t=2``, ``y L0 d0
+    t=1 (step)`` (a missing t or direction, empty or negative as read back from a CSV, is left
+    out)."""
     def known(v) -> bool:
         return not pd.isna(v) and v >= 0
 
     d = f" d{int(row['direction'])}" if known(row["direction"]) else ""
     t = f" t={int(row['t'])}" if known(row["t"]) else ""
-    return f"{row['output']} L{int(row['layer'])}{d}{t}"
+    step = " (step)" if row.get("mode") == STEP else ""  # a step-local row
+    return f"{row['output']} L{int(row['layer'])}{d}{t}{step}"
 
 
 def first_divergence(rows: pd.DataFrame | None) -> pd.Series | None:
     """The earliest diverging y row (lowest t, then layer, then direction), or else the first
-    diverging row of another output; None when no row diverged."""
+    diverging row of another output; None when no row diverged. Free-running rows first; a
+    step-local row only where no free-running row diverged."""
     if rows is None:
         return None
     bad = rows[diverged(rows["verdict"])]
+    free = of_mode(bad, FREE)
+    bad = free if not free.empty else bad
     if bad.empty:
         return None
     y = bad[bad["output"] == "y"].sort_values(["t", "layer", "direction"], kind="stable")

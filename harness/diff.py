@@ -31,7 +31,7 @@ from tabulate import tabulate
 from harness import compare
 from harness.errors import HarnessError
 
-KEY = ["case", "adapter", "output", "layer", "direction", "t"]
+KEY = ["case", "adapter", "mode", "output", "layer", "direction", "t"]
 BAD = (compare.DIVERGED, compare.ERROR)
 
 
@@ -68,6 +68,8 @@ def load_report(folder: str | Path) -> Report:
         doc = json.loads(run.read_text())
     except (ValueError, pd.errors.ParserError) as exc:
         raise HarnessError(f"unreadable ({exc})", file=folder) from None
+    if "mode" not in rows.columns and "adapter" in rows.columns:  # before step mode: all free
+        rows.insert(rows.columns.get_loc("adapter") + 1, "mode", compare.FREE)
     missing = [c for c in [*KEY, "max_abs", "tol_ratio", "verdict"] if c not in rows.columns]
     if missing:
         raise HarnessError(f"columns missing: {', '.join(missing)}", file=csv)

@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import ValidationError
 
+from harness import compare
 from harness.adapters import ADAPTERS, Adapter
 from harness.cases import load_cases
 from harness.diff import report_files
@@ -103,6 +104,9 @@ def load_shard(folder: str | Path) -> ShardReport:
             rows[c] = rows[c].astype("Int64")
     if not {"case", "adapter"} <= set(text.columns):
         raise HarnessError("columns missing: case, adapter", file=csv)
+    for frame in (text, rows):  # reports from before step mode: every row free-running
+        if "mode" not in frame.columns:
+            frame.insert(frame.columns.get_loc("adapter") + 1, "mode", compare.FREE)
     return ShardReport(folder, doc, text, rows, _read_errors(folder / "errors.log"))
 
 

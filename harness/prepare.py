@@ -37,6 +37,7 @@ class Prepared:
     seconds: float = 0.0  # all of prepare
     reference_seconds: float = 0.0  # of which computing the reference (and its gradients)
     noise_floor_seconds: float = 0.0  # and the noise floor (a float64 case's: the reference's)
+    steps: list | None = None  # harness.steplocal.step_cases, made for the first pair needing them
 
 
 # Resource guard ------------------------------------------------------------------------------

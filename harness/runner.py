@@ -14,7 +14,7 @@ from typing import TextIO
 
 import pandas as pd
 
-from harness import compare, isolation
+from harness import compare, isolation, steplocal
 from harness.adapters import Adapter
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
@@ -42,12 +42,19 @@ class PairResult:
 
     @property
     def worst(self) -> pd.Series | None:
-        """The row furthest beyond (or closest to) its tolerance."""
-        return compare.worst(self.rows)
+        """The free-running row furthest beyond (or closest to) its tolerance."""
+        return compare.worst(compare.of_mode(self.rows, compare.FREE))
 
     @property
     def first_diverging(self) -> pd.Series | None:
+        """The first row beyond tolerance, free-running rows first
+        (:func:`harness.compare.first_divergence`)."""
         return compare.first_divergence(self.rows)
+
+    @property
+    def step_rows(self) -> pd.DataFrame | None:
+        """The step-local rows (:mod:`harness.steplocal`); None or empty when not run."""
+        return compare.of_mode(self.rows, compare.STEP)
 
 
 @dataclass
@@ -81,11 +88,16 @@ def selected_by_case(case: Case, adapter: Adapter) -> bool:
     return ("all" in wanted or adapter.name in wanted) and adapter.name not in case.exclude
 
 
-def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | None = None
-             ) -> PairResult:
+STEP_MODES = ("auto", "on", "off")
+LOW_PRECISION = ("float32", "float16", "bfloat16")
+
+
+def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | None = None,
+             step_mode: str = "auto") -> PairResult:
     """Run one pair; every outcome, including a crash, a hang past the executor's timeout or a
     dead worker process, becomes a PairResult. ``executor``: where the adapter runs
-    (:mod:`harness.isolation`; default: right here, no time limit)."""
+    (:mod:`harness.isolation`; default: right here, no time limit). ``step_mode``: when to add
+    step-local rows (:func:`wants_step_mode`)."""
     executor = executor or isolation.InProcess()
     case = prep.case
     r = PairResult(case.name, adapter.name, compare.ERROR)
@@ -133,7 +145,56 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
     r.outputs, r.rows, r.status = out, d.rows, d.verdict
     r.reason = adapter.gradient_note(case) or ""
+    if wants_step_mode(step_mode, case, d.passed):
+        _add_step_rows(prep, adapter, executor, r, tol)
     return r
+
+
+def wants_step_mode(step_mode: str, case: Case, passed: bool) -> bool:
+    """``on``: every compared pair; ``auto``: low-precision pairs that did not pass free-running
+    (where rounding amplified by the recurrence may be the cause); ``off``: none."""
+    if step_mode not in STEP_MODES:
+        raise HarnessError(f"expected one of {', '.join(STEP_MODES)}, got {step_mode!r}",
+                           field="--step-mode")
+    return step_mode == "on" or (step_mode == "auto" and not passed
+                                 and case.dtype in LOW_PRECISION)
+
+
+def _join(*reasons: str) -> str:
+    return "; ".join(r for r in reasons if r)
+
+
+def _add_step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executor,
+                   r: PairResult, tol: compare.Tolerance) -> None:
+    """Run the adapter on each layer's derived step case (:mod:`harness.steplocal`) through the
+    pair's executor, add the step rows and decide the pair from both modes
+    (:func:`harness.compare.pair_verdict`). An adapter that cannot run a derived case (no
+    initial states, ...) or fails on it keeps its free-running verdict and says why."""
+    case = prep.case
+    B, T = case.batch, case.seq_len
+    frames = []
+    for sc in steplocal.step_cases(prep):
+        reason = adapter.not_applicable_reason(sc.case)
+        if reason:
+            r.reason = _join(r.reason, f"step mode not applicable: {reason}")
+            return
+        try:
+            out, _ = executor.call(adapter, sc.case, sc.canonical, sc.inputs, check_finite=False)
+        except NotApplicable as exc:
+            r.reason = _join(r.reason, f"step mode not applicable: {exc}")
+            return
+        except Exception as exc:  # PairFailure (timeout, dead worker) or a crash: one note
+            r.reason = _join(r.reason, "step mode failed: "
+                             + f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+            return
+        rows = compare.step_divergence(case, adapter.name, sc.layer, sc.scatter(out.y, B, T),
+                                       prep.reference.y_layers[sc.layer],
+                                       sc.scatter(sc.floor.y, B, T), tol).rows
+        frames.append(rows)
+    step = pd.concat(frames, ignore_index=True)
+    r.status, why = compare.pair_verdict(r.rows, step)
+    r.rows = pd.concat([r.rows, step], ignore_index=True)
+    r.reason = _join(r.reason, why)
 
 
 def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:
@@ -240,8 +301,9 @@ def _time_left(start: float, done: int, total: int) -> str:
 def describe(r: PairResult) -> str:
     if r.status == compare.PASS:
         w = r.worst
+        step = f" ({compare.AMPLIFIED})" if compare.AMPLIFIED in r.reason else ""
         return (f"pass  max_abs {w['max_abs']:.2e} ({w['tol_ratio']:.2g}x tolerance) "
-                f"{r.seconds:.2f}s")
+                f"{r.seconds:.2f}s{step}")
     if r.status == compare.DIVERGED:
         f = r.first_diverging
         return (f"DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} "
@@ -321,7 +383,8 @@ class _Collector:
 
 
 def _case_events(case: Case, adapters: list[Adapter], executor: isolation.Executor,
-                 max_memory: int | None, keep_outputs: bool) -> Iterator[tuple]:
+                 max_memory: int | None, keep_outputs: bool, step_mode: str = "auto"
+                 ) -> Iterator[tuple]:
     """Prepare one case and run its pairs, as events for :class:`_Collector`. The same code
     runs in this process (``--jobs 1``) and in the worker processes of ``--jobs N``."""
     try:
@@ -332,7 +395,7 @@ def _case_events(case: Case, adapters: list[Adapter], executor: isolation.Execut
     yield ("prepared", prep.seconds)
     for adapter in adapters:
         yield ("started", adapter.name)
-        r = run_pair(prep, adapter, executor)
+        r = run_pair(prep, adapter, executor, step_mode)
         if not keep_outputs:
             r.outputs = None
         yield ("pair", r)
@@ -366,7 +429,8 @@ class _CaseJob:
     def handle(self, message: tuple) -> Iterator[tuple]:
         _, self.index, case, names = message
         events = _case_events(case, [self.by_name[n] for n in names], self.executor,
-                              self.options["max_memory"], self.options["keep_outputs"])
+                              self.options["max_memory"], self.options["keep_outputs"],
+                              self.options.get("step_mode", "auto"))
         try:
             for event in events:
                 if event[0] == "pair":  # with what this worker found out about availability
@@ -479,6 +543,7 @@ def run(
     max_memory: int | None = None,
     shard: Shard | None = None,
     jobs: int = 1,
+    step_mode: str = "auto",
 ) -> RunResult:
     """Run every case through every adapter. Pairs are ordered case-major, adapters in the
     order given, whatever ``jobs`` is.
@@ -490,7 +555,9 @@ def run(
     (:mod:`harness.shard`); ``jobs``: worker processes running cases side by side (1: all in
     this process). A worker prepares each case it gets and runs all of that case's pairs;
     it imports each framework once, at its first pair of that framework. A worker that dies
-    costs the pairs of its case that had not finished (error rows), and is replaced."""
+    costs the pairs of its case that had not finished (error rows), and is replaced.
+    ``step_mode``: auto | on | off, when pairs also get step-local rows
+    (:func:`wants_step_mode`, :mod:`harness.steplocal`)."""
     cases = list(cases)
     if jobs < 1:
         raise HarnessError(f"expected a number of worker processes >= 1, got {jobs}",
@@ -502,7 +569,7 @@ def run(
         result.shard_of = {"cases": [c.name for c in cases], "adapters": [a.name for a in adapters]}
     collector = _Collector(plan, progress)
     options = {"timeout": timeout, "isolate": isolate, "max_memory": max_memory,
-               "keep_outputs": keep_outputs}
+               "keep_outputs": keep_outputs, "step_mode": step_mode}
     try:
         if jobs > 1 and len(plan) > 1:
             _run_parallel(plan, adapters, jobs, collector, options)
@@ -510,7 +577,8 @@ def run(
             executor = isolation.executor(timeout, isolate)
             try:
                 for index, (case, chosen) in enumerate(plan):
-                    for event in _case_events(case, chosen, executor, max_memory, keep_outputs):
+                    for event in _case_events(case, chosen, executor, max_memory, keep_outputs,
+                                              step_mode):
                         collector.event(index, event)
             finally:
                 # on an exception the workers go too: daemon processes and threads end with

@@ -172,7 +172,8 @@ def _plots_line(plots: str, drawn: int) -> str:
 
 def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple:
     """The arguments of :func:`harness.report.plots.draw_pair` for the pair."""
-    return (p.rows, plots, f"{n:03d}-{_slug(p.case)}--{_slug(p.adapter)}",
+    return (compare.of_mode(p.rows, compare.FREE), plots,
+            f"{n:03d}-{_slug(p.case)}--{_slug(p.adapter)}",
             f"{p.case} :: {p.adapter} ({case.dtype})")
 
 
@@ -180,7 +181,7 @@ def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
     """The pair's <figure>s for the plots ``drawn`` (none when its plots were not drawn), then
     its gradient table."""
     if job is None:
-        return _gradient_table(p)
+        return _gradient_table(p) + _step_table(p)
     _, _, stem, title = job
     who = escape(p.adapter)
     figs = []
@@ -199,7 +200,25 @@ def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
     if drawn[3]:
         figs.append(_figure(f"{stem}-grad-blocks.png", f"parameter gradient errors, {title}",
                             f"{who}: parameter gradients, layer/direction x block"))
-    return "\n".join(figs) + _gradient_table(p)
+    return "\n".join(figs) + _gradient_table(p) + _step_table(p)
+
+
+def _step_table(p: PairResult) -> str:
+    """The pair's step-local rows (:mod:`harness.steplocal`): the worst step of each layer and
+    direction, in a table; empty when step mode did not run."""
+    steps = compare.of_mode(p.rows, compare.STEP)
+    if steps is None or steps.empty:
+        return ""
+    worst = steps.loc[steps.groupby(["layer", "direction"], sort=True)["tol_ratio"].idxmax()]
+    rows = [[compare.where(w), f"{w['max_abs']:.2e}", f"{w['tol_ratio']:.3g}",
+             f"{w['floor_ratio']:.3g}", w["verdict"]] for _, w in worst.iterrows()]
+    classes = [["", "num", "num", "num", STATUS_CLASS.get(w["verdict"], "")]
+               for _, w in worst.iterrows()]
+    n_bad = int(compare.diverged(steps["verdict"]).sum())
+    table = _table(["worst step", "max_abs", "x tol", "x noise floor", "verdict"], rows, classes)
+    return (f"<details{' open' if n_bad else ''}><summary>{escape(p.adapter)}: step-local rows "
+            f"(one step from the reference's state), the worst of each layer and direction "
+            f"({len(steps)} rows, {n_bad} beyond tolerance)</summary>\n{table}</details>")
 
 
 def _gradient_table(p: PairResult) -> str:

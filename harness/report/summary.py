@@ -1,7 +1,9 @@
 """summary.md: a table per case: adapter, verdict, worst error, first diverging step, reason.
 
 A gradient case's table has one more column, the worst gradient row (dx, dh0, dc0, d<block>),
-beside the worst forward row; an adapter without a backward pass says so in its reason.
+beside the worst forward row; an adapter without a backward pass says so in its reason. Pairs
+with step-local rows (``run --step-mode``, :mod:`harness.steplocal`) get a line under the
+table: the worst one-step error and how many steps are beyond tolerance.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ def _fmt(x: float) -> str:
 
 
 def split_rows(rows: pd.DataFrame | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """(forward rows: y, h_n, c_n; gradient rows: dx, dh0, dc0, d<block>) of a pair."""
+    """(forward rows: y, h_n, c_n; gradient rows: dx, dh0, dc0, d<block>) of a pair, its
+    free-running rows only (step rows: :func:`step_text`)."""
     if rows is None:
         return None, None
+    rows = compare.of_mode(rows, compare.FREE)
     forward = rows["output"].isin(compare.FORWARD)
     return rows[forward], rows[~forward]
 
@@ -42,6 +46,20 @@ def gradient_text(rows: pd.DataFrame | None) -> str:
     floor = floor_ratio_text(rows)
     return (f"{_fmt(w['max_abs'])} ({compare.where(w)}, {w['tol_ratio']:.2g}x tol"
             + (f", {floor} floor" if floor else "") + ")")
+
+
+def step_text(rows: pd.DataFrame | None) -> str:
+    """The step-local rows of a pair in words, e.g. ``worst one-step error 1.2e-06 (y L0 d1
+    t=4 (step), 0.12x tol, 3x floor); 0 of 120 steps beyond tolerance`` (empty: none)."""
+    steps = compare.of_mode(rows, compare.STEP)
+    w = compare.worst(steps)
+    if w is None:
+        return ""
+    floor = floor_ratio_text(steps)
+    bad = int(compare.diverged(steps["verdict"]).sum())
+    return (f"worst one-step error {_fmt(w['max_abs'])} ({compare.where(w)}, "
+            f"{w['tol_ratio']:.2g}x tol" + (f", {floor} floor" if floor else "")
+            + f"); {bad} of {len(steps)} steps beyond tolerance")
 
 
 def pair_row(p, gradients: bool = False) -> list[str]:
@@ -87,13 +105,22 @@ def summary_markdown(result: RunResult) -> str:
         lines.append("")
         lines.append(tabulate([pair_row(p, case.gradients) for p in pairs],
                               headers=headers(case.gradients), tablefmt="github"))
+        steps = [(p.adapter, step_text(p.rows)) for p in pairs]
+        if any(text for _, text in steps):
+            lines += ["", "Step-local (each step from the reference's state, `--step-mode`):", ""]
+            lines += [f"- `{a}`: {text}" for a, text in steps if text]
         if case.name not in result.case_errors:
             lines += ["", blind_note(case)]
     lines.append("")
     lines.append(f"Verdicts: `{compare.PASS}` within tolerance at every row; `{compare.DIVERGED}` "
                  "beyond it somewhere; first diverging = earliest output step beyond tolerance. "
                  "Worst max_abs: the forward outputs (y, h_n, c_n); worst gradient (cases with "
-                 "`gradients: true`): dx, dh0, dc0 and the parameter gradients d<block>.")
+                 "`gradients: true`): dx, dh0, dc0 and the parameter gradients d<block>. "
+                 "Step-local: the one-step error of each layer run one step at a time from "
+                 "the reference's own states (docs/equations.md, Step-local divergence); a pair "
+                 "whose "
+                 "free-running error is beyond tolerance while every one-step error is within "
+                 "it passes (rounding amplified by the recurrence).")
     return "\n".join(lines) + "\n"
 
 
