@@ -7,7 +7,7 @@ the same file read as *its own* layout, and the doctor diagnoses how the claimed
 it. (With the adapter's own layout claimed, the doctor checks the layout description itself.)
 
 1. The claim is run through the float64 reference and its per-timestep divergence is explained
-   (LAYOUTS.md §13, "How to read the signatures").
+   (docs/layouts.md, "Reading a divergence signature").
 2. The plausible mistakes (:mod:`harness.mistakes`), each a transformation of the claimed
    reading, are searched, pruned by the signature: mistakes that cannot act at t=0 (the
    recurrent side from a zero state, a forget offset from c0 = 0) are set aside while the
@@ -388,7 +388,11 @@ def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 # Explaining ------------------------------------------------------------------------------------
 
 def explain(case: Case, inputs: Inputs, s: Score, expected: dict[str, np.ndarray]) -> list[str]:
-    """The claim's per-timestep divergence signature in words (LAYOUTS.md §13)."""
+    """The claim's per-timestep divergence signature in words.
+
+    Each pitfall is described in words where it is named; its code (P1 ... P13) is the row of
+    the table in docs/layouts.md, "Reading a divergence signature", cited once per message.
+    """
     if s.ok:
         return ["the claimed reading reproduces the expected outputs at every step"]
     zero_h = not np.any(inputs.h0)
@@ -404,13 +408,13 @@ def explain(case: Case, inputs: Inputs, s: Score, expected: dict[str, np.ndarray
         return [f"y matches at every step but the final states ({which}) do not: the states "
                 "are read at the wrong step (padding read as data, the reverse direction's state "
                 "taken at t=T-1) or from the wrong slot (layer/direction indexing, (h, c) order; "
-                "LAYOUTS.md §13 P11, P13)"]
+                "P11, P13: docs/layouts.md, Reading a divergence signature)"]
     if case.num_directions == 2 and bad.any(axis=1).tolist().count(False) == 1:
         good = dirs[int(np.argmin(bad.any(axis=1)))]
         wrong = dirs[int(np.argmax(bad.any(axis=1)))]
         lines.append(f"the {good} direction is exact and the {wrong} one is wrong: the {wrong} "
                      "weights are read wrongly, or the directions are swapped / indexed wrongly "
-                     "(LAYOUTS.md §13 P11)")
+                     "(P11: docs/layouts.md, Reading a divergence signature)")
     if case.seq_lengths is not None or inputs.seq_lengths is not None:
         pad_only = not (bad & valid.any(axis=0)[None, :]).any()
         if pad_only:

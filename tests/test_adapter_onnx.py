@@ -90,7 +90,7 @@ def test_lstm_peepholes(direction):
 
 
 def test_peephole_order_is_i_o_f():
-    """P holds i, o, f (LAYOUTS.md §7, pitfall P10b): reading it as i, f, o diverges."""
+    """P holds i, o, f (docs/layouts.md, onnx, pitfall P10b): reading it as i, f, o diverges."""
     case = make_case(cell="lstm", peepholes=True, direction="bidirectional")
     native = LAYOUT.to_native(params.generate(case), case)
     H = case.hidden_size

@@ -1,5 +1,5 @@
 """TF1-style ``LSTMCell`` / ``GRUCell`` from ``tf_keras.src.layers.rnn.legacy_cells`` (formerly
-``tf.nn.rnn_cell``), layout ``tf-legacy``, LAYOUTS.md §5.
+``tf.nn.rnn_cell``), layout ``tf-legacy``, docs/layouts.md, tf-legacy.
 
 Each (layer, direction) gets its own cell, built and then loaded by variable name from the
 layout's native tensors; the cell is called step by step in eager mode (unrolled over time).
