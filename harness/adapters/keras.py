@@ -38,6 +38,7 @@ class Keras(Adapter):
     name = "keras"
     title = "tf_keras LSTM/GRU (CPU)"
     framework = "keras"
+    requires = ("tensorflow", "tf_keras")
     layout_name = "keras"
     native_in_case_dtype = True
     capabilities = Capabilities(

@@ -49,6 +49,7 @@ class Keras3(Adapter):
     name = "keras3"
     title = "Keras 3 LSTM/GRU, TensorFlow backend (CPU)"
     framework = "keras"
+    requires = ("tensorflow", "keras")
     layout_name = "keras"
     native_in_case_dtype = True
     capabilities = Capabilities(

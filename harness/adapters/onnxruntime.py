@@ -143,6 +143,7 @@ class OnnxRuntime(Adapter):
     name = "onnxruntime"
     title = "ONNX LSTM/GRU nodes in ONNX Runtime (CPU)"
     framework = "onnx"
+    requires = ("onnx", "onnxruntime")
     layout_name = "onnx"
     native_in_case_dtype = True
     capabilities = Capabilities(

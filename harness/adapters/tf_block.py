@@ -44,6 +44,7 @@ class TFBlockLSTM(Adapter):
     name = "tf-block"
     title = "TensorFlow BlockLSTM raw op (CPU)"
     framework = "tensorflow"
+    requires = ("tensorflow",)
     layout_name = "tf-block"
     native_in_case_dtype = True
     op_name = "BlockLSTM"

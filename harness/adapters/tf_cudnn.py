@@ -75,6 +75,7 @@ class TFCuDNN(Adapter):
     name = "tf-cudnn"
     title = "TF CudnnRNNV3 with CudnnRNNCanonicalToParamsV2 (GPU)"
     framework = "tensorflow"
+    requires = ("tensorflow",)
     device = "gpu"
     layout_name = "tf-cudnn"
     capabilities = Capabilities(

@@ -46,6 +46,7 @@ class TFLegacy(Adapter):
     name = "tf-legacy"
     title = "TF1 LSTMCell / GRUCell (tf_keras legacy cells, unrolled, CPU)"
     framework = "tensorflow"
+    requires = ("tensorflow", "tf_keras")
     layout_name = "tf-legacy"
     native_in_case_dtype = True
     capabilities = Capabilities(
