@@ -675,11 +675,30 @@ def _max_abs(s: Score) -> float:
     return max([float(s.y_abs.max())] + list(s.states.values()))
 
 
+def diagnosis_dict(dx: Diagnosis) -> dict:
+    """The diagnosis as plain data (``doctor --format json``): what ``render`` prints."""
+
+    def finding(f: Finding) -> dict:
+        return {"mistakes": [m.text for m in f.hypothesis], "worst_tol_ratio": f.score.worst}
+
+    return {
+        "case": dx.case.name, "claimed_layout": dx.layout.name, "expected_from": dx.source,
+        "claim": {"ok": dx.claim.ok, "worst_tol_ratio": dx.claim.worst,
+                  "y_max_abs_per_step": dx.claim.y_abs.tolist(), "states_max_abs": dx.claim.states},
+        "signature": dx.signature,
+        "pitfall_codes": "docs/layouts.md, Reading a divergence signature",
+        "found": [finding(f) for f in dx.found], "closest": [finding(f) for f in dx.closest],
+        "hypotheses_tried": dx.evaluated, "seconds": dx.seconds, "stopped_at_budget": dx.stopped,
+        "corrected_mapping": dx.mapping, "fixed_max_abs": dx.fixed_error,
+    }
+
+
 def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str | None = None,
                 adapter: str | None = None, write_fixed: str | None = None,
                 name: str | None = None, select: str | None = None,
-                budget_s: float = 60.0) -> tuple[str, int]:
-    """``rnn-harness doctor``: the report and the exit code (0 found, 1 not found)."""
+                budget_s: float = 60.0, fmt: str = "markdown") -> tuple[str, int]:
+    """``rnn-harness doctor``: the report (markdown, or JSON with ``fmt="json"``) and the exit
+    code (0 found, 1 not found)."""
     from harness.adapters import get_adapter
     from harness.cases import load_cases
     from harness.convert import pick_case
@@ -733,6 +752,14 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
         source = f"{expected}"
     dx = diagnose(case, layout, native, inputs, want, source=source, tol=tol, budget_s=budget_s)
     text = render(dx)
+    if fmt == "json":
+        import json
+
+        data = diagnosis_dict(dx)
+        if write_fixed and dx.fixed is not None:
+            save_npz(write_fixed, dx.fixed)
+            data["wrote_fixed"] = write_fixed
+        return json.dumps(data, indent=2, default=str) + "\n", 0 if dx.best is not None else 1
     if write_fixed:
         if dx.fixed is not None:
             save_npz(write_fixed, dx.fixed)
