@@ -31,14 +31,15 @@ ALL_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16"})
 # The lowest version of each framework the adapters are known to work with: the bounds declared
 # in pyproject.toml (tests/test_cli_conventions.py checks they agree) and pinned by
 # constraints/minimum.txt (``tox -e minimum``). onnx 1.17 is the first with opset 22 / IR 10,
-# which the onnxruntime adapter emits; onnxruntime 1.18 rejects opset 22 ("under development").
+# which the onnxruntime adapter emits; onnxruntime 1.18 .. 1.20 reject opset 22 ("Opset 22 is
+# under development").
 MINIMUM_VERSIONS = {
     "torch": "2.13",
     "tensorflow": "2.21",
     "tf_keras": "2.21",
     "keras": "3.15",
     "onnx": "1.17",
-    "onnxruntime": "1.20",
+    "onnxruntime": "1.21",
 }
 
 
