@@ -48,11 +48,11 @@ th { background: #eef1f5; } td.num { text-align: right; font-variant-numeric: ta
    a cell is two short lines); wider grids scroll sideways with the case column kept in view */
 .grid { width: calc(100vw - 4em); max-width: max-content; overflow-x: auto; }
 table.matrix { margin: 0; }
-table.matrix td { text-align: center; padding: .15em .3em; line-height: 1.25; font-size: 12px; }
+table.matrix td { text-align: center; padding: .15em .25em; line-height: 1.25; font-size: 12px; }
 table.matrix a { color: inherit; }
-table.matrix th { font-size: 12px; } table.matrix tr:first-child th { min-width: 4em; }
+table.matrix th { font-size: 12px; } table.matrix tr:first-child th { min-width: 3.5em; }
 table.matrix th:first-child { position: sticky; left: 0; z-index: 1; background: #eef1f5;
-  text-align: left; white-space: nowrap; }
+  text-align: left; max-width: 14em; }
 .reason { color: #444; font-size: 12px; max-width: 38em; }
 figure { display: inline-block; vertical-align: top; margin: .3em .6em .8em 0; }
 figcaption { font-size: 12px; color: #555; }
