@@ -6,9 +6,14 @@ Importing this package never imports a deep-learning framework: adapters import 
 from __future__ import annotations
 
 import os
+import time
 
-# TensorFlow prints start-up chatter to stderr (oneDNN, CUDA stubs) unless told otherwise; the
-# harness's own stderr is for progress and one-line errors. A user's own setting wins.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# for the final line's wall time where /proc is missing (harness/cli.py, _process_seconds)
+IMPORTED_AT = time.monotonic()
+
+# TensorFlow prints start-up chatter to stderr (oneDNN, CUDA stubs, cuInit errors) unless told
+# otherwise; the harness's own stderr is for progress and one-line errors. 3 hides E lines too
+# (2 does not). A user's own setting wins; adapters/_tf.py also silences fd 2 around the import.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 __version__ = "0.1.0"

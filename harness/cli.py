@@ -7,25 +7,98 @@ on stderr naming the file and field, never a traceback).
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import math
 import os
 import sys
+import time
 from pathlib import Path
 
+from harness import __version__
 from harness.errors import HarnessError
+
+EXIT_CODES = ("0: every applicable pair passed (or the command succeeded); 1: a pair diverged "
+              "or failed (run, merge), a regression (diff), no explanation found (doctor); "
+              "2: bad input, one line on stderr naming the file and field; 130: interrupted")
+
+
+def _process_seconds() -> float:
+    """Seconds since this process started (Linux: /proc; elsewhere since harness was imported),
+    so the final line counts the interpreter, the imports and the report writing too."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        from harness import IMPORTED_AT
+
+        return time.monotonic() - IMPORTED_AT
+
+
+def _unknown(kind: str, name: str, known: list[str], field: str) -> HarnessError:
+    """An unknown name, with the closest known ones ("did you mean") and all of them."""
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return HarnessError(f"unknown {kind} {name!r}{hint} (known: {', '.join(known)})",
+                        field=field)
+
+
+def _check_adapters(names: list[str], field: str = "--adapters") -> None:
+    from harness.adapters import ADAPTERS
+
+    for n in names:
+        if n != "all" and n not in ADAPTERS:
+            raise _unknown("adapter", n, list(ADAPTERS), field)
+
+
+def _check_layout(name: str | None, field: str) -> None:
+    from harness.layouts import LAYOUTS
+
+    if name is not None and name not in LAYOUTS:
+        raise _unknown("layout", name, list(LAYOUTS), field)
+
+
+def _tolerance_override(case, atol: float | None, rtol: float | None):
+    """``run --atol/--rtol``: the case with one tolerance for every dtype and adapter (the
+    case's own per-dtype and per-adapter entries, and the adapters' defaults, are replaced)."""
+    from harness.spec import Tol, Tolerance
+
+    old = case.tolerance
+    atol = old.atol if atol is None else atol
+    rtol = old.rtol if rtol is None else rtol
+    both = Tol(atol=atol, rtol=rtol)
+    from harness.adapters import ADAPTERS
+
+    tol = Tolerance(atol=atol, rtol=rtol, **{case.dtype: both},
+                    adapters={name: both for name in ADAPTERS})
+    return case.model_copy(update={"tolerance": tol})
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from harness import adapters as registry
     from harness import cases as case_files
     from harness import prepare, runner
+    from harness.bundled import bundled_cases
     from harness.report import write_report
     from harness.shard import parse_shard
 
-    cases = case_files.discover(args.cases or ["cases"])
+    if args.builtin and args.cases:
+        raise HarnessError("give CASES or --builtin, not both", field="--builtin")
+    # no CASES: the bundled cases, wherever the command runs (`rnn-harness init DIR` copies them)
+    where = args.cases or [str(bundled_cases())]
+    cases = case_files.discover(where)
     if not cases:
-        raise HarnessError("no case files found", file=",".join(args.cases or ["cases"]))
+        raise HarnessError("no case files found", file=",".join(where))
+    for name, value in (("--atol", args.atol), ("--rtol", args.rtol)):
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise HarnessError(f"expected a finite tolerance >= 0, got {value:g}", field=name)
+    if args.atol is not None or args.rtol is not None:
+        cases = [_tolerance_override(c, args.atol, args.rtol) for c in cases]
     names = [n.strip() for n in args.adapters.split(",")] if args.adapters else None
+    _check_adapters(names or [])
     chosen = registry.select(names, args.device)
     shard = parse_shard(args.shard) if args.shard is not None else None
     jobs = _jobs(args.jobs)
@@ -46,8 +119,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     where = f"shard {shard}: {len(result.pairs)} pair(s) of " if shard else ""
     print(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-          + f"; report in {out}/ ({result.seconds:.1f} s)")
+          + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
+          f"{_process_seconds():.1f} s in all)")
     return 1 if result.failed else 0
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from harness.bundled import copy_bundled
+
+    written = copy_bundled(args.dir)
+    print(f"copied {len(written)} bundled case file(s) to {args.dir}/; edit them, then "
+          f"`rnn-harness run {args.dir}`")
+    return 0
 
 
 def _jobs(value: int) -> int:
@@ -110,7 +193,7 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
         if a.capabilities.gradients:
             notes += [f"  {a.name} with {feature}: {why}"
                       for feature, why in sorted(a.capabilities.gradient_reasons.items())]
-    if args.json:
+    if args.json or args.format == "json":
         print(json.dumps({a.name: {"available": a.unavailable_reason() is None,
                                    "reason": a.unavailable_reason(), "device": a.device,
                                    "layout": a.layout_name, "capabilities": a.capabilities.table()}
@@ -146,6 +229,7 @@ def _cmd_layouts(args: argparse.Namespace) -> int:
     else:
         cases = [Case(name="example-lstm", cell="lstm", input_size=3, hidden_size=4),
                  Case(name="example-gru", cell="gru", input_size=3, hidden_size=4)]
+    _check_layout(args.layout, "--layout")
     layouts = [get_layout(args.layout)] if args.layout else list(LAYOUTS.values())
     for layout in layouts:
         for case in cases:
@@ -159,7 +243,12 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from harness.npz import write_text
 
     d = diff_reports(load_report(args.old), load_report(args.new), args.factor, args.ignore_below)
-    text = diff_markdown(d)
+    if args.format == "json":
+        from harness.diff import diff_dict
+
+        text = json.dumps(diff_dict(d), indent=2, default=str) + "\n"
+    else:
+        text = diff_markdown(d)
     print(text, end="")
     if args.out:
         write_text(args.out, text)
@@ -169,6 +258,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def _cmd_convert(args: argparse.Namespace) -> int:
     from harness.convert import convert_file
 
+    _check_layout(args.src, "--from")
+    _check_layout(args.dst, "--to")
     for line in convert_file(args.case, args.src, args.dst, args.input, args.output,
                              name=args.name, select=args.select):
         print(line)
@@ -178,9 +269,12 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from harness.doctor import doctor_file
 
+    _check_layout(args.layout, "--layout")
+    if args.adapter:
+        _check_adapters([args.adapter], "--adapter")
     text, code = doctor_file(args.case, args.weights, args.layout, expected=args.expected,
                              adapter=args.adapter, write_fixed=args.write_fixed, name=args.name,
-                             select=args.select, budget_s=args.budget)
+                             select=args.select, budget_s=args.budget, fmt=args.format)
     print(text, end="")
     return code
 
@@ -188,6 +282,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from harness.probe import probe_file
 
+    _check_adapters([args.adapter], "--adapter")
     text, code = probe_file(args.adapter, args.case, name=args.name)
     print(text, end="")
     return code
@@ -200,14 +295,54 @@ def _plots_option(parser: argparse.ArgumentParser) -> None:
                              "every pair with rows; none: no plots)")
 
 
+def _epilog() -> str:
+    """What --help lists besides the options: adapters, layouts, devices, exit codes."""
+    import textwrap
+
+    from harness.adapters import ADAPTERS
+    from harness.layouts import LAYOUTS
+
+    def wrapped(title: str, text: str) -> str:
+        return title + "\n" + textwrap.fill(text, 88, initial_indent="  ", subsequent_indent="  ",
+                                             break_on_hyphens=False)
+
+    return "\n\n".join([
+        wrapped("adapters (`rnn-harness adapters` says which can run here):",
+                ", ".join(f"{a.name} [{a.device}]" for a in ADAPTERS.values())),
+        wrapped("layouts (docs/layouts.md):", ", ".join(LAYOUTS)),
+        wrapped("devices (--device):", "cpu, gpu, all (default: all; adapters that cannot run "
+                "here are reported as skipped)"),
+        wrapped("exit codes:", EXIT_CODES),
+    ])
+
+
+def _format_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--format", choices=[default, "json"], default=default,
+                        help=f"output format (default {default})")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    epilog = _epilog()
+    raw = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(prog="rnn-harness",
-                                description="Cross-framework LSTM/GRU conformance harness")
+                                description="Cross-framework LSTM/GRU conformance harness",
+                                epilog=epilog, formatter_class=raw)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run cases through adapters and write a report folder")
-    r.add_argument("cases", nargs="*", help="case files or folders (default: cases/)")
+    r = sub.add_parser("run", help="run cases through adapters and write a report folder",
+                       epilog=epilog, formatter_class=raw)
+    r.add_argument("cases", nargs="*", help="case files or folders (default: the bundled cases, "
+                   "which `rnn-harness init DIR` copies out)")
+    r.add_argument("--builtin", action="store_true",
+                   help="run the bundled cases (the default when no CASES are given)")
     r.add_argument("--adapters", help="comma-separated adapter names (default: all)")
+    r.add_argument("--atol", type=float, metavar="A",
+                   help="absolute tolerance for every case, dtype and adapter (replaces the "
+                        "cases' and adapters' own)")
+    r.add_argument("--rtol", type=float, metavar="R",
+                   help="relative tolerance for every case, dtype and adapter (replaces the "
+                        "cases' and adapters' own)")
     r.add_argument("--device", choices=["cpu", "gpu", "all"], default="all")
     r.add_argument("--out", default="reports/latest",
                    help="report folder (default: reports/latest)")
@@ -261,8 +396,14 @@ def build_parser() -> argparse.ArgumentParser:
     _plots_option(m)
     m.set_defaults(func=_cmd_merge)
 
+    ini = sub.add_parser("init", help="copy the bundled case files into a folder to edit")
+    ini.add_argument("dir", metavar="DIR", help="the folder (created; existing files are never "
+                     "overwritten)")
+    ini.set_defaults(func=_cmd_init)
+
     a = sub.add_parser("adapters", help="list adapters, availability and capabilities")
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--json", action="store_true", help="same as --format json")
+    _format_option(a, "text")
     a.set_defaults(func=_cmd_adapters)
 
     s = sub.add_parser("schema", help="print the JSON Schema of case files")
@@ -281,7 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a row whose max_abs grew more than this is a regression (default 10)")
     d.add_argument("--ignore-below", type=float, default=1.0, metavar="R",
                    help="ignore growth on rows within R x tolerance in both runs (default 1)")
-    d.add_argument("--out", help="also write the markdown to this file")
+    d.add_argument("--out", help="also write the markdown (or JSON) to this file")
+    _format_option(d, "markdown")
     d.set_defaults(func=_cmd_diff)
 
     cv = sub.add_parser("convert", help="convert native weights between layouts")
@@ -318,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--select", help="as for convert")
     dr.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
                     help="stop searching after this long (default 60)")
+    _format_option(dr, "markdown")
     dr.set_defaults(func=_cmd_doctor)
 
     pr = sub.add_parser("probe",

@@ -57,7 +57,8 @@ class Gradients:
     params: dict[str, np.ndarray]
 
     def named(self) -> dict[str, np.ndarray]:
-        """The saved form (DESIGN.md): ``dx``, ``dh0``, ``dc0``, ``grad/<canonical key>``."""
+        """The saved form (docs/cases.md, "Gradients"): ``dx``, ``dh0``, ``dc0``, ``grad/<canonical
+        key>``."""
         out = {"dx": self.dx, "dh0": self.dh0}
         if self.dc0 is not None:
             out["dc0"] = self.dc0

@@ -204,6 +204,20 @@ def _rows_by_pair(rows: pd.DataFrame, value: str) -> str:
     return tabulate(out, headers=headers, tablefmt="github")
 
 
+def diff_dict(d: Diff) -> dict:
+    """The diff as plain data (``diff --format json``): what ``diff_markdown`` prints."""
+
+    def rows(df: pd.DataFrame | None) -> list[dict]:
+        return [] if df is None else df.to_dict(orient="records")
+
+    return {"regression": d.regression, "factor": d.factor, "ignore_below": d.ignore_below,
+            "new_bad": d.new_bad, "fixed": d.fixed, "changed": d.changed,
+            "new_rows": rows(d.new_rows), "grown": rows(d.grown),
+            "cases_added": d.cases_added, "cases_removed": d.cases_removed,
+            "environment": [dict(zip(("what", "old", "new"), e, strict=True))
+                            for e in d.environment]}
+
+
 def diff_markdown(d: Diff) -> str:
     o, n = d.old.run, d.new.run
     lines = ["# Report diff", "",

@@ -7,7 +7,7 @@ the same file read as *its own* layout, and the doctor diagnoses how the claimed
 it. (With the adapter's own layout claimed, the doctor checks the layout description itself.)
 
 1. The claim is run through the float64 reference and its per-timestep divergence is explained
-   (LAYOUTS.md §13, "How to read the signatures").
+   (docs/layouts.md, "Reading a divergence signature").
 2. The plausible mistakes (:mod:`harness.mistakes`), each a transformation of the claimed
    reading, are searched, pruned by the signature: mistakes that cannot act at t=0 (the
    recurrent side from a zero state, a forget offset from c0 = 0) are set aside while the
@@ -392,7 +392,11 @@ def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 # Explaining ------------------------------------------------------------------------------------
 
 def explain(case: Case, inputs: Inputs, s: Score, expected: dict[str, np.ndarray]) -> list[str]:
-    """The claim's per-timestep divergence signature in words (LAYOUTS.md §13)."""
+    """The claim's per-timestep divergence signature in words.
+
+    Each pitfall is described in words where it is named; its code (P1 ... P13) is the row of
+    the table in docs/layouts.md, "Reading a divergence signature", cited once per message.
+    """
     if s.ok:
         return ["the claimed reading reproduces the expected outputs at every step"]
     zero_h = not np.any(inputs.h0)
@@ -408,13 +412,13 @@ def explain(case: Case, inputs: Inputs, s: Score, expected: dict[str, np.ndarray
         return [f"y matches at every step but the final states ({which}) do not: the states "
                 "are read at the wrong step (padding read as data, the reverse direction's state "
                 "taken at t=T-1) or from the wrong slot (layer/direction indexing, (h, c) order; "
-                "LAYOUTS.md §13 P11, P13)"]
+                "P11, P13: docs/layouts.md, Reading a divergence signature)"]
     if case.num_directions == 2 and bad.any(axis=1).tolist().count(False) == 1:
         good = dirs[int(np.argmin(bad.any(axis=1)))]
         wrong = dirs[int(np.argmax(bad.any(axis=1)))]
         lines.append(f"the {good} direction is exact and the {wrong} one is wrong: the {wrong} "
                      "weights are read wrongly, or the directions are swapped / indexed wrongly "
-                     "(LAYOUTS.md §13 P11)")
+                     "(P11: docs/layouts.md, Reading a divergence signature)")
     if case.seq_lengths is not None or inputs.seq_lengths is not None:
         pad_only = not (bad & valid.any(axis=0)[None, :]).any()
         if pad_only:
@@ -742,11 +746,30 @@ def _max_abs(s: Score) -> float:
     return max([float(s.y_abs.max())] + list(s.states.values()))
 
 
+def diagnosis_dict(dx: Diagnosis) -> dict:
+    """The diagnosis as plain data (``doctor --format json``): what ``render`` prints."""
+
+    def finding(f: Finding) -> dict:
+        return {"mistakes": [m.text for m in f.hypothesis], "worst_tol_ratio": f.score.worst}
+
+    return {
+        "case": dx.case.name, "claimed_layout": dx.layout.name, "expected_from": dx.source,
+        "claim": {"ok": dx.claim.ok, "worst_tol_ratio": dx.claim.worst,
+                  "y_max_abs_per_step": dx.claim.y_abs.tolist(), "states_max_abs": dx.claim.states},
+        "signature": dx.signature,
+        "pitfall_codes": "docs/layouts.md, Reading a divergence signature",
+        "found": [finding(f) for f in dx.found], "closest": [finding(f) for f in dx.closest],
+        "hypotheses_tried": dx.evaluated, "seconds": dx.seconds, "stopped_at_budget": dx.stopped,
+        "corrected_mapping": dx.mapping, "fixed_max_abs": dx.fixed_error,
+    }
+
+
 def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str | None = None,
                 adapter: str | None = None, write_fixed: str | None = None,
                 name: str | None = None, select: str | None = None,
-                budget_s: float = 60.0) -> tuple[str, int]:
-    """``rnn-harness doctor``: the report and the exit code (0 found, 1 not found)."""
+                budget_s: float = 60.0, fmt: str = "markdown") -> tuple[str, int]:
+    """``rnn-harness doctor``: the report (markdown, or JSON with ``fmt="json"``) and the exit
+    code (0 found, 1 not found)."""
     from harness.adapters import get_adapter
     from harness.cases import load_cases
     from harness.convert import pick_case
@@ -800,6 +823,14 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
         source = f"{expected}"
     dx = diagnose(case, layout, native, inputs, want, source=source, tol=tol, budget_s=budget_s)
     text = render(dx)
+    if fmt == "json":
+        import json
+
+        data = diagnosis_dict(dx)
+        if write_fixed and dx.fixed is not None:
+            save_npz(write_fixed, dx.fixed)
+            data["wrote_fixed"] = write_fixed
+        return json.dumps(data, indent=2, default=str) + "\n", 0 if dx.best is not None else 1
     if write_fixed:
         if dx.fixed is not None:
             save_npz(write_fixed, dx.fixed)

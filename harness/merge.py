@@ -1,7 +1,8 @@
 """``rnn-harness merge OUT SHARD...``: one report folder from the folders of ``run --shard K/N``.
 
-The merged folder is the report the unsharded run would have written (DESIGN.md "Report
-folder"): ``divergence.csv`` rows (copied as text, not re-formatted) and run.json ``pairs`` in
+The merged folder is the report the unsharded run would have written (the report folder
+``run`` writes): ``divergence.csv`` rows (copied as text, not re-formatted) and run.json ``pairs``
+in
 the unsharded order (cases as discovered, adapters as selected, which every shard records in
 run.json ``shard_of``); ``summary.md``, ``layouts.md`` and ``index.html`` rendered again by the
 same writers from a RunResult rebuilt from the shards' CSV rows and run.json (cases from their

@@ -5,7 +5,8 @@ parameters. Each :class:`Mistake` says how the framework that produced the outpu
 the same file, as a transformation of that reading:
 
 - ``reshape``   a native tensor filled with ``x.reshape`` where ``x.T`` belonged, or the reverse
-                (LAYOUTS.md §13 P2), applied to the native tensor before reading;
+                (docs/layouts.md, Reading a divergence signature P2), applied to the native tensor
+                before reading;
 - ``reading``   every gate block of one kind (W, R, Wp) read from its slice another way:
                 as stored, transposed, or a C-/F-order reshape (P1, P2b: cuDNN buffers);
 - ``order``     the gate blocks of one kind (W, R, biases, peepholes) or of all of them are in

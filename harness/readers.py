@@ -1,6 +1,7 @@
 """Weights from the files people actually have, as native tensors of a layout.
 
-- ``.npz``: the native weight-file contract (DESIGN.md), loaded without pickle.
+- ``.npz``: the native weight-file contract (docs/cases.md, "Native weight files"), loaded
+  without pickle.
 - ``.pt`` / ``.pth`` / ``.bin`` (layout ``torch``): a PyTorch ``state_dict`` saved with
   ``torch.save``, loaded with ``torch.load(..., weights_only=True)`` (no code runs). A model's
   state_dict prefixes the RNN's names (``encoder.rnn.weight_ih_l0``); the prefix is found, or
@@ -212,7 +213,8 @@ def read_keras(path: Path, layout: str, case: Case, *, select: str | None = None
             raise WeightsError(
                 f"layer {la['name']!r} is a {la['class']}: its weights are in layout "
                 f"{la['layout']!r}, not {layout!r}" + (
-                    " (CuDNN layers feed cuDNN C-order buffers, not Keras kernels: LAYOUTS.md §3)"
+                    " (CuDNN layers feed cuDNN C-order buffers, not Keras kernels: "
+                    "docs/layouts.md, keras-cudnn)"
                     if "cudnn" in (la["layout"] + layout) else ""), file=path)
         if la["class"] == "GRU" and la.get("reset_after") is not None and \
                 la["reset_after"] != case.reset_after:

@@ -283,19 +283,32 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def _started(progress: Progress | None, pair: str, start: float, done: int, total: int) -> None:
+def _started(progress: Progress | None, pair: str, start: float, finished: list[float],
+             total: int) -> None:
     """Tell a progress display that has ``started`` which pair runs now."""
     if hasattr(progress, "started"):
         so_far = _duration(time.perf_counter() - start)
-        progress.started(f"[{done}/{total}] running {pair}  ({so_far} so far, "
-                         f"{_time_left(start, done, total)})")
+        progress.started(f"[{len(finished)}/{total}] running {pair}  ({so_far} so far, "
+                         f"{_time_left(finished, total)})")
 
 
-def _time_left(start: float, done: int, total: int) -> str:
-    """The mean time per pair so far times the pairs left; unknown before the first pair."""
-    if done == 0:
+# No estimate before this many pairs are done: the first pairs pay the framework imports
+# (seconds each) and would make an 11 s run announce minutes left.
+ETA_AFTER = 3
+
+
+def _time_left(finished: list[float], total: int) -> str:
+    """Pairs left times the time per pair over the later half of the pairs done (the first ones
+    carry the imports); unknown before ``ETA_AFTER`` pairs. ``finished``: the perf_counter
+    time each pair ended, in order."""
+    done = len(finished)
+    if done >= total:
+        return "~0s left"
+    if done < ETA_AFTER:
         return "time left unknown"
-    return f"~{_duration((time.perf_counter() - start) / done * (total - done))} left"
+    half = done // 2
+    per_pair = (time.perf_counter() - finished[half - 1]) / (done - half)
+    return f"~{_duration(per_pair * (total - done))} left"
 
 
 def describe(r: PairResult) -> str:
@@ -323,6 +336,7 @@ class _Collector:
         self.total = sum(len(adapters) for _, adapters in plan)
         self.done = 0
         self.start = time.perf_counter()
+        self.finished: list[float] = []  # when each pair ended, for the time left
         self.pairs: list[list[PairResult]] = [[] for _ in plan]
         self.prepare_seconds: dict[int, float] = {}
         self.case_errors: dict[int, str] = {}
@@ -339,20 +353,23 @@ class _Collector:
                                             f"case could not be prepared: {event[1]}")
                                  for a in adapters]
             self.done += len(adapters)
+            self.finished += [time.perf_counter()] * len(adapters)
             if self.progress:
                 self.progress(ProgressLine(f"[{self.done}/{self.total}] {case.name}: error: "
                                            f"{event[1]}", compare.ERROR))
         elif kind == "started":
             self.running[index] = event[1]
-            _started(self.progress, f"{case.name}::{event[1]}", self.start, self.done, self.total)
+            _started(self.progress, f"{case.name}::{event[1]}", self.start, self.finished,
+                     self.total)
         elif kind == "pair":
             r: PairResult = event[1]
             self.running.pop(index, None)
             self.pairs[index].append(r)
             self.done += 1
+            self.finished.append(time.perf_counter())
             if self.progress:
                 line = (f"[{self.done}/{self.total}] {r.case}::{r.adapter}  {describe(r)}  "
-                        f"({_time_left(self.start, self.done, self.total)})")
+                        f"({_time_left(self.finished, self.total)})")
                 self.progress(ProgressLine(line, r.status))
         else:
             raise AssertionError(f"unknown event {kind!r}")

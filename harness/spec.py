@@ -45,7 +45,7 @@ class _Strict(BaseModel):
 class GeneratedTensors(_Strict):
     """Tensors drawn from the case seed."""
 
-    init: Literal["uniform", "normal"] = "uniform"
+    init: Literal["uniform", "normal"] = Field("uniform", description="the distribution drawn")
     scale: PositiveFloat | None = Field(
         None, description="default: 1/sqrt(hidden_size) for weights, 1.0 for inputs")
 
@@ -53,60 +53,86 @@ class GeneratedTensors(_Strict):
 class TensorFile(_Strict):
     """Tensors read from an .npz file (allow_pickle=False), relative to the case file."""
 
-    file: str
+    file: str = Field(description="an .npz file, relative to the case file")
     layout: str | None = Field(None, description="native layout of a weights file, e.g. torch")
 
 
 class Tol(_Strict):
-    atol: NonNegativeFloat | None = None
-    rtol: NonNegativeFloat | None = None
+    atol: NonNegativeFloat | None = Field(None, description="absolute tolerance")
+    rtol: NonNegativeFloat | None = Field(None, description="relative tolerance")
 
 
 class Tolerance(_Strict):
     """Overrides of the per-dtype default tolerances: top level, per dtype, per adapter."""
 
-    atol: NonNegativeFloat | None = None
-    rtol: NonNegativeFloat | None = None
-    float64: Tol | None = None
-    float32: Tol | None = None
-    float16: Tol | None = None
-    bfloat16: Tol | None = None
-    adapters: dict[str, Tol] = Field(default_factory=dict)
+    atol: NonNegativeFloat | None = Field(None, description="absolute tolerance, every dtype")
+    rtol: NonNegativeFloat | None = Field(None, description="relative tolerance, every dtype")
+    float64: Tol | None = Field(None, description="tolerance for float64 cases")
+    float32: Tol | None = Field(None, description="tolerance for float32 cases")
+    float16: Tol | None = Field(None, description="tolerance for float16 cases")
+    bfloat16: Tol | None = Field(None, description="tolerance for bfloat16 cases")
+    adapters: dict[str, Tol] = Field(default_factory=dict,
+                                     description="adapter name -> tolerance for that adapter")
 
 
 class Case(_Strict):
     """One RNN configuration plus how to obtain its data, and its tolerances."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$", max_length=200)
-    description: str = ""
-    cell: Literal["lstm", "gru"]
-    input_size: PositiveInt
-    hidden_size: PositiveInt
-    num_layers: PositiveInt = 1
-    bidirectional: StrictBool | None = None
-    direction: Literal["forward", "reverse", "bidirectional"] | None = None
-    proj_size: NonNegativeInt = 0
-    peepholes: StrictBool = False
-    cell_clip: PositiveFloat | None = None
-    proj_clip: PositiveFloat | None = None
-    gate_clip: PositiveFloat | None = None
-    input_forget: StrictBool = False
-    forget_bias: Float = 0.0
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$", max_length=200,
+        description="the case's name: letters, digits and _ . = + -; a matrix appends its values")
+    description: str = Field("", description="free text shown in the report")
+    cell: Literal["lstm", "gru"] = Field(description="lstm or gru (docs/equations.md)")
+    input_size: PositiveInt = Field(description="I, features of each input step")
+    hidden_size: PositiveInt = Field(description="H, units of each layer")
+    num_layers: PositiveInt = Field(1,
+        description="stacked layers; layer k+1 reads layer k's output (both directions)")
+    bidirectional: StrictBool | None = Field(None,
+        description="true: a forward and a reverse direction (same as direction: bidirectional)")
+    direction: Literal["forward", "reverse", "bidirectional"] | None = Field(None,
+        description="forward, reverse or bidirectional (default: forward, or bidirectional)")
+    proj_size: NonNegativeInt = Field(0,
+        description="LSTM only: P > 0 projects h to P units (P < hidden_size); 0: no projection")
+    peepholes: StrictBool = Field(False,
+        description="LSTM only: peephole connections from the cell state to i, f, o")
+    cell_clip: PositiveFloat | None = Field(None,
+        description="LSTM only: clip the cell state to [-cell_clip, cell_clip]")
+    proj_clip: PositiveFloat | None = Field(None,
+        description="LSTM only: clip the projected h to [-proj_clip, proj_clip] (needs proj_size)")
+    gate_clip: PositiveFloat | None = Field(None,
+        description="clip gate pre-activations to [-gate_clip, gate_clip] (ONNX clip)")
+    input_forget: StrictBool = Field(False,
+        description="LSTM only: coupled input-forget gate, i = 1 - f")
+    forget_bias: Float = Field(0.0,
+        description="LSTM only: added to the forget gate at run time (TF1 cells add 1.0)")
     recurrent_activation: Literal["sigmoid", "hard_sigmoid_tf_keras",
-                                  "hard_sigmoid_keras3"] = "sigmoid"
-    reset_after: StrictBool = True
-    batch: PositiveInt = 2
-    seq_len: PositiveInt = 5
-    seq_lengths: list[PositiveInt] | None = None
-    initial_state: Literal["zeros", "random"] = "zeros"
-    dtype: Literal["float64", "float32", "float16", "bfloat16"] = "float32"
-    seed: NonNegativeInt = 0
-    weights: GeneratedTensors | TensorFile = Field(default_factory=GeneratedTensors)
-    inputs: GeneratedTensors | TensorFile = Field(default_factory=GeneratedTensors)
-    adapters: list[str] = Field(default_factory=lambda: ["all"])
-    exclude: list[str] = Field(default_factory=list)
-    tolerance: Tolerance = Field(default_factory=Tolerance)
-    gradients: StrictBool = False
+                                  "hard_sigmoid_keras3"] = Field(
+        "sigmoid", description="the gate activation: sigmoid, or tf_keras' / Keras 3's "
+                               "hard_sigmoid (docs/equations.md, Recurrent activations)")
+    reset_after: StrictBool = Field(True,
+        description="GRU only: the reset gate applied after the recurrent matmul (torch, cuDNN, "
+                    "Keras 2+ default) or before it (false)")
+    batch: PositiveInt = Field(2, description="B, sequences in the batch")
+    seq_len: PositiveInt = Field(5, description="T, time steps")
+    seq_lengths: list[PositiveInt] | None = Field(None,
+        description="valid steps of each sequence (B entries, each <= seq_len); padded steps "
+                    "follow")
+    initial_state: Literal["zeros", "random"] = Field("zeros",
+        description="zeros, or random h0 (and c0) drawn from the seed")
+    dtype: Literal["float64", "float32", "float16", "bfloat16"] = Field("float32",
+        description="the precision every adapter computes in; the reference is float64")
+    seed: NonNegativeInt = Field(0,
+        description="seed for generated weights, inputs and initial state")
+    weights: GeneratedTensors | TensorFile = Field(default_factory=GeneratedTensors,
+        description="generated from the seed, or a native weights file with its layout")
+    inputs: GeneratedTensors | TensorFile = Field(default_factory=GeneratedTensors,
+        description="generated from the seed, or an .npz file (x, optionally h0, c0, seq_lengths)")
+    adapters: list[str] = Field(default_factory=lambda: ["all"],
+        description="adapters to run (default all), by name, framework or device")
+    exclude: list[str] = Field(default_factory=list, description="adapters not to run")
+    tolerance: Tolerance = Field(default_factory=Tolerance,
+        description="overrides of the per-dtype default tolerances (docs/cases.md, Tolerances)")
+    gradients: StrictBool = Field(False,
+        description="also compare gradients of the outputs w.r.t. inputs, states and weights")
     # Where the case came from (not a YAML key): the file, for paths and messages.
     source: str | None = Field(None, exclude=True, json_schema_extra={"readOnly": True})
 

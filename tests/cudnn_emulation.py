@@ -1,7 +1,8 @@
 """A NumPy emulation of cuDNN's RNN weight buffer and of TF's cuDNN ops, for tests without a GPU.
 
-Written from the documented facts (LAYOUTS.md §3 "Minimal emulation", §6, §8), on purpose
-independently of ``harness/cudnn.py``, so that the two descriptions check each other:
+Written from the documented facts (docs/layouts.md: keras-cudnn, tf-cudnn,
+tf-cudnn-params), on purpose independently of ``harness/cudnn.py``, so that the two descriptions
+check each other:
 
 - per pseudo-layer (``layer * D + direction``) the matrices by linLayerID, each row-major
   ``[H, in]``: LSTM W_i W_f W_c W_o (``[H, in_l]``), R_i R_f R_c R_o (``[H, P or H]``) and with

@@ -139,7 +139,8 @@ def test_forward_only_without_gradients(name: str) -> None:
 class FakeCuDNN:
     """A CuDNNLSTM / CuDNNGRU stand-in in differentiable TF ops, for the ``keras-cudnn`` adapter
     without a GPU: the same variables (``kernel`` [in, G*H], ``recurrent_kernel`` [H, G*H],
-    ``bias`` [2*G*H], stored gates i f c o / z r h) read with cuDNN's semantics (LAYOUTS.md §3):
+    ``bias`` [2*G*H], stored gates i f c o / z r h) read with cuDNN's semantics (docs/layouts.md,
+    keras-cudnn):
     gate j's input matrix is the C-order reshape of kernel's column slice to [H, in], its
     recurrent matrix is the slice itself (h @ slice.T), biases input then recurrent; GRU
     reset-after. ``go_backwards`` returns y in reading order, as tf_keras does."""

@@ -90,7 +90,7 @@ def test_lstm_peepholes(direction):
 
 
 def test_peephole_order_is_i_o_f():
-    """P holds i, o, f (LAYOUTS.md §7, pitfall P10b): reading it as i, f, o diverges."""
+    """P holds i, o, f (docs/layouts.md, onnx, pitfall P10b): reading it as i, f, o diverges."""
     case = make_case(cell="lstm", peepholes=True, direction="bidirectional")
     native = LAYOUT.to_native(params.generate(case), case)
     H = case.hidden_size
@@ -296,12 +296,16 @@ def test_onnx_checker_and_ort_accept_the_layout(kw):
             native_name = name if case.num_layers == 1 else f"layer{k}/{name}"
             assert node.input[slot] == native_name
             assert inits[native_name] == expected[native_name]
-    # The checker does not check W/R/B/P shapes, but ORT does: a wrongly sized W is refused.
+    # ORT runs the model
     options = ort.SessionOptions()
     options.log_severity_level = 4
     x = feeds(case, data.generate(case))
     ort.InferenceSession(model.SerializeToString(), options,
                          providers=["CPUExecutionProvider"]).run(None, x)
+    # The checker does not check W/R/B/P shapes; ORT does from a version between 1.28 and 1.30
+    # (1.21 .. 1.27, which run the adapter right, do not: measured with onnx 1.17).
+    if tuple(int(n) for n in ort.__version__.split(".")[:2]) < (1, 30):
+        return
     w = "W" if case.num_layers == 1 else "layer0/W"
     bad = build_model(case, dict(native, **{w: native[w][:, :-H]}))
     sess = ort.InferenceSession(bad.SerializeToString(), options,

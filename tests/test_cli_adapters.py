@@ -55,3 +55,21 @@ def test_features_lists_several_exclusions_sorted():
                                "gradients (not with cell_clip or gate_clip)")
     # reasons without a backward pass at all: no gradients entry
     assert _features(Capabilities(gradient_reasons={"cell_clip": "why"})) == "variable_lengths"
+
+
+def test_adapter_with_a_too_old_framework_is_unavailable_with_the_version_needed(monkeypatch,
+                                                                              capsys):
+    import importlib.metadata
+
+    from harness.adapters.base import MINIMUM_VERSIONS
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda d: "1.18.1" if d == "onnxruntime" else real(d))
+    adapter = ADAPTERS["onnxruntime"]
+    monkeypatch.setattr(adapter, "_availability", False)  # not the cached answer
+    assert main(["adapters", "--format", "json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["onnxruntime"]
+    assert entry["available"] is False
+    assert entry["reason"] == (f"needs onnxruntime>={MINIMUM_VERSIONS['onnxruntime']}, "
+                               "found 1.18.1")

@@ -54,7 +54,8 @@ def same_truth(case: Case, a, b) -> bool:
 
 
 PLANTED = [
-    # (case kwargs, claimed layout, planted mistakes, LAYOUTS.md §13 trap)
+    # (case kwargs, claimed layout, planted mistakes, docs/layouts.md, Reading a divergence
+    # signature trap)
     ({}, "keras", ["reading:R:C"], "P1 recurrent blocks transposed"),
     ({"initial_state": "random"}, "keras", ["reading:R:C"], "P1b, nonzero state"),
     ({}, "keras", ["reshape:kernel:reshape-C"], "P2 kernel reshaped, not transposed"),

@@ -25,7 +25,8 @@ from harness.spec import Case
 
 GPU_ADAPTERS = ["torch-cudnn", "torch-cudnn-tf32", "tf-cudnn", "keras-cudnn", "reference-cuda"]
 
-# max abs error against the float64 reference, per dtype (LAYOUTS.md §12)
+# max abs error against the float64 reference, per dtype (docs/layouts.md, Precision of float32
+# frameworks)
 ATOL = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-2, "bfloat16": 3e-2}
 ATOL_TF32 = 5e-3
 

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from harness import adapters as registry
-from harness import runner
+from harness import compare, runner
 from harness.cases import discover
 from harness.report import write_report
 from harness.report.html import markdown_tables_html
@@ -359,3 +359,65 @@ def test_every_tox_pytest_command_writes_junit_xml():
     for command in commands:
         assert "--junitxml=" in command, f"{command!r} writes no JUnit XML"
     assert len({re.search(r"--junitxml=(\S+)", c)[1] for c in commands}) == len(commands)
+
+
+def test_diverged_pair_says_where_it_diverged_first(report):
+    result, out, _ = report
+    p = next(p for p in result.pairs if (p.case, p.adapter) == ("tight", "torch-cpu"))
+    first = compare.first_divergence(p.rows)
+    # the run left the reason empty (no exception): the report writes where and how much
+    where = (f"{first['output']} diverges first at layer {int(first['layer'])}, forward "
+             f"direction (d0), step t={int(first['t'])}")
+    assert int(first["direction"]) == 0
+    for name in ("summary.md", "index.html"):
+        assert where in (out / name).read_text(), name
+
+
+def test_float64_cells_give_ulp_not_a_floor_ratio(tmp_path):
+    (tmp_path / "f64.yaml").write_text("name: f64\ncell: lstm\ninput_size: 3\nhidden_size: 4\n"
+                                       "dtype: float64\n")
+    result = runner.run(discover([tmp_path / "f64.yaml"]),
+                        registry.select(["reference", "noise-floor"]), progress=None)
+    out = write_report(result, tmp_path / "report", plots="none")
+    html = (out / "index.html").read_text()
+    ulp = result.pairs[1].rows["max_ulp"].max()  # noise-floor: float64 rounding is the identity
+    assert f"pass, {ulp:.3g} ulp" in html and " 0×" not in html
+    assert f"{ulp:.3g} ulp" in (out / "summary.md").read_text()
+
+
+CHECK_GRID = """<script>
+window.addEventListener("load", () => {
+  const heads = Array.from(document.querySelectorAll("table.matrix tr:first-child th"));
+  const cut = heads.filter(h => h.getBoundingClientRect().right > window.innerWidth);
+  const d = document.createElement("div");
+  d.id = "grid-check";
+  d.textContent = "columns " + heads.length + " cut " + cut.map(h => h.textContent).join(",")
+    + " window " + window.innerWidth;
+  document.body.appendChild(d);
+});
+</script>"""
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed "
+                    "(apt-get install chromium; .ci/run does it where apt-get is available)")
+def test_every_adapter_column_of_the_grid_is_visible_at_1400_px(tmp_path):
+    """Every registered adapter as a column (GPU ones unavailable here), long case names: the
+    grid must show every column in a 1400 px wide window."""
+    from harness.spec import Case
+
+    cases = [Case(name=f"seed00{k}-acoustic-blstm-bidirectional-{k}", cell="lstm", input_size=3,
+                  hidden_size=4) for k in range(3)]
+    adapters = list(registry.ADAPTERS.values())
+    statuses = [compare.PASS, compare.UNAVAILABLE, compare.NOT_APPLICABLE]
+    pairs = [runner.PairResult(c.name, a.name, statuses[(i + j) % 3], reason="(layout test)")
+             for i, c in enumerate(cases) for j, a in enumerate(adapters)]
+    result = runner.RunResult(cases=cases, adapters=adapters, pairs=pairs)
+    out = write_report(result, tmp_path / "report", plots="none")
+    check = out / "grid-check.html"
+    check.write_text((out / "index.html").read_text().replace("</body>", CHECK_GRID + "</body>"))
+    run = _browser(check, tmp_path / "profile-grid", "--window-size=1400,900",
+                   "--virtual-time-budget=5000", "--dump-dom")
+    m = re.search(r'id="grid-check">columns (\d+) cut (.*?) window (\d+)<', run.stdout)
+    assert m, f"no marker in the DOM Chromium dumped; stderr: {run.stderr[-2000:]}"
+    assert int(m[1]) == 1 + len(adapters) and int(m[3]) == 1400
+    assert m[2] == "", f"columns cut off at 1400 px: {m[2]}"

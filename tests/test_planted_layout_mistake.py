@@ -1,7 +1,8 @@
 """A wrong gate order planted in a copy of a layout is reported DIVERGED where it first shows.
 
 From a zero initial state the recurrent term is zero at t=0, so a mistake confined to the
-recurrent kernel first shows at t=1 (LAYOUTS.md §13, P1); one in the input kernel at t=0 (P3).
+recurrent kernel first shows at t=1 (docs/layouts.md, Reading a divergence signature, P1); one in
+the input kernel at t=0 (P3).
 """
 
 from __future__ import annotations

@@ -90,8 +90,10 @@ def test_terminal_single_updating_line(cases, monkeypatch):
     # the pair running now, with pairs done of total, before it finishes
     first = f"{cases[0].name}::reference"
     assert f"\r[0/{total}] running {first}  (0s so far, time left unknown)\x1b[K" in text
-    assert re.search(rf"\r\[\d/{total}\] running tight::torch-cpu  \(\d+s so far, ~\d+s left\)",
-                     text)
+    # no estimate from the first pairs (they carry the imports), one once a few are done
+    assert f"\r[2/{total}] running tight::torch-cpu  (0s so far, time left unknown)" in text
+    assert re.search(rf"\r\[{total - 1}/{total}\] running tiny-gru::torch-cpu  "
+                     r"\(\d+s so far, ~\d+s left\)", text)
     # passing results only rewrite the line; the DIVERGED one stays as a line of its own
     bad = [p for p in result.pairs if p.status in (compare.DIVERGED, compare.ERROR)]
     assert [p.adapter for p in bad] == ["torch-cpu"]
@@ -131,4 +133,13 @@ def test_time_formatting():
     assert runner._duration(0.4) == "0s"
     assert runner._duration(59.6) == "1m00s"
     assert runner._duration(125) == "2m05s"
-    assert runner._time_left(0.0, 0, 10) == "time left unknown"
+    assert runner._time_left([], 10) == "time left unknown"
+    # the first pairs carry the imports: no estimate from them alone
+    assert runner._time_left([100.0, 100.1], 10) == "time left unknown"
+    assert runner._time_left([1.0] * 10, 10) == "~0s left"
+
+
+def test_time_left_ignores_the_slow_first_pairs(monkeypatch):
+    # pair 1 took 60 s (imports), the next three 1 s each: 6 left at ~1 s, not at 15.75 s
+    monkeypatch.setattr(runner.time, "perf_counter", lambda: 63.0)
+    assert runner._time_left([60.0, 61.0, 62.0, 63.0], 10) == "~6s left"

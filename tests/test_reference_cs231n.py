@@ -4,7 +4,7 @@ Source: /work/shared/seeds/002_69d9ee20f0103427.txt, a copy of the cs231n 2016 w
 assignment 3 notebook ("LSTM: step forward" and "LSTM: forward" cells). The inputs are built
 with ``np.linspace`` exactly as in the notebook, and the expected arrays are copied verbatim.
 
-cs231n layout (LAYOUTS.md §9): ``a = x @ Wx + h @ Wh + b`` with ``Wx [D, 4H]``,
+cs231n layout (docs/layouts.md, cs231n): ``a = x @ Wx + h @ Wh + b`` with ``Wx [D, 4H]``,
 ``Wh [H, 4H]``, ``b [4H]`` and gate blocks **i, f, o, g** along the columns. The mapping to
 canonical blocks is written out here by hand on purpose (the harness has no cs231n layout, and
 this test must not depend on the layout code): ``W_g = Wx[:, block_g].T``,
@@ -26,7 +26,7 @@ from harness.data import Inputs
 from harness.params import Canonical
 from harness.spec import Case
 
-# cs231n column blocks: i, f, o, g (LAYOUTS.md §9), i.e. NOT the canonical i, f, g, o.
+# cs231n column blocks: i, f, o, g (docs/layouts.md, cs231n), i.e. NOT the canonical i, f, g, o.
 CS231N_BLOCK = {"i": 0, "f": 1, "o": 2, "g": 3}
 
 # Verbatim from seed 002, "LSTM: step forward" (N, D, H = 3, 4, 5).

@@ -4,7 +4,7 @@
 ``num_proj``/``proj_clip`` and the runtime ``forget_bias``; ``GRUCell`` is the oracle for the
 reset-before GRU. Both are built in float64 and unrolled step by step in eager TF. Their
 variables are read back and mapped to canonical blocks **by hand below** (not through
-``harness.layouts``). Facts used (LAYOUTS.md §5):
+``harness.layouts``). Facts used (docs/layouts.md, tf-legacy):
 
 - LSTMCell ``kernel [I + (P or H), 4H]``: rows x first, then m_prev; column blocks **i, j, f, o**
   (j is the candidate, canonical g); Keras orientation, so ``W_g = kernel[:I, block].T``.
@@ -36,7 +36,7 @@ legacy_cells = pytest.importorskip("tf_keras.src.layers.rnn.legacy_cells")
 pytestmark = pytest.mark.tensorflow
 
 ATOL = 1e-10
-# TF1 LSTMCell column blocks (LAYOUTS.md §5): i, j(=g), f, o.
+# TF1 LSTMCell column blocks (docs/layouts.md, tf-legacy): i, j(=g), f, o.
 TF1_LSTM_BLOCK = {"i": 0, "g": 1, "f": 2, "o": 3}
 
 

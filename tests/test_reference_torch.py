@@ -3,7 +3,7 @@
 PyTorch is the independent oracle here: the modules are built directly in the test with
 torch's own initialisation (``torch.manual_seed``), run in float64, and their ``state_dict`` is
 converted to canonical blocks **by hand below**, not through ``harness.layouts``, so that these
-tests do not depend on the layout code. Torch layout facts (LAYOUTS.md §1):
+tests do not depend on the layout code. Torch layout facts (docs/layouts.md, torch):
 
 - ``weight_ih_l{k}[_reverse]`` ``[nH, in_k]``, ``weight_hh_l{k}[_reverse]`` ``[nH, P or H]``,
   ``bias_ih``/``bias_hh`` ``[nH]``: gate blocks along the rows, LSTM i, f, g, o and GRU r, z, n,
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.torch
 
 ATOL = 1e-10
 
-# Gate blocks along the rows of torch's fused tensors (LAYOUTS.md §1).
+# Gate blocks along the rows of torch's fused tensors (docs/layouts.md, torch).
 TORCH_GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
 
 
@@ -134,7 +134,8 @@ def test_reference_matches_torch(name: str) -> None:
 def test_forget_bias_folded_into_torch_bias() -> None:
     """A runtime ``forget_bias`` equals a torch model whose stored f bias holds it.
 
-    Torch has no runtime forget bias (LAYOUTS.md §1), so the canonical blocks are taken from
+    Torch has no runtime forget bias (docs/layouts.md, torch), so the canonical blocks are taken
+    from
     torch with ``forget_bias`` subtracted from ``bW_f``, and the reference adds it back.
     """
     fb = 1.0

@@ -1,7 +1,8 @@
 """The executor shared by the tf_keras (``keras``) and Keras 3 (``keras3``) adapters.
 
 Both libraries have the same ``LSTM`` / ``GRU`` / ``Bidirectional`` API and the same cell
-variables (layout ``keras``, LAYOUTS.md §2), so one executor serves both; the adapters differ
+variables (layout ``keras``, docs/layouts.md, keras), so one executor serves both; the adapters
+differ
 in the module they import, in what ``'hard_sigmoid'`` means, and in how the CPU path is forced.
 
 Per layer the executor builds one Keras layer, called eagerly on tensors:
@@ -15,8 +16,9 @@ Per layer the executor builds one Keras layer, called eagerly on tensors:
   forward features first and the backward half already in input time order.
 
 Variable lengths are a boolean ``mask`` [B, T] (right padded). A unidirectional Keras CPU layer
-repeats the last valid output at padded steps (``zero_output_for_mask=False``, LAYOUTS.md §2,
-§11); the executor zeroes them, as the layout's runtime notes say. ``Bidirectional`` forces
+repeats the last valid output at padded steps (``zero_output_for_mask=False``, docs/layouts.md,
+keras; Variable lengths and padding); the executor zeroes them, as the layout's runtime notes say.
+``Bidirectional`` forces
 ``zero_output_for_mask=True`` and needs no help. States are the ones at the last valid step.
 
 Gradient cases (:func:`backward`) record that forward under a ``tf.GradientTape`` watching

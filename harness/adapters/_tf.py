@@ -21,6 +21,9 @@ in the reference's direction handling cannot cancel out here.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -44,9 +47,36 @@ DirectionRunner = Callable[
 ]
 
 
-def import_tf():
+@contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to a scratch file, then restored. TensorFlow's C++ start-up lines
+    (``I0000 ... cudart_stub.cc``, ``E0000 ... cuInit``) are written to fd 2 before Python
+    logging exists, and ``E`` lines pass TF_CPP_MIN_LOG_LEVEL=2 (harness/__init__.py sets 3
+    when the user set nothing; this covers a user's 2). Only the import and the device
+    discovery run inside, so the harness's own progress and errors are untouched."""
+    if "tensorflow" in sys.modules:  # imported already: nothing more to hide
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
     try:
-        import tensorflow as tf
+        with tempfile.TemporaryFile() as scratch:
+            os.dup2(scratch.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def import_tf():
+    """TensorFlow, imported (and its devices discovered) without its C++ start-up chatter."""
+    try:
+        with quiet_native_stderr():
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # cuInit and friends log here, once
     except ImportError as exc:
         raise Unavailable(f"tensorflow is not installed ({exc}); pip install tensorflow") from None
     return tf
@@ -67,10 +97,7 @@ CUDNN_REASONS = {
 
 def import_tf_gpu() -> Any:
     """TensorFlow, if it is installed, built with CUDA and sees a GPU; else Unavailable."""
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise Unavailable(f"tensorflow is not installed ({exc}); pip install tensorflow") from None
+    tf = import_tf()
     if not tf.test.is_built_with_cuda():
         raise Unavailable(f"this TensorFlow build ({tf.__version__}) has no CUDA support; "
                           "its cuDNN RNN ops have no CPU kernel")

@@ -47,6 +47,7 @@ class TorchRNN(Adapter):
     availability check."""
 
     framework = "torch"
+    requires = ("torch",)
     layout_name = "torch"
     native_in_case_dtype = True
     torch_device = "cpu"

@@ -9,6 +9,8 @@ subclass writes only the framework-specific part. Framework imports happen in
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +26,42 @@ from harness.params import Canonical
 from harness.spec import Case, Tol
 
 ALL_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16"})
+
+
+# The lowest version of each framework the adapters are known to work with: the bounds declared
+# in pyproject.toml (tests/test_cli_conventions.py checks they agree) and pinned by
+# constraints/minimum.txt (``tox -e minimum``). onnx 1.17 is the first with opset 22 / IR 10,
+# which the onnxruntime adapter emits; onnxruntime 1.18 .. 1.20 reject opset 22 ("Opset 22 is
+# under development").
+MINIMUM_VERSIONS = {
+    "torch": "2.13",
+    "tensorflow": "2.21",
+    "tf_keras": "2.21",
+    "keras": "3.15",
+    "onnx": "1.17",
+    "onnxruntime": "1.21",
+}
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The numeric release part of a version string: '2.13.0+cpu' -> (2, 13, 0)."""
+    nums = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(n) for n in nums.group(0).split(".")) if nums else ()
+
+
+def too_old(distributions: tuple[str, ...]) -> str | None:
+    """Why the installed ``distributions`` are too old for the harness, or None. Reads the
+    installed metadata only (no framework import); one not installed is left to the adapter's
+    own import check, which names the package to install."""
+    for dist in distributions:
+        try:
+            found = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        needed = MINIMUM_VERSIONS[dist]
+        if _release(found) < _release(needed):
+            return f"needs {dist}>={needed}, found {found}"
+    return None
 
 
 class AdapterFault(Exception):
@@ -126,6 +164,9 @@ class Adapter:
     # native tensors handed to ``_run`` in the case dtype (float16/32/64; bfloat16 as float64)
     # rather than float64: half the bytes to write for float32, no cast left to the adapter
     native_in_case_dtype: bool = False
+    # the distributions (keys of MINIMUM_VERSIONS) the adapter imports: an installed one older
+    # than its minimum makes the adapter unavailable, with the version needed
+    requires: tuple[str, ...] = ()
 
     _availability: str | None | bool = False  # False: not checked yet
 
@@ -136,6 +177,9 @@ class Adapter:
     def unavailable_reason(self) -> str | None:
         if self._availability is False:
             try:
+                old = too_old(self.requires)
+                if old is not None:
+                    raise Unavailable(old)
                 self.check_available()
                 self._availability = None
             except Unavailable as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.adapters._keras import run_keras
+from harness.adapters._tf import import_tf
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
@@ -25,7 +26,7 @@ ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_tf_keras": "hard_sigmoid"}
 def import_tf_keras():
     """(tensorflow, tf_keras), or Unavailable."""
     try:
-        import tensorflow as tf
+        tf = import_tf()  # first, without its C++ start-up lines
         import tf_keras
     except ImportError as exc:
         raise Unavailable(
@@ -38,6 +39,7 @@ class Keras(Adapter):
     name = "keras"
     title = "tf_keras LSTM/GRU (CPU)"
     framework = "keras"
+    requires = ("tensorflow", "tf_keras")
     layout_name = "keras"
     native_in_case_dtype = True
     capabilities = Capabilities(

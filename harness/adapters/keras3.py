@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from harness.adapters._keras import run_keras
+from harness.adapters._tf import import_tf
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
@@ -30,8 +31,8 @@ def import_keras3():
     """(tensorflow, keras) with Keras 3 on the TensorFlow backend, or Unavailable."""
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     try:
+        tf = import_tf()  # first, without its C++ start-up lines
         import keras
-        import tensorflow as tf
     except ImportError as exc:
         raise Unavailable(
             f"keras/tensorflow not installed ({exc}); pip install keras==3.15.1 tensorflow==2.21.0"
@@ -49,6 +50,7 @@ class Keras3(Adapter):
     name = "keras3"
     title = "Keras 3 LSTM/GRU, TensorFlow backend (CPU)"
     framework = "keras"
+    requires = ("tensorflow", "keras")
     layout_name = "keras"
     native_in_case_dtype = True
     capabilities = Capabilities(

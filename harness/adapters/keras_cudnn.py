@@ -75,6 +75,7 @@ class KerasCuDNN(Adapter):
     name = "keras-cudnn"
     title = "tf_keras CuDNNLSTM / CuDNNGRU (GPU)"
     framework = "keras"
+    requires = ("tensorflow", "tf_keras")
     device = "gpu"
     layout_name = "keras-cudnn"
     capabilities = Capabilities(

@@ -3,7 +3,7 @@
 Layout ``onnx``.
 
 One graph per case: one node per layer, time-major (``layout=0``: ORT's CPU kernels reject the
-batch-major ``layout=1``, LAYOUTS.md §7). Layer k+1 reads layer k's ``Y`` [T, D, N, H]
+batch-major ``layout=1``, docs/layouts.md, onnx). Layer k+1 reads layer k's ``Y`` [T, D, N, H]
 transposed to [T, N, D, H] and reshaped to [T, N, D*H] (forward features first). The weights
 are initializers named as in the layout (``W``, ``R``, ``B``, ``P`` or ``layer{k}/W`` ...); the
 data (``X``, ``sequence_lens``, ``initial_h``/``initial_c`` per layer) are graph inputs.
@@ -12,7 +12,8 @@ Case features map to node attributes: ``gate_clip`` -> ``clip``, ``input_forget`
 ``reset_after`` -> GRU ``linear_before_reset``, hard sigmoids -> ``activations`` with
 ``HardSigmoid`` and its ``alpha``/``beta``. With ``sequence_lens`` ORT writes zeros at padded
 steps of ``Y``, returns each sequence's state at its last valid step in ``Y_h``/``Y_c``, and
-starts the reverse direction at the last valid step (LAYOUTS.md §7, §11), which is the harness
+starts the reverse direction at the last valid step (docs/layouts.md, onnx; Variable lengths and
+padding), which is the harness
 convention already: nothing is patched here.
 """
 
@@ -147,6 +148,7 @@ class OnnxRuntime(Adapter):
     name = "onnxruntime"
     title = "ONNX LSTM/GRU nodes in ONNX Runtime (CPU)"
     framework = "onnx"
+    requires = ("onnx", "onnxruntime")
     layout_name = "onnx"
     native_in_case_dtype = True
     capabilities = Capabilities(

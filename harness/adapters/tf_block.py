@@ -1,5 +1,5 @@
 """TensorFlow's fused CPU LSTM kernels ``tf.raw_ops.BlockLSTM`` (layout ``tf-block``) and
-``tf.raw_ops.BlockLSTMV2`` (layout ``tf-block-v2``), LAYOUTS.md §4.
+``tf.raw_ops.BlockLSTMV2`` (layout ``tf-block-v2``), docs/layouts.md, tf-block.
 
 One op call runs one layer in one direction, time-major, from one initial state, with a
 batch-wide ``seq_len_max`` and no per-sequence lengths. :func:`harness.adapters._tf.run_layers`
@@ -44,6 +44,7 @@ class TFBlockLSTM(Adapter):
     name = "tf-block"
     title = "TensorFlow BlockLSTM raw op (CPU)"
     framework = "tensorflow"
+    requires = ("tensorflow",)
     layout_name = "tf-block"
     native_in_case_dtype = True
     op_name = "BlockLSTM"
@@ -80,7 +81,7 @@ class TFBlockLSTM(Adapter):
 
     def op_attrs(self, case: Case) -> dict:
         # Always explicit: the op defaults are forget_bias=1.0 and cell_clip=3.0; a value <= 0
-        # turns clipping off (LAYOUTS.md §4).
+        # turns clipping off (docs/layouts.md, tf-block).
         return {
             "forget_bias": float(case.forget_bias),
             "cell_clip": float(case.cell_clip) if case.cell_clip is not None else -1.0,

@@ -1,4 +1,5 @@
-"""TensorFlow's cuDNN RNN ops on the GPU (layout ``tf-cudnn``), LAYOUTS.md §6, §8.
+"""TensorFlow's cuDNN RNN ops on the GPU (layout ``tf-cudnn``), docs/layouts.md, tf-cudnn;
+tf-cudnn-params.
 
 One ``tf.raw_ops.CudnnRNNV3`` call runs the whole stack (every layer, both directions,
 ``num_proj``, per-sequence ``sequence_lengths``) on the opaque parameter buffer that
@@ -17,7 +18,8 @@ its gradient is read back per tensor the way the buffer was packed: with
 ``CudnnRNNParamsToCanonicalV2`` after TF's packer, with :func:`tf_params_adjoint` after the
 NumPy one (both are the adjoint of a packing that copies every tensor into its own region).
 
-TF's cuDNN ops have no CPU kernel (LAYOUTS.md §3), so the adapter is unavailable without a
+TF's cuDNN ops have no CPU kernel (docs/layouts.md, keras-cudnn), so the adapter is unavailable
+without a
 visible GPU. TF32 is switched off for the call (TensorFlow enables it by default for float32
 on Ampere+) and restored afterwards. bfloat16: the buffer is packed in float32 and cast
 (exact: every value is a bfloat16 number); TF's CudnnRNN kernels compute bfloat16 in float32.
@@ -73,6 +75,7 @@ class TFCuDNN(Adapter):
     name = "tf-cudnn"
     title = "TF CudnnRNNV3 with CudnnRNNCanonicalToParamsV2 (GPU)"
     framework = "tensorflow"
+    requires = ("tensorflow",)
     device = "gpu"
     layout_name = "tf-cudnn"
     capabilities = Capabilities(

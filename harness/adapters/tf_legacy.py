@@ -1,5 +1,5 @@
 """TF1-style ``LSTMCell`` / ``GRUCell`` from ``tf_keras.src.layers.rnn.legacy_cells`` (formerly
-``tf.nn.rnn_cell``), layout ``tf-legacy``, LAYOUTS.md §5.
+``tf.nn.rnn_cell``), layout ``tf-legacy``, docs/layouts.md, tf-legacy.
 
 Each (layer, direction) gets its own cell, built and then loaded by variable name from the
 layout's native tensors; the cell is called step by step in eager mode (unrolled over time).
@@ -46,6 +46,7 @@ class TFLegacy(Adapter):
     name = "tf-legacy"
     title = "TF1 LSTMCell / GRUCell (tf_keras legacy cells, unrolled, CPU)"
     framework = "tensorflow"
+    requires = ("tensorflow", "tf_keras")
     layout_name = "tf-legacy"
     native_in_case_dtype = True
     capabilities = Capabilities(

@@ -6,8 +6,8 @@ these adapters add the GPU availability check and pin cuDNN's float32 RNN math a
 call (forward and backward), restoring the previous setting afterwards:
 
 - ``torch-cudnn``: TF32 off (``torch.backends.cudnn.rnn.fp32_precision = 'ieee'``);
-- ``torch-cudnn-tf32``: TF32 allowed (``'tf32'``, PyTorch's default for cuDNN RNNs; LAYOUTS.md
-  §12), float32 only, with its own default tolerance.
+- ``torch-cudnn-tf32``: TF32 allowed (``'tf32'``, PyTorch's default for cuDNN RNNs; docs/layouts.md,
+Precision of float32 frameworks), float32 only, with its own default tolerance.
 
 torch >= 2.9 refuses to mix the per-op ``fp32_precision`` API with the legacy
 ``torch.backends.cudnn.allow_tf32`` flag (RuntimeError on read), so the legacy flag is only
@@ -112,5 +112,5 @@ class TorchCuDNNTF32(TorchCuDNN):
                  "dtypes": "TF32 only changes float32 math; other dtypes run in torch-cudnn"},
     )
     # TF32 rounds matmul operands to 10 mantissa bits: emulated errors 8e-4 to 1e-3 at
-    # T=20..100, H=64..256, growing with H and T (LAYOUTS.md §12)
+    # T=20..100, H=64..256, growing with H and T (docs/layouts.md, Precision of float32 frameworks)
     tolerances = {"float32": Tol(atol=5e-3)}

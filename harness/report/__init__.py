@@ -1,4 +1,5 @@
-"""Report folder writers (DESIGN.md "Report folder"): each renders a RunResult, none recomputes."""
+"""Report folder writers (the folder ``run --out`` writes): each renders a RunResult, none
+recomputes."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from harness import compare
 from harness.report.layouts_md import mapping_markdown
 from harness.report.plots import draw_pair
 from harness.report.summary import _case_line as case_line
-from harness.report.summary import headers, pair_row, split_rows
+from harness.report.summary import diverged_reason, headers, pair_row, split_rows
 from harness.runner import PairResult, RunResult
 
 STATUS_CLASS = {
@@ -44,7 +44,15 @@ th { background: #eef1f5; } td.num { text-align: right; font-variant-numeric: ta
 .unavailable { background: #fbeec6; } .baseline { background: #dde8f7; }
 .meta { color: #555; } .badge { display: inline-block; padding: 0 .5em; margin-right: .3em;
   border-radius: 3px; border: 1px solid #c5cad1; }
-table.matrix td { text-align: center; white-space: nowrap; } table.matrix a { color: inherit; }
+/* the verdict grid: every adapter column visible in a 1400 px window (names break at hyphens,
+   a cell is two short lines); wider grids scroll sideways with the case column kept in view */
+.grid { width: calc(100vw - 4em); max-width: max-content; overflow-x: auto; }
+table.matrix { margin: 0; }
+table.matrix td { text-align: center; padding: .15em .25em; line-height: 1.25; font-size: 12px; }
+table.matrix a { color: inherit; }
+table.matrix th { font-size: 12px; } table.matrix tr:first-child th { min-width: 3.5em; }
+table.matrix th:first-child { position: sticky; left: 0; z-index: 1; background: #eef1f5;
+  text-align: left; max-width: 14em; }
 .reason { color: #444; font-size: 12px; max-width: 38em; }
 figure { display: inline-block; vertical-align: top; margin: .3em .6em .8em 0; }
 figcaption { font-size: 12px; color: #555; }
@@ -107,16 +115,23 @@ def _table(headers: list[str], rows: list[list[str]], classes: list[list[str]] |
     return "\n".join(parts)
 
 
-def _matrix_cell(p: PairResult, gradients: bool = False) -> str:
-    text = p.status
+def _matrix_cell(p: PairResult, gradients: bool = False, dtype: str = "float32") -> str:
+    lines = [p.status]
     w = p.worst
     if w is not None:
-        text += f" {w['tol_ratio']:.2g}×"
+        if dtype == "float64" and p.status == compare.PASS:
+            # float64's noise floor is zero and its ratios are ~1e-15: ulp say more
+            lines[0] += f", {w['max_ulp']:.3g} ulp"
+        else:
+            lines.append(f"{w['tol_ratio']:.2g}× tol")
         if gradients and split_rows(p.rows)[1].empty:
-            text += " (forward only)"  # no backward pass: the reason says why
-    title = escape(p.reason or (f"worst max_abs {w['max_abs']:.3g}" if w is not None else ""))
+            lines.append("(forward only)")  # no backward pass: the reason says why
+    reason = p.reason or (diverged_reason(p.first_diverging) if p.status == compare.DIVERGED
+                          else "")
+    title = escape(reason or (f"worst max_abs {w['max_abs']:.3g}" if w is not None else ""))
     return (f'<td class="{STATUS_CLASS.get(p.status, "")}" title="{title}">'
-            f'<a href="#{_slug("case-" + p.case)}">{escape(text)}</a></td>')
+            f'<a href="#{_slug("case-" + p.case)}">'
+            + "<br>".join(escape(x) for x in lines) + "</a></td>")
 
 
 def overview(result: RunResult) -> str:
@@ -124,18 +139,23 @@ def overview(result: RunResult) -> str:
     adapters = [a.name for a in result.adapters
                 if any(p.adapter == a.name and p.status != compare.BASELINE for p in result.pairs)]
     by = {(p.case, p.adapter): p for p in result.pairs}
-    parts = ['<table class="matrix"><tr><th>case</th>'
-             + "".join(f"<th>{escape(a)}</th>" for a in adapters) + "</tr>"]
+    # adapter names may break after a hyphen (<wbr>), so the columns stay narrow
+    parts = ['<div class="grid"><table class="matrix"><tr><th>case</th>'
+             + "".join(f"<th>{escape(a).replace('-', '-<wbr>')}</th>" for a in adapters)
+             + "</tr>"]
     for case in result.cases:
-        cells = [_matrix_cell(by[(case.name, a)], case.gradients) if (case.name, a) in by
+        cells = [_matrix_cell(by[(case.name, a)], case.gradients, case.dtype)
+                 if (case.name, a) in by
                  else "<td></td>" for a in adapters]
         parts.append(f'<tr><th><a href="#{_slug("case-" + case.name)}">{escape(case.name)}</a></th>'
                      + "".join(cells) + "</tr>")
-    parts.append("</table>")
+    parts.append("</table></div>")
     parts.append('<p class="meta">Each cell: verdict and the worst error in units of the '
-                 "tolerance (≤ 1 passes), gradients included; \"forward only\": a gradient case "
-                 "whose backward pass the adapter cannot run. Hover for the reason of "
-                 "not-applicable, unavailable, forward-only and errors.</p>")
+                 "tolerance (≤ 1 passes), gradients included; a passing float64 pair: its worst "
+                 "error in ulp (units in the last place of float64); \"forward only\": a "
+                 "gradient case whose backward pass the adapter cannot run. Hover for the reason "
+                 "of not-applicable, unavailable, forward-only, errors and where a DIVERGED pair "
+                 "diverged first.</p>")
     return "\n".join(parts)
 
 
@@ -350,7 +370,7 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
         body.append(f'<section id="{_slug("case-" + case.name)}"><h3>{escape(case.name)}</h3>')
         source = f" — <code>{escape(str(case.source))}</code>" if case.source else ""
         body.append(f'<p class="meta">{escape(case_line(case))}{source}</p>')
-        rows = [pair_row(p, case.gradients) for p in pairs]
+        rows = [pair_row(p, case.gradients, case.dtype) for p in pairs]
         classes = [["", STATUS_CLASS.get(p.status, ""), "num", "num", ""]
                    + (["num"] if case.gradients else []) + ["num", "reason"] for p in pairs]
         body.append(_table(headers(case.gradients), rows, classes))

@@ -38,6 +38,37 @@ def floor_ratio_text(rows: pd.DataFrame | None) -> str:
     return "" if pd.isna(fr) else f"{fr:.2g}x"
 
 
+def ulp_text(rows: pd.DataFrame | None) -> str:
+    """A float64 pair's worst error in units in the last place, e.g. ``3 ulp``: its noise floor
+    is zero (the reference is float64 itself), so a floor ratio says nothing there."""
+    if rows is None or rows.empty:
+        return ""
+    u = rows["max_ulp"].replace([float("inf")], float("nan")).max()
+    return "" if pd.isna(u) else f"{u:.3g} ulp"
+
+
+DIRECTION_WORDS = {0: "forward", 1: "backward"}
+
+
+def diverged_reason(first: pd.Series | None) -> str:
+    """Why a pair DIVERGED, in words: its first diverging output, layer, direction and step,
+    with the error there (a DIVERGED pair has no exception text of its own)."""
+    if first is None:
+        return ""
+
+    def known(v) -> bool:
+        return not pd.isna(v) and v >= 0
+
+    parts = [f"{first['output']} diverges first at layer {int(first['layer'])}"]
+    if known(first["direction"]):
+        parts.append(f"{DIRECTION_WORDS.get(int(first['direction']), 'direction')} direction "
+                     f"(d{int(first['direction'])})")
+    if known(first["t"]):
+        parts.append(f"step t={int(first['t'])}")
+    return (", ".join(parts) + f": max_abs {_fmt(first['max_abs'])}, "
+            f"{first['tol_ratio']:.3g}x tolerance")
+
+
 def gradient_text(rows: pd.DataFrame | None) -> str:
     """The worst gradient row, e.g. ``3.10e-07 (dW_f L0 d1, 0.031x tol, 2.1x floor)``."""
     w = compare.worst(rows)
@@ -62,9 +93,10 @@ def step_text(rows: pd.DataFrame | None) -> str:
             + f"); {bad} of {len(steps)} steps beyond tolerance")
 
 
-def pair_row(p, gradients: bool = False) -> list[str]:
+def pair_row(p, gradients: bool = False, dtype: str | None = None) -> list[str]:
     """A pair's row under :func:`headers`: the worst forward row (y, h_n, c_n) and, for a
-    gradient case, the worst gradient row in a column of its own."""
+    gradient case, the worst gradient row in a column of its own. A float64 case's noise-floor
+    column gives the error in ulp; a DIVERGED pair's reason says where it diverged first."""
     forward, grads = split_rows(p.rows)
     worst, first = compare.worst(forward), p.first_diverging
     worst_text = first_text = ""
@@ -72,14 +104,18 @@ def pair_row(p, gradients: bool = False) -> list[str]:
         worst_text = f"{_fmt(worst['max_abs'])} ({worst['output']}, {worst['tol_ratio']:.2g}x tol)"
     if first is not None:
         first_text = compare.where(first)
-    row = [p.adapter, p.status, worst_text, floor_ratio_text(forward), first_text]
+    floor = ulp_text(forward) if dtype == "float64" else floor_ratio_text(forward)
+    row = [p.adapter, p.status, worst_text, floor, first_text]
     if gradients:
         row.append(gradient_text(grads))
-    return row + [f"{p.seconds:.3f}", p.reason]
+    reason = p.reason
+    if not reason and p.status == compare.DIVERGED:
+        reason = diverged_reason(first)
+    return row + [f"{p.seconds:.3f}", reason]
 
 
-HEADERS = ["adapter", "verdict", "worst max_abs", "x noise floor", "first diverging", "seconds",
-           "reason"]
+HEADERS = ["adapter", "verdict", "worst max_abs", "x noise floor (float64: ulp)",
+           "first diverging", "seconds", "reason"]
 
 
 def headers(gradients: bool = False) -> list[str]:
@@ -103,7 +139,7 @@ def summary_markdown(result: RunResult) -> str:
         lines += ["", f"## {case.name}", ""]
         lines.append(_case_line(case))
         lines.append("")
-        lines.append(tabulate([pair_row(p, case.gradients) for p in pairs],
+        lines.append(tabulate([pair_row(p, case.gradients, case.dtype) for p in pairs],
                               headers=headers(case.gradients), tablefmt="github"))
         steps = [(p.adapter, step_text(p.rows)) for p in pairs]
         if any(text for _, text in steps):

@@ -1,0 +1,44 @@
+"""The case files that ship with the harness: ``rnn-harness run`` with no CASES runs them,
+``rnn-harness init DIR`` copies them out to edit.
+
+In a checkout they are ``cases/`` beside the package; an installed package holds the same files
+as the data-only package ``harness._cases`` (pyproject.toml maps it to ``cases/``), so no build
+step copies anything and the checkout's tests and docs keep naming ``cases/...``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+_HERE = Path(__file__).resolve().parent
+
+
+def bundled_cases() -> Path:
+    """The folder of bundled case files: installed, else the checkout's ``cases/``."""
+    for folder in (_HERE / "_cases", _HERE.parent / "cases"):
+        if folder.is_dir() and any(folder.glob("*.yaml")):
+            return folder
+    raise HarnessError("the bundled cases are missing from this installation (reinstall "
+                       "rnn-harness)", file=str(_HERE / "_cases"))
+
+
+def copy_bundled(dest: str | Path) -> list[Path]:
+    """Copy the bundled case files (``*.yaml``, ``*.npz``, sub-folders) into ``dest``; refuse
+    to overwrite a file that is there already. Returns the files written."""
+    src = bundled_cases()
+    dest = Path(dest)
+    files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".yaml", ".npz"))
+    clash = [dest / p.relative_to(src) for p in files if (dest / p.relative_to(src)).exists()]
+    if clash:
+        raise HarnessError(f"{len(clash)} file(s) exist already, e.g. {clash[0]}; choose an "
+                           "empty or new folder", file=str(dest))
+    written = []
+    for p in files:
+        target = dest / p.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(p, target)
+        written.append(target)
+    return written
