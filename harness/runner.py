@@ -14,8 +14,8 @@ from typing import TextIO
 
 import pandas as pd
 
-from harness import compare, isolation
-from harness.adapters import Adapter
+from harness import attribution, compare, isolation
+from harness.adapters import Adapter, get_adapter
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
 from harness.errors import HarnessError, NotApplicable, Unavailable
@@ -35,6 +35,7 @@ class PairResult:
     rows: pd.DataFrame | None = None  # the divergence rows (harness.compare.COLUMNS)
     outputs: Outputs | None = None
     detail: str = ""  # traceback of an error, for errors.log
+    attribution: str = ""  # a DIVERGED GPU pair: what its reruns say caused it (attribution.py)
 
     @property
     def has_rows(self) -> bool:
@@ -81,11 +82,12 @@ def selected_by_case(case: Case, adapter: Adapter) -> bool:
     return ("all" in wanted or adapter.name in wanted) and adapter.name not in case.exclude
 
 
-def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | None = None
-             ) -> PairResult:
+def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | None = None,
+             attribute: bool = True) -> PairResult:
     """Run one pair; every outcome, including a crash, a hang past the executor's timeout or a
     dead worker process, becomes a PairResult. ``executor``: where the adapter runs
-    (:mod:`harness.isolation`; default: right here, no time limit)."""
+    (:mod:`harness.isolation`; default: right here, no time limit). ``attribute``: a DIVERGED
+    pair of a GPU adapter that declares rerun variants is rerun with each to name the cause."""
     executor = executor or isolation.InProcess()
     case = prep.case
     r = PairResult(case.name, adapter.name, compare.ERROR)
@@ -133,7 +135,23 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
     r.outputs, r.rows, r.status = out, d.rows, d.verdict
     r.reason = adapter.gradient_note(case) or ""
+    if attribute and r.status == compare.DIVERGED and adapter.device == "gpu" and adapter.reruns:
+        r.attribution = _attribution(prep, adapter, executor)
     return r
+
+
+def _attribution(prep: Prepared, adapter: Adapter, executor: isolation.Executor) -> str:
+    """Rerun the pair with each of the adapter's variants (each judged as its own pair) and
+    say what the verdicts attribute the divergence to."""
+    results = []
+    for rerun in attribution.reruns(adapter.reruns):
+        try:
+            variant = get_adapter(rerun.adapter)
+        except HarnessError as exc:  # a declared variant not in the registry
+            results.append((rerun, str(exc)))
+            continue
+        results.append((rerun, run_pair(prep, variant, executor, attribute=False).status))
+    return attribution.attribute(compare.DIVERGED, results)
 
 
 def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:

@@ -57,7 +57,8 @@ def pair_row(p, gradients: bool = False) -> list[str]:
     row = [p.adapter, p.status, worst_text, floor_ratio_text(forward), first_text]
     if gradients:
         row.append(gradient_text(grads))
-    return row + [f"{p.seconds:.3f}", p.reason]
+    reason = "; ".join(t for t in (p.reason, getattr(p, "attribution", "")) if t)
+    return row + [f"{p.seconds:.3f}", reason]
 
 
 HEADERS = ["adapter", "verdict", "worst max_abs", "x noise floor", "first diverging", "seconds",
