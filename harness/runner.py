@@ -154,6 +154,16 @@ def _attribution(prep: Prepared, adapter: Adapter, executor: isolation.Executor)
     return attribution.attribute(compare.DIVERGED, results)
 
 
+def missing_gpu(adapters: list[Adapter]) -> list[str]:
+    """What ``run --require-gpu`` refuses: one line per GPU adapter among ``adapters`` that
+    cannot run here, with its reason; one line when none of them is a GPU adapter."""
+    gpu = [a for a in adapters if a.device == "gpu"]
+    if not gpu:
+        return ["no GPU adapter selected (--adapters/--device)"]
+    return [f"{a.name} unavailable: {a.unavailable_reason()}" for a in gpu
+            if a.unavailable_reason()]
+
+
 def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:
     """The outputs of the reference adapters, which :func:`harness.prepare.prepare` computed
     already (a float64 case's noise floor is its reference), and the seconds that took; None
