@@ -165,6 +165,8 @@ def _write_case(path: Path, case: Case) -> None:
 
 def test_torch_state_dict_file_converts_to_onnx_and_runs(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
+    if reason := ADAPTERS["onnxruntime"].unavailable_reason():
+        pytest.skip(f"onnxruntime: {reason}")
     case = Case(name="pt", cell="lstm", input_size=3, hidden_size=4, num_layers=2,
                 bidirectional=True, batch=2, seq_len=5, initial_state="random", seed=9)
 
