@@ -69,8 +69,10 @@ def contract_cases(adapter: Adapter) -> list[tuple[str, Case]]:
             for i, (what, kw) in enumerate(wanted)]
 
 
-def available_adapters() -> list[Adapter]:
-    return [a for a in registry.ADAPTERS.values() if not a.baseline]
+def adapters() -> list[Any]:
+    """Every adapter but the reference itself; the GPU ones carry the ``gpu`` marker."""
+    return [pytest.param(a, id=a.name, marks=[pytest.mark.gpu] if a.device == "gpu" else [])
+            for a in registry.ADAPTERS.values() if not a.baseline]
 
 
 def broken_declarations(adapter: Adapter) -> list[str]:
@@ -89,7 +91,7 @@ def broken_declarations(adapter: Adapter) -> list[str]:
     return broken
 
 
-@pytest.mark.parametrize("adapter", available_adapters(), ids=lambda a: a.name)
+@pytest.mark.parametrize("adapter", adapters())
 def test_every_declared_capability_runs(adapter: Adapter) -> None:
     reason = adapter.unavailable_reason()
     if reason:
