@@ -100,6 +100,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.adapters.split(",")] if args.adapters else None
     _check_adapters(names or [])
     chosen = registry.select(names, args.device)
+    if args.require_gpu:
+        missing = runner.missing_gpu(chosen)
+        if missing:
+            print("\n".join(f"--require-gpu: {line}" for line in missing), file=sys.stderr)
+            return 1
     shard = parse_shard(args.shard) if args.shard is not None else None
     jobs = _jobs(args.jobs)
     if not args.timeout >= 0:  # also refuses nan
@@ -376,6 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "docs/equations.md, Step-local divergence): auto (default) for "
                         "float32/float16/bfloat16 pairs that did not pass free-running, on for "
                         "every pair, off never")
+    r.add_argument("--require-gpu", action="store_true",
+                   help="exit 1 before running, naming each selected GPU adapter that cannot run "
+                        "here and why (or saying none is selected), instead of reporting them "
+                        "unavailable: a GPU CI job must not pass without GPU work")
     _plots_option(r)
     r.set_defaults(func=_cmd_run)
 

@@ -265,7 +265,8 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
     entries.sort(key=lambda e: place(e[0]["case"], e[0]["adapter"]))
     pairs = [PairResult(p["case"], p["adapter"], p["status"], p.get("reason") or "",
                         float(p.get("seconds") or 0.0),
-                        detail=details.get(pair_id(p["case"], p["adapter"]), ""))
+                        detail=details.get(pair_id(p["case"], p["adapter"]), ""),
+                        attribution=p.get("attribution") or "")
              for p, _ in entries]
     for p in pairs:
         p.rows = rows_of.get((p.case, p.adapter))

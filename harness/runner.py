@@ -14,8 +14,8 @@ from typing import TextIO
 
 import pandas as pd
 
-from harness import compare, isolation, steplocal
-from harness.adapters import Adapter
+from harness import attribution, compare, isolation, steplocal
+from harness.adapters import Adapter, get_adapter
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
 from harness.errors import HarnessError, NotApplicable, Unavailable
@@ -35,6 +35,7 @@ class PairResult:
     rows: pd.DataFrame | None = None  # the divergence rows (harness.compare.COLUMNS)
     outputs: Outputs | None = None
     detail: str = ""  # traceback of an error, for errors.log
+    attribution: str = ""  # a DIVERGED GPU pair: what its reruns say caused it (attribution.py)
 
     @property
     def has_rows(self) -> bool:
@@ -93,11 +94,12 @@ LOW_PRECISION = ("float32", "float16", "bfloat16")
 
 
 def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | None = None,
-             step_mode: str = "auto") -> PairResult:
+             step_mode: str = "auto", attribute: bool = True) -> PairResult:
     """Run one pair; every outcome, including a crash, a hang past the executor's timeout or a
     dead worker process, becomes a PairResult. ``executor``: where the adapter runs
     (:mod:`harness.isolation`; default: right here, no time limit). ``step_mode``: when to add
-    step-local rows (:func:`wants_step_mode`)."""
+    step-local rows (:func:`wants_step_mode`). ``attribute``: a DIVERGED pair of a GPU adapter
+    that declares rerun variants is rerun with each to name the cause."""
     executor = executor or isolation.InProcess()
     case = prep.case
     r = PairResult(case.name, adapter.name, compare.ERROR)
@@ -147,6 +149,8 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     r.reason = adapter.gradient_note(case) or ""
     if wants_step_mode(step_mode, case, d.passed):
         _add_step_rows(prep, adapter, executor, r, tol)
+    if attribute and r.status == compare.DIVERGED and adapter.device == "gpu" and adapter.reruns:
+        r.attribution = _attribution(prep, adapter, executor)
     return r
 
 
@@ -195,6 +199,30 @@ def _add_step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executo
     r.status, why = compare.pair_verdict(r.rows, step)
     r.rows = pd.concat([r.rows, step], ignore_index=True)
     r.reason = _join(r.reason, why)
+
+
+def _attribution(prep: Prepared, adapter: Adapter, executor: isolation.Executor) -> str:
+    """Rerun the pair with each of the adapter's variants (each judged as its own pair) and
+    say what the verdicts attribute the divergence to."""
+    results = []
+    for rerun in attribution.reruns(adapter.reruns):
+        try:
+            variant = get_adapter(rerun.adapter)
+        except HarnessError as exc:  # a declared variant not in the registry
+            results.append((rerun, str(exc)))
+            continue
+        results.append((rerun, run_pair(prep, variant, executor, attribute=False).status))
+    return attribution.attribute(compare.DIVERGED, results)
+
+
+def missing_gpu(adapters: list[Adapter]) -> list[str]:
+    """What ``run --require-gpu`` refuses: one line per GPU adapter among ``adapters`` that
+    cannot run here, with its reason; one line when none of them is a GPU adapter."""
+    gpu = [a for a in adapters if a.device == "gpu"]
+    if not gpu:
+        return ["no GPU adapter selected (--adapters/--device)"]
+    return [f"{a.name} unavailable: {a.unavailable_reason()}" for a in gpu
+            if a.unavailable_reason()]
 
 
 def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:

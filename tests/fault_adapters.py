@@ -143,3 +143,16 @@ class Silent(Correct):
         out = super()._run(case, native, inputs)
         out.c_n = None
         return out
+
+
+class Offset(Correct):
+    """The reference's h_n plus ``offset``: within tolerance when the offset is tiny, DIVERGED
+    when not (for ``test_attribution.py``: GPU adapters and their rerun variants)."""
+
+    name = "fault-offset"
+    offset = 1e-2
+
+    def _run(self, case, native, inputs):
+        out = super()._run(case, native, inputs)
+        out.h_n = out.h_n + self.offset
+        return out

@@ -94,18 +94,17 @@ def test_tf32_adapter_declares_its_tolerance_and_dtype():
 
 def test_reference_cuda_glue_with_a_stand_in_cupy(monkeypatch):
     """reference-cuda's plumbing on CPU: a stand-in ``cupy`` whose arrays are NumPy's. The
-    reference must take its namespace from the arrays (``get_array_module`` is called) and
-    give the NumPy reference's results exactly."""
-    calls = []
+    adapter must move every array through the backend and give the NumPy reference's results
+    exactly."""
+    moved = []
 
-    def get_array_module(*arrays):
-        calls.append(len(arrays))
-        return np
+    def asarray(a):
+        moved.append(a.shape)
+        return np.asarray(a)
 
     fake = types.ModuleType("cupy")
     fake.__version__ = "stand-in"
-    fake.get_array_module = get_array_module
-    fake.asarray, fake.asnumpy = np.asarray, np.asarray
+    fake.asarray, fake.asnumpy = asarray, np.asarray
     fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     from harness.adapters.reference_cuda import ReferenceCUDA
@@ -116,9 +115,36 @@ def test_reference_cuda_glue_with_a_stand_in_cupy(monkeypatch):
     canonical, inputs = params.generate(case), data.generate(case)
     out, _ = adapter.run(case, canonical, inputs)
     ref = reference.run(case, canonical, inputs)
-    assert calls
+    assert moved
     for k, v in ref.named().items():
         np.testing.assert_array_equal(out.named()[k], v)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", [
+    make(cell="lstm", num_layers=2, bidirectional=True, proj_size=2, seq_lengths=[6, 3, 1],
+         peepholes=True, gradients=True),
+    make(cell="gru", reset_after=False, direction="reverse", gradients=True),
+], ids=["lstm-bidir-proj-peepholes-varlen", "gru-reset-before-reverse"])
+def test_reference_cuda_torch_backend_glue_on_cpu_tensors(monkeypatch, case):
+    """The torch backend's plumbing, forward and backward, with torch CPU tensors standing in
+    for CUDA ones (the same generic reference code; only the device differs)."""
+    torch = pytest.importorskip("torch")
+    from harness.adapters import reference_cuda
+
+    cpu = reference_cuda.Backend("torch", torch.from_numpy, lambda a: a.numpy(),
+                                 lambda: {"torch": torch.__version__})
+    monkeypatch.setattr(reference_cuda, "backend", lambda: cpu)
+    adapter = reference_cuda.ReferenceCUDA()
+    canonical, inputs = params.generate(case), data.with_upstream(case, data.generate(case))
+    out, _ = adapter.run(case, canonical, inputs)
+    ref = reference.run(case, canonical, inputs)
+    grads = reference.gradients(case, canonical, inputs)
+    assert max(max_errors(out, ref).values()) < 1e-13
+    assert out.grads is not None and sorted(out.grads.params) == sorted(grads.params)
+    for k, v in grads.params.items():
+        assert float(np.abs(out.grads.params[k] - v).max()) < 1e-13, k
+    assert float(np.abs(out.grads.dx - grads.dx).max()) < 1e-13
 
 
 # On a GPU: against the reference ------------------------------------------------------------
@@ -170,7 +196,6 @@ def test_torch_cudnn_tf32_off_is_below_tf32_tolerance():
 
 
 @pytest.mark.gpu
-@pytest.mark.cupy
 @pytest.mark.parametrize("case", CASES + [make(cell="lstm", peepholes=True, cell_clip=0.8,
                                                proj_size=2, proj_clip=0.4, direction="reverse",
                                                gate_clip=1.5, forget_bias=1.0)], ids=case_id)
@@ -182,6 +207,21 @@ def test_reference_cuda_matches_numpy(case: Case):
     assert max(max_errors(out, ref).values()) < 1e-12
     for a, b in zip(out.y_layers, ref.y_layers, strict=True):
         assert float(np.abs(a - b).max()) < 1e-12
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [c.model_copy(update={"gradients": True}) for c in CASES[1:3]],
+                         ids=case_id)
+def test_reference_cuda_gradients_match_numpy(case: Case):
+    """The backward on the device (CuPy or torch CUDA) equals the NumPy backward to 1e-12."""
+    adapter = adapter_or_skip("reference-cuda")
+    canonical, inputs = params.generate(case), data.with_upstream(case, data.generate(case))
+    out, _ = adapter.run(case, canonical, inputs)
+    grads = reference.gradients(case, canonical, inputs)
+    assert out.grads is not None
+    for k, v in grads.params.items():
+        assert float(np.abs(out.grads.params[k] - v).max()) < 1e-12, k
+    assert float(np.abs(out.grads.dx - grads.dx).max()) < 1e-12
 
 
 # On a GPU: the cuDNN buffer layout ----------------------------------------------------------

@@ -161,6 +161,9 @@ class Adapter:
     capabilities: Capabilities = Capabilities()
     tolerances: dict[str, Tol] = {}  # per-dtype defaults of this adapter (e.g. TF32)
     baseline: bool = False  # the float64 reference itself: compared with nothing
+    # (kind, adapter name) variants a DIVERGED GPU pair is rerun with to find its cause
+    # (harness/attribution.py: kinds tf32_off, deterministic, cpu)
+    reruns: tuple[tuple[str, str], ...] = ()
     # native tensors handed to ``_run`` in the case dtype (float16/32/64; bfloat16 as float64)
     # rather than float64: half the bytes to write for float32, no cast left to the adapter
     native_in_case_dtype: bool = False

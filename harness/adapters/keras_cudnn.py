@@ -28,6 +28,7 @@ import numpy as np
 from harness.adapters._keras import backward, outputs_of
 from harness.adapters._tf import CUDNN_REASONS, import_tf_gpu, tf32_off, tf_versions
 from harness.adapters.base import Adapter, Capabilities
+from harness.attribution import CPU
 from harness.cudnn import KERAS_NAMES, keras_weights, scoped
 from harness.data import Inputs, Outputs
 from harness.dtypes import FORMATS
@@ -73,6 +74,7 @@ def build_layer(case: Case, layer: int, d: int) -> Any:
 
 class KerasCuDNN(Adapter):
     name = "keras-cudnn"
+    reruns = ((CPU, "keras"),)  # TF32 is off already: the same TF build on CPU
     title = "tf_keras CuDNNLSTM / CuDNNGRU (GPU)"
     framework = "keras"
     requires = ("tensorflow", "tf_keras")

@@ -1,4 +1,5 @@
-"""The float64 reference on the GPU: ``harness.reference`` run on CuPy arrays.
+"""The float64 reference on the GPU: ``harness.reference`` run on CuPy arrays or, where CuPy is
+not installed, on torch CUDA tensors.
 
 The reference code is array-namespace generic (``harness/reference/functions.py``), so this
 is the same code as the NumPy reference, not a second implementation: it checks the GPU
@@ -6,10 +7,16 @@ runner's own arithmetic (CUDA's exp/tanh, cuBLAS's summation order) and gives GP
 float64 baseline on the device. It must agree with the NumPy reference to 1e-12 whatever the
 case dtype (its inputs are the case's, already rounded to the case dtype; it computes in
 float64), hence its own tolerance.
+
+The backend is CuPy when it is installed (the ``gpu`` extra), else torch with CUDA (a GPU
+runner that has the torch CUDA build only); ``framework`` names the one it would use, so the
+pytest marker follows what is installed.
 """
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,30 +45,88 @@ def import_cupy() -> Any:
     return cupy
 
 
-class ReferenceCUDA(Adapter):
-    name = "reference-cuda"
-    title = "float64 reference on the GPU (same code on CuPy arrays)"
-    framework = "cupy"
-    device = "gpu"
-    capabilities = EVERYTHING
-    tolerances = {dtype: Tol(atol=1e-12, rtol=1e-12) for dtype in DTYPES}
+def import_torch_cuda() -> Any:
+    """torch with a CUDA device, else Unavailable."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise Unavailable(f"torch is not installed ({exc})") from None
+    if not torch.cuda.is_available():
+        build = ("a CPU-only build" if torch.version.cuda is None
+                 else f"built for CUDA {torch.version.cuda}")
+        raise Unavailable(f"no CUDA device visible to PyTorch (torch {torch.__version__}, {build})")
+    return torch
 
-    def check_available(self) -> None:
-        import_cupy()
 
-    def versions(self) -> dict[str, str]:
-        cupy = import_cupy()
-        props = cupy.cuda.runtime.getDeviceProperties(0)
-        name = props["name"]
+@dataclass(frozen=True)
+class Backend:
+    """Moving arrays to the device and back, and what to report about it."""
+
+    framework: str
+    to_device: Any  # float64 NumPy array -> device array
+    to_host: Any  # device array -> NumPy array
+    versions: Any  # () -> dict[str, str]
+
+
+def cupy_backend() -> Backend:
+    cupy = import_cupy()
+
+    def versions() -> dict[str, str]:
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
         return {"cupy": cupy.__version__,
                 "cuda_runtime": str(cupy.cuda.runtime.runtimeGetVersion()),
                 "gpu": name.decode() if isinstance(name, bytes) else str(name)}
 
+    return Backend("cupy", cupy.asarray, cupy.asnumpy, versions)
+
+
+def torch_backend() -> Backend:
+    torch = import_torch_cuda()
+
+    def versions() -> dict[str, str]:
+        return {"torch": torch.__version__, "cuda_runtime": str(torch.version.cuda),
+                "gpu": torch.cuda.get_device_name(0)}
+
+    return Backend("torch", lambda a: torch.from_numpy(a).to("cuda"),
+                   lambda a: a.detach().cpu().numpy(), versions)
+
+
+def backend() -> Backend:
+    """CuPy where installed, else torch with CUDA; Unavailable naming both reasons."""
+    try:
+        return cupy_backend()
+    except Unavailable as cupy_reason:
+        try:
+            return torch_backend()
+        except Unavailable as torch_reason:
+            raise Unavailable(f"{cupy_reason}; and {torch_reason}") from None
+
+
+class ReferenceCUDA(Adapter):
+    name = "reference-cuda"
+    title = "float64 reference on the GPU (same code on CuPy arrays or torch CUDA tensors)"
+    device = "gpu"
+    capabilities = EVERYTHING
+    tolerances = {dtype: Tol(atol=1e-12, rtol=1e-12) for dtype in DTYPES}
+
+    @property
+    def framework(self) -> str:  # type: ignore[override]
+        """``cupy`` where it is installed, else ``torch`` where it is (the pytest marker)."""
+        if importlib.util.find_spec("cupy") is None and importlib.util.find_spec("torch"):
+            return "torch"
+        return "cupy"
+
+    def check_available(self) -> None:
+        backend()
+
+    def versions(self) -> dict[str, str]:
+        return backend().versions()
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        cupy = import_cupy()
+        b = backend()
 
         def dev(a: np.ndarray | None) -> Any:
-            return None if a is None else cupy.asarray(np.asarray(a, dtype=np.float64))
+            return None if a is None else b.to_device(np.array(a, dtype=np.float64))
 
         canonical = Canonical({k: dev(v) for k, v in native.items()})
         on_gpu = Inputs(x=dev(inputs.x), h0=dev(inputs.h0), c0=dev(inputs.c0),
@@ -70,7 +135,7 @@ class ReferenceCUDA(Adapter):
         out = forward_backward(case, canonical, on_gpu, "float64")
 
         def host(a: Any) -> np.ndarray | None:
-            return None if a is None else cupy.asnumpy(a)
+            return None if a is None else b.to_host(a)
 
         grads = None
         if out.grads is not None:

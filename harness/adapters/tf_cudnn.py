@@ -43,6 +43,7 @@ import numpy as np
 
 from harness.adapters._tf import CUDNN_REASONS, import_tf_gpu, tf32_off, tf_versions
 from harness.adapters.base import Adapter, Capabilities
+from harness.attribution import CPU
 from harness.cudnn import (
     regions,
     scoped,
@@ -73,6 +74,7 @@ def tf_packer_works(tf: Any) -> bool:
 
 class TFCuDNN(Adapter):
     name = "tf-cudnn"
+    reruns = ((CPU, "keras"),)  # TF32 is off already: the same TF build on CPU
     title = "TF CudnnRNNV3 with CudnnRNNCanonicalToParamsV2 (GPU)"
     framework = "tensorflow"
     requires = ("tensorflow",)

@@ -24,6 +24,7 @@ import numpy as np
 
 from harness.adapters._torch import NN_REASONS, TorchRNN, import_torch
 from harness.adapters.base import Capabilities
+from harness.attribution import CPU, TF32_OFF
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case, Tol
@@ -69,6 +70,7 @@ def check_cuda_cudnn(torch: Any) -> None:
 
 class TorchCuDNN(TorchRNN):
     name = "torch-cudnn"
+    reruns = ((CPU, "torch-cpu"),)  # a divergence here: cuDNN's arithmetic or ours?
     title = "PyTorch nn.LSTM/nn.GRU on CUDA (cuDNN, TF32 off)"
     device = "gpu"
     torch_device = "cuda"
@@ -101,6 +103,7 @@ class TorchCuDNN(TorchRNN):
 
 class TorchCuDNNTF32(TorchCuDNN):
     name = "torch-cudnn-tf32"
+    reruns = ((TF32_OFF, "torch-cudnn"), (CPU, "torch-cpu"))
     title = "PyTorch nn.LSTM/nn.GRU on CUDA (cuDNN, TF32 allowed: PyTorch's default)"
     allow_tf32 = True
     capabilities = Capabilities(

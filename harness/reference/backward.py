@@ -49,10 +49,10 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
     D, O = case.num_directions, case.out_size
     h_shape = (case.num_layers * D, B, O)
     c_shape = (case.num_layers * D, B, case.hidden_size)
-    dh_n = inputs.dh_n if inputs.dh_n is not None else xp.zeros(h_shape)
+    dh_n = inputs.dh_n if inputs.dh_n is not None else xp.zeros(h_shape, dtype=inputs.x.dtype)
     dc_n = None
     if case.cell == "lstm":
-        dc_n = inputs.dc_n if inputs.dc_n is not None else xp.zeros(c_shape)
+        dc_n = inputs.dc_n if inputs.dc_n is not None else xp.zeros(c_shape, dtype=inputs.x.dtype)
 
     tapes: list[Tape] = []
     forward(case, canonical, inputs, prec, tapes)

@@ -5,9 +5,12 @@ the arithmetic of a framework in the case dtype (the noise floor): every element
 rounded to the dtype, every product accumulated the way frameworks' kernels do.
 
 The reference is array-namespace generic: every function takes its namespace from its input
-arrays (:func:`array_namespace`), so the same code runs on NumPy arrays (CPU) and on CuPy arrays
-(the ``reference-cuda`` adapter). Each activation returns a new array and writes nothing.
-Lower precisions are NumPy-only (ml_dtypes).
+arrays (:func:`array_namespace`), so the same code runs on NumPy arrays (CPU), on CuPy arrays
+and on torch tensors, CPU or CUDA (the ``reference-cuda`` adapter), through the operations of
+the array API standard (torch through ``array_api_compat``). The few operations whose spelling
+differs between NumPy and that standard (a transpose by axes, a contiguous copy, a cast) are
+the helpers below. Each activation returns a new array and writes nothing. Lower precisions (the
+noise floor) are NumPy-only (ml_dtypes).
 """
 
 from __future__ import annotations
@@ -23,22 +26,73 @@ import numpy as np
 from harness.dtypes import round_to
 
 Array = np.ndarray
-"""A NumPy or CuPy array (the reference uses only operations common to both)."""
+"""A NumPy or CuPy array or a torch tensor (the reference uses only operations common to all)."""
 Rounding = Callable[[Array], Array]
 """A function rounding an element-wise result (:meth:`Precision.round`)."""
 Activation = Callable[[Array], Array]
 
 
 def array_namespace(*arrays: object) -> ModuleType:
-    """``numpy``, or ``cupy`` when the arrays are CuPy arrays.
+    """``numpy`` itself for NumPy arrays (the fast path: no wrapper), ``cupy`` for CuPy arrays,
+    and ``array_api_compat``'s namespace for anything else (torch tensors, CPU or CUDA).
 
-    CuPy is never imported here: a caller holding CuPy arrays has imported it already, so a
-    missing ``sys.modules`` entry means NumPy (and costs one dict lookup on the NumPy path).
+    Neither CuPy nor torch is imported for NumPy arrays: a caller holding their arrays has
+    imported them already. Mixing kinds is an error (``array_api_compat`` raises TypeError).
     """
-    cupy = sys.modules.get("cupy")
-    if cupy is None:
+    if all(type(a) is np.ndarray for a in arrays):  # the CPU reference's every call
         return np
-    return cupy.get_array_module(*arrays)
+    kinds = {type(a).__module__.partition(".")[0] for a in arrays
+             if a is not None and not isinstance(a, np.ndarray | np.generic | float | int)}
+    if not kinds:
+        return np
+    if kinds == {"cupy"}:
+        return sys.modules["cupy"]
+    import array_api_compat
+
+    return array_api_compat.array_namespace(*arrays)
+
+
+def _numpy_like(a: Array) -> bool:
+    """NumPy or CuPy: the NumPy spelling of the helpers below works."""
+    return isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy")
+
+
+def permute(a: Array, axes: tuple[int, ...]) -> Array:
+    """``a`` with its axes in the order ``axes`` (a view; NumPy's ``transpose(axes)``)."""
+    return a.transpose(axes) if _numpy_like(a) else array_namespace(a).permute_dims(a, axes)
+
+
+def contiguous_transpose(a: Array) -> Array:
+    """The transpose of the 2-D ``a``, row-major in memory (BLAS streams it faster than a
+    transposed view)."""
+    if _numpy_like(a):
+        return array_namespace(a).ascontiguousarray(a.T)
+    return a.T.contiguous()  # torch: the array API has no layout control
+
+
+def copy(a: Array) -> Array:
+    """A copy of ``a`` that shares no memory with it."""
+    return a.copy() if _numpy_like(a) else array_namespace(a).asarray(a, copy=True)
+
+
+def as_float(mask: Array, like: Array) -> Array:
+    """A boolean mask as 0.0 / 1.0 in ``like``'s dtype (torch would make bool × float a float32
+    tensor: the default dtype, not the operand's)."""
+    if _numpy_like(mask):
+        return mask.astype(like.dtype)
+    return array_namespace(like).astype(mask, like.dtype)
+
+
+def on_device_of(like: Array, a: np.ndarray) -> Array:
+    """The NumPy array ``a`` (e.g. sequence lengths) as an array of ``like``'s kind and device."""
+    if isinstance(like, np.ndarray):
+        return np.asarray(a)
+    xp = array_namespace(like)
+    if type(like).__module__.startswith("cupy"):
+        return xp.asarray(a)  # CuPy: the current device
+    import array_api_compat
+
+    return xp.asarray(a, device=array_api_compat.device(like))
 
 
 @dataclass(frozen=True)
@@ -86,7 +140,8 @@ def sigmoid(x: Array) -> Array:
     warning for that is silenced.
     """
     xp = array_namespace(x)
-    with np.errstate(over="ignore") if xp is np else contextlib.nullcontext():  # CuPy: no warning
+    # only NumPy warns (CuPy and torch return inf silently)
+    with np.errstate(over="ignore") if xp is np else contextlib.nullcontext():
         e = xp.exp(-x)
     return 1.0 / (1.0 + e)
 

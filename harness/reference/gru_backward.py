@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.reference.functions import FLOAT64, Precision, array_namespace
+from harness.reference.functions import FLOAT64, Precision, array_namespace, copy
 from harness.reference.lstm_backward import gate_derivative, gate_kinks
 from harness.reference.tape import Tape
 from harness.spec import Case
@@ -106,13 +106,13 @@ def gru_backward(
     dN2 = xp.stack(dN[::-1], axis=1).reshape(B * T, H)
     h_prev = tape.over_time("h_prev").reshape(B * T, H)
     dW = mm(dA2.T, tape.x.reshape(B * T, -1))
-    dbW = q(dA2.sum(axis=0))
+    dbW = q(xp.sum(dA2, axis=0))
     dR_rz = mm(dA2[:, :2 * H].T, h_prev)
     # R_n multiplies h (reset_after) or u = r ⊙ h (reset_before)
     n_input = h_prev if case.reset_after else tape.over_time("u").reshape(B * T, H)
     grads = {
         "R_r": dR_rz[:H], "R_z": dR_rz[H:], "R_n": mm(dN2.T, n_input),
-        "bR_r": dbW[:H].copy(), "bR_z": dbW[H:2 * H].copy(), "bR_n": q(dN2.sum(axis=0)),
+        "bR_r": copy(dbW[:H]), "bR_z": copy(dbW[H:2 * H]), "bR_n": q(xp.sum(dN2, axis=0)),
     }
     for k, gate in enumerate(GATES):
         rows = slice(k * H, (k + 1) * H)

@@ -14,7 +14,7 @@ import numpy as np
 
 from harness.data import Inputs, Outputs
 from harness.params import Canonical
-from harness.reference.functions import FLOAT64, Array, Precision, array_namespace
+from harness.reference.functions import FLOAT64, Array, Precision, array_namespace, on_device_of
 from harness.reference.gru import gru_direction
 from harness.reference.lstm import lstm_direction
 from harness.reference.tape import Tape
@@ -41,10 +41,10 @@ def reading_order(inputs: Inputs) -> tuple[Array, Callable[[Array, int], Array]]
     results back to input time order."""
     xp = array_namespace(inputs.x)
     B, T, _ = inputs.x.shape
-    lengths = xp.asarray(inputs.lengths)
+    lengths = on_device_of(inputs.x, inputs.lengths)
     valid = xp.arange(T)[None, :] < lengths[:, None]
     if bool(valid.all()):  # every sequence runs all T steps: reversing is a flip (a view)
-        return valid, lambda a, d: a if d == 0 else a[:, ::-1]
+        return valid, lambda a, d: a if d == 0 else xp.flip(a, axis=1)
     rows, rev = xp.arange(B)[:, None], reversal_index(lengths, T)
     return valid, lambda a, d: a if d == 0 else a[rows, rev]
 

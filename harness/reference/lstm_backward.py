@@ -39,7 +39,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.reference.functions import FLOAT64, Precision, Rounding, array_namespace
+from harness.reference.functions import (
+    FLOAT64,
+    Precision,
+    Rounding,
+    array_namespace,
+    as_float,
+    copy,
+)
 from harness.reference.tape import Tape
 from harness.spec import Case
 
@@ -52,12 +59,12 @@ def _sigmoid_derivative(a: np.ndarray, s: np.ndarray, q: Rounding) -> np.ndarray
 
 def _hard_sigmoid_tf_keras_derivative(a: np.ndarray, s: np.ndarray, q: Rounding) -> np.ndarray:
     # clip_by_value(0.2 a + 0.5, 0, 1): TF's clip gradient passes at the edges (|a| <= 2.5)
-    return 0.2 * (array_namespace(a).abs(a) <= 2.5)
+    return 0.2 * as_float(array_namespace(a).abs(a) <= 2.5, a)
 
 
 def _hard_sigmoid_keras3_derivative(a: np.ndarray, s: np.ndarray, q: Rounding) -> np.ndarray:
     # relu6(a + 3) / 6: TF's Relu6Grad (and torch's hardsigmoid) are zero at the edges
-    return (array_namespace(a).abs(a) < 3.0) / 6.0
+    return as_float(array_namespace(a).abs(a) < 3.0, a) / 6.0
 
 
 # σ'(a) from the (gate-clipped) pre-activation a and the activation s = σ(a)
@@ -192,19 +199,19 @@ def lstm_backward(
     dA2 = dA.reshape(B * T, 4 * H)
     dW = mm(dA2.T, tape.x.reshape(B * T, -1))
     dR = mm(dA2.T, tape.over_time("h_prev").reshape(B * T, -1))
-    db = q(dA2.sum(axis=0))
+    db = q(xp.sum(dA2, axis=0))
     grads: dict[str, np.ndarray] = {}
     for k, gate in enumerate(GATES):
         rows = slice(k * H, (k + 1) * H)
         grads[f"W_{gate}"] = dW[rows]
         grads[f"R_{gate}"] = dR[rows]
         grads[f"bW_{gate}"] = db[rows]
-        grads[f"bR_{gate}"] = db[rows].copy()  # b = bW + bR: the same gradient
+        grads[f"bR_{gate}"] = copy(db[rows])  # b = bW + bR: the same gradient
     if case.peepholes:
         c_prev, c = tape.over_time("c_prev"), tape.over_time("c")
-        grads["p_i"] = q((q(dA[..., :H] * c_prev)).sum(axis=(0, 1)))
-        grads["p_f"] = q((q(dA[..., H:2 * H] * c_prev)).sum(axis=(0, 1)))
-        grads["p_o"] = q((q(dA[..., 3 * H:] * c)).sum(axis=(0, 1)))
+        grads["p_i"] = q(xp.sum(q(dA[..., :H] * c_prev), axis=(0, 1)))
+        grads["p_f"] = q(xp.sum(q(dA[..., H:2 * H] * c_prev), axis=(0, 1)))
+        grads["p_o"] = q(xp.sum(q(dA[..., 3 * H:] * c), axis=(0, 1)))
     if case.proj_size:
         dH_raw = xp.stack(dH_raw[::-1], axis=1)  # [B, T, P]
         grads["Wp"] = mm(dH_raw.reshape(B * T, -1).T, tape.over_time("m").reshape(B * T, H))

@@ -67,7 +67,9 @@ def run_json(result) -> str:
                   for c in result.cases},
         "case_errors": dict(result.case_errors),
         "pairs": [{"case": p.case, "adapter": p.adapter, "status": p.status,
-                   "seconds": round(p.seconds, 4), "reason": p.reason} for p in result.pairs],
+                   "seconds": round(p.seconds, 4), "reason": p.reason,
+                   **({"attribution": p.attribution} if getattr(p, "attribution", "") else {})}
+                  for p in result.pairs],
         "seconds": round(result.seconds, 3),
         "jobs": getattr(result, "jobs", 1),
     }

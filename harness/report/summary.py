@@ -111,6 +111,7 @@ def pair_row(p, gradients: bool = False, dtype: str | None = None) -> list[str]:
     reason = p.reason
     if not reason and p.status == compare.DIVERGED:
         reason = diverged_reason(first)
+    reason = "; ".join(t for t in (reason, getattr(p, "attribution", "")) if t)
     return row + [f"{p.seconds:.3f}", reason]
 
 
