@@ -284,6 +284,9 @@ def keras_model(case: Case, native: dict[str, np.ndarray]):
     """A Keras 3 Sequential: Input((None, I)) and one LSTM/GRU layer per case layer
     (``Bidirectional`` for two directions, ``go_backwards`` for reverse), weights set from the
     ``keras`` layout's tensors."""
+    from harness.adapters._tf import import_tf
+
+    import_tf()  # TensorFlow first, without its C++ start-up lines: Keras imports it
     import keras
 
     from harness.adapters.keras3 import ACTIVATIONS
