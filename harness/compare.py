@@ -115,10 +115,17 @@ def within(tol_ratio: Ratios, floor_ratio: Ratios | None = None,
     atol + rtol·|r| (``tol_ratio`` ≤ 1), or, given a ``floor_factor`` k (a lower-precision
     case: :func:`tolerance_for`), at most k x the noise floor (``floor_ratio`` ≤ k). A NaN
     ratio is not within."""
-    ok = np.asarray(tol_ratio, dtype=np.float64) <= 1.0
+    return effective_ratio(tol_ratio, floor_ratio, floor_factor) <= 1.0
+
+
+def effective_ratio(tol_ratio: Ratios, floor_ratio: Ratios | None = None,
+                    floor_factor: float | None = None) -> np.ndarray:
+    """The error as a multiple of what :func:`within` allows: ``tol_ratio``, or the smaller of
+    it and ``floor_ratio / k`` where the noise-floor rule applies (NaN only where both are)."""
+    ratio = np.asarray(tol_ratio, dtype=np.float64)
     if floor_factor is None or floor_ratio is None:
-        return ok
-    return ok | (np.asarray(floor_ratio, dtype=np.float64) <= floor_factor)
+        return ratio
+    return np.fmin(ratio, np.asarray(floor_ratio, dtype=np.float64) / floor_factor)
 
 
 def verdict(tol_ratio: Ratios, floor_ratio: Ratios | None = None,

@@ -306,3 +306,26 @@ def test_far_misses_are_not_shown_as_near_misses(tmp_path: Path) -> None:
     assert dx.best is None and "Nothing reproduces the outputs" in text
     assert all(f.score.worst <= 10 for f in dx.closest)
     assert "Closest hypotheses" not in text
+
+
+def test_a_correct_float32_framework_on_trained_like_weights_is_reproduced(tmp_path):
+    """onnxruntime on the bundled trained-like weights is 2e-5 from float64, beyond atol but a
+    few noise floors: the doctor reads it as the claimed layout reproducing the outputs, by the
+    same rule as the run's verdict, not as a mismatch to explain."""
+    pytest.importorskip("onnxruntime")
+    import shutil
+
+    from harness.cli import main as cli_main
+    from harness.doctor import doctor_file
+
+    root = Path(__file__).resolve().parents[1] / "cases" / "trained-like"
+    for name in ("trained-like.yaml", "weights.npz"):
+        shutil.copy(root / name, tmp_path / name)
+    onnx_weights = tmp_path / "onnx.npz"
+    assert cli_main(["convert", "--case", str(tmp_path / "trained-like.yaml"), "--from",
+                     "torch", "--to", "onnx", str(tmp_path / "weights.npz"),
+                     str(onnx_weights)]) == 0
+    text, code = doctor_file(str(tmp_path / "trained-like.yaml"), str(onnx_weights), "onnx",
+                             adapter="onnxruntime", budget_s=20)
+    assert code == 0, text
+    assert "reproduces the expected outputs at every step" in text
