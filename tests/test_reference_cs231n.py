@@ -2,8 +2,8 @@
 
 Source: the cs231n 2016 winter assignment 3 notebook (Stanford CS231n,
 ``assignment3/LSTM_Captioning.ipynb``, "LSTM: step forward" and "LSTM: forward" cells). The
-inputs are built
-with ``np.linspace`` exactly as in the notebook, and the expected arrays are copied verbatim.
+inputs are built with ``np.linspace`` exactly as in the notebook, and the expected arrays are
+copied verbatim.
 
 cs231n layout (docs/layouts.md, cs231n): ``a = x @ Wx + h @ Wh + b`` with ``Wx [D, 4H]``,
 ``Wh [H, 4H]``, ``b [4H]`` and gate blocks **i, f, o, g** along the columns. The mapping to
