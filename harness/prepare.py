@@ -13,7 +13,7 @@ import numpy as np
 from harness import data, params, reference
 from harness.cases import field_line
 from harness.data import Inputs, Outputs, state_shapes
-from harness.dtypes import native_numpy, round_to
+from harness.dtypes import FORMATS, native_numpy, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
 from harness.layouts import get_layout
 from harness.npz import load_npz
@@ -147,10 +147,41 @@ def with_file_context(case: Case, key: str, load: Callable[[], object]) -> objec
 
 # Loading -------------------------------------------------------------------------------------
 
+def _largest(dtype: str) -> float:
+    return float(np.finfo(native_numpy(dtype) if dtype != "bfloat16" else
+                          FORMATS["bfloat16"].numpy).max)
+
+
+def check_finite(case: Case, key: str, tensors: dict[str, np.ndarray],
+                 originals: dict[str, np.ndarray] | None = None) -> None:
+    """Refuse weights or inputs that are not finite in the case dtype (bad input: a value that
+    overflows the case dtype becomes inf, and every result computed from it is meaningless).
+    ``tensors``: rounded to the case dtype; ``originals``: the values before rounding (a file's),
+    for the message."""
+    spec = getattr(case, key)
+    for name, a in tensors.items():
+        if np.isfinite(a).all():
+            continue
+        largest = f"largest finite {case.dtype}: {_largest(case.dtype):.5g}"
+        if isinstance(spec, TensorFile):
+            src = np.asarray((originals or tensors)[name], dtype=np.float64)
+            finite = np.abs(src[np.isfinite(src)])
+            biggest = f"{finite.max():.3g}" if finite.size else "inf"
+            raise WeightsError(f"values up to {biggest} overflow the case dtype ({largest})",
+                               file=case.resolve(spec.file), field=name)
+        scale = getattr(spec, "scale", None)
+        raise WeightsError(f"{key} drawn with scale {scale:g} overflow the case dtype "
+                           f"({largest}, in {name})", file=case.source, field=f"{key}.scale",
+                           line=field_line(case.source, (key, "scale")))
+
+
 def load_weights(case: Case, limit: int | None = None) -> Canonical:
     """Canonical parameters from the case: generated from the seed, or read from a native file."""
     if not isinstance(case.weights, TensorFile):
-        return params.generate(case)
+        with np.errstate(over="ignore"):  # overflow is refused just below, as one line
+            canonical = params.generate(case)
+        check_finite(case, "weights", canonical.tensors)
+        return canonical
     path = case.resolve(case.weights.file)
     layout = get_layout(case.weights.layout)
     if case.cell not in layout.cells:
@@ -158,13 +189,20 @@ def load_weights(case: Case, limit: int | None = None) -> Canonical:
                            field="weights.layout")
     native = load_npz(path, what="weights", max_bytes=max_memory() if limit is None else limit)
     canonical = layout.from_native(native, case, file=str(path))
-    return Canonical({k: round_to(v, case.dtype) for k, v in canonical.tensors.items()})
+    with np.errstate(over="ignore"):
+        rounded = {k: round_to(v, case.dtype) for k, v in canonical.tensors.items()}
+    check_finite(case, "weights", rounded, canonical.tensors)
+    return Canonical(rounded)
 
 
 def load_inputs(case: Case, limit: int | None = None) -> Inputs:
     """Inputs from the case: generated from the seed, or read from ``inputs.file``."""
     if not isinstance(case.inputs, TensorFile):
-        return data.generate(case)
+        with np.errstate(over="ignore"):
+            generated = data.generate(case)
+        check_finite(case, "inputs", {k: v for k, v in vars(generated).items()
+                                      if isinstance(v, np.ndarray) and k != "seq_lengths"})
+        return generated
     path = case.resolve(case.inputs.file)
     arrays = load_npz(path, what="inputs", max_bytes=max_memory() if limit is None else limit)
     h_shape, c_shape = state_shapes(case)
@@ -192,7 +230,9 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
                                field=name)
         if not np.issubdtype(a.dtype, np.floating) or not np.isfinite(a).all():
             raise WeightsError("expected finite floating-point values", file=path, field=name)
-        got[name] = round_to(a, case.dtype)
+        with np.errstate(over="ignore"):
+            got[name] = round_to(a, case.dtype)
+        check_finite(case, "inputs", {name: got[name]}, {name: a})
     lengths = arrays.get("seq_lengths")
     if lengths is not None:
         if lengths.shape != (case.batch,) or not np.issubdtype(lengths.dtype, np.integer):
@@ -208,6 +248,21 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
     return data.with_upstream(case, inputs) if case.gradients else inputs
 
 
+def _check_reference(case: Case, canonical: Canonical, out: Outputs, what: str) -> None:
+    """A reference or noise floor that is not finite compares nothing (NaN matches nothing, and
+    a pair would be judged against garbage): an error of the case, never a pass of any pair."""
+    named = out.named()
+    if out.grads is not None:
+        named |= out.grads.named()
+    bad = [k for k, v in named.items() if not np.isfinite(v).all()]
+    if not bad:
+        return
+    biggest = max(float(np.abs(t).max(initial=0.0)) for t in canonical.tensors.values())
+    raise CaseError(f"{what} overflows ({', '.join(bad)} not finite): weights up to "
+                    f"{biggest:.3g} in a {case.dtype} case; make the weights or inputs smaller",
+                    file=case.source, field="weights")
+
+
 def prepare(case: Case, limit: int | None = None) -> Prepared:
     """Canonical parameters, inputs, the reference and the noise floor of one case: what every
     adapter of the case shares. The float64 reference is computed once; in a float64 case it is
@@ -217,6 +272,18 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
     canonical = with_file_context(case, "weights", lambda: load_weights(case, limit))
     inputs = with_file_context(case, "inputs", lambda: load_inputs(case, limit))
     computing = time.perf_counter()
+    # overflow in the reference is refused below, as an error of the case, not a warning
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref, floor, reference_seconds, floor_seconds = _reference_and_floor(case, canonical,
+                                                                            inputs, computing)
+    _check_reference(case, canonical, ref, "the float64 reference")
+    _check_reference(case, canonical, floor, f"the {case.dtype} noise floor")
+    return Prepared(case, canonical, inputs, ref, floor, time.perf_counter() - start,
+                    reference_seconds, floor_seconds)
+
+
+def _reference_and_floor(case: Case, canonical: Canonical, inputs: Inputs, computing: float
+                         ) -> tuple[Outputs, Outputs, float, float]:
     ref = reference.run(case, canonical, inputs)
     if case.gradients:
         ref.grads = reference.gradients(case, canonical, inputs)
@@ -229,5 +296,4 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
         if case.gradients:
             floor.grads = reference.gradients(case, canonical, inputs, dtype=case.dtype)
         floor_seconds = time.perf_counter() - computing
-    return Prepared(case, canonical, inputs, ref, floor, time.perf_counter() - start,
-                    reference_seconds, floor_seconds)
+    return ref, floor, reference_seconds, floor_seconds

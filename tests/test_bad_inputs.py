@@ -249,3 +249,57 @@ def test_npz_over_the_memory_limit_is_refused_from_its_headers(tmp_path):
     assert load_npz(path, max_bytes=8000)["a"].shape == (1000,)
     with pytest.raises(WeightsError, match="more than the memory limit"):
         load_npz(path, max_bytes=7999)
+
+
+# Nothing green that tested nothing --------------------------------------------------------------
+
+def _torch_lstm_npz(path: Path, I: int, H: int, value: float) -> None:
+    rng = np.random.default_rng(0)
+    np.savez(path, weight_ih_l0=rng.uniform(-1, 1, (4 * H, I)) * value,
+             weight_hh_l0=rng.uniform(-1, 1, (4 * H, H)), bias_ih_l0=np.zeros(4 * H),
+             bias_hh_l0=np.zeros(4 * H))
+
+
+def test_weights_that_overflow_the_case_dtype_are_bad_input(tmp_path, capsys):
+    _torch_lstm_npz(tmp_path / "w.npz", 3, 4, 1e5)
+    case = tmp_path / "c.yaml"
+    case.write_text("name: f16\ncell: lstm\ninput_size: 3\nhidden_size: 4\ndtype: float16\n"
+                    "weights: {file: w.npz, layout: torch}\n")
+    code, err, out = run_cli([str(case), "--out", str(tmp_path / "r"), "--adapters",
+                              "reference,onnxruntime"], capsys)
+    assert code == 2 and len(err) == 1, err
+    assert "w.npz" in err[0] and "overflow" in err[0] and "float16" in err[0], err[0]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("key", ["weights", "inputs"])
+def test_a_generated_scale_that_overflows_is_bad_input(key, tmp_path, capsys):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD + f"{key}: {{scale: 1.0e300}}\n")
+    code, err, _ = run_cli([str(case), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1, err
+    assert f"c.yaml:7: {key}.scale:" in err[0] and "overflow" in err[0], err[0]
+
+
+def test_a_non_finite_reference_is_an_error_of_the_case(tmp_path, capsys):
+    # W x = +inf and R h0 = -inf in float64: the gate pre-activation is NaN
+    I = H = 2
+    w = {}
+    for g in "ifgo":
+        w[f"layer0/forward/W_{g}"] = np.full((H, I), 1e308)
+        w[f"layer0/forward/R_{g}"] = np.full((H, H), -1e308)
+        w[f"layer0/forward/bW_{g}"] = np.zeros(H)
+        w[f"layer0/forward/bR_{g}"] = np.zeros(H)
+    np.savez(tmp_path / "w.npz", **w)
+    np.savez(tmp_path / "x.npz", x=np.ones((1, 2, I)), h0=np.ones((1, 1, H)),
+             c0=np.zeros((1, 1, H)))
+    case = tmp_path / "c.yaml"
+    case.write_text("name: nan\ncell: lstm\ninput_size: 2\nhidden_size: 2\nbatch: 1\n"
+                    "seq_len: 2\ndtype: float64\nweights: {file: w.npz, layout: canonical}\n"
+                    "inputs: {file: x.npz}\n")
+    code, err, out = run_cli([str(case), "--out", str(tmp_path / "r"), "--adapters",
+                              "reference,torch-cpu", "--quiet"], capsys)
+    assert code == 1, (code, err, out)
+    assert "pass" not in out and "error" in out, out
+    report = tmp_path / "r"
+    assert "float64 reference overflows" in (report / "run.json").read_text()
