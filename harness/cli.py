@@ -25,7 +25,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cases = case_files.discover(args.cases or ["cases"])
     if not cases:
         raise HarnessError("no case files found", file=",".join(args.cases or ["cases"]))
-    names = [n.strip() for n in args.adapters.split(",")] if args.adapters else None
+    names = [n.strip() for n in args.adapters.split(",")] if args.adapters is not None else None
+    _check_adapter_names(names)
     chosen = registry.select(names, args.device)
     shard = parse_shard(args.shard) if args.shard is not None else None
     jobs = _jobs(args.jobs)
@@ -47,7 +48,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f"; report in {out}/ ({result.seconds:.1f} s)")
-    return 1 if result.failed else 0
+    if result.failed:
+        return 1
+    if shard is None and not _compared_anything(result.pairs):
+        return 1
+    return 0
+
+
+def _check_adapter_names(names: list[str] | None) -> None:
+    """--adapters: no empty names, no name twice (it would run and report the pairs twice)."""
+    if names is None:
+        return
+    if not all(names):
+        raise HarnessError(f"expected comma-separated adapter names, got {','.join(names)!r}",
+                           field="--adapters")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise HarnessError(f"{', '.join(twice)} named more than once", field="--adapters")
+
+
+def _compared_anything(pairs: list) -> bool:
+    """A run in which no pair compared anything (every pair a baseline, not applicable or
+    unavailable, or no pair at all) tested nothing: it says so and exits 1, never 0."""
+    from harness.compare import DIVERGED, PASS
+
+    if any(p.status in (PASS, DIVERGED) for p in pairs):
+        return True
+    statuses = sorted({p.status for p in pairs})
+    print(f"rnn-harness: nothing was compared: {len(pairs)} pair(s)"
+          + (f", all {' or '.join(statuses)}" if statuses else "")
+          + "; choose adapters (--adapters, --device, the cases' adapters/exclude) that can run "
+            "here", file=sys.stderr)
+    return False
 
 
 def _jobs(value: int) -> int:
@@ -155,9 +187,16 @@ def _cmd_layouts(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    import math
+
     from harness.diff import diff_markdown, diff_reports, load_report
     from harness.npz import write_text
 
+    if not (math.isfinite(args.factor) and args.factor > 1):
+        raise HarnessError(f"expected a finite number > 1, got {args.factor:g}", field="--factor")
+    if not (math.isfinite(args.ignore_below) and args.ignore_below >= 0):
+        raise HarnessError(f"expected a finite number >= 0, got {args.ignore_below:g}",
+                           field="--ignore-below")
     d = diff_reports(load_report(args.old), load_report(args.new), args.factor, args.ignore_below)
     text = diff_markdown(d)
     print(text, end="")

@@ -78,7 +78,9 @@ class RunResult:
 
 def selected_by_case(case: Case, adapter: Adapter) -> bool:
     wanted = set(case.adapters)
-    return ("all" in wanted or adapter.name in wanted) and adapter.name not in case.exclude
+    unwanted = set(case.exclude)  # `exclude: [all]` excludes every adapter
+    return (("all" in wanted or adapter.name in wanted)
+            and "all" not in unwanted and adapter.name not in unwanted)
 
 
 def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | None = None

@@ -199,7 +199,7 @@ def test_memory_limit_option_and_environment(tmp_path, capsys, monkeypatch):
     code, err, _ = run_cli([str(case), "--out", str(out), "--quiet"], capsys)
     assert code == 2 and "more than the memory limit" in err[0]
     code, err, _ = run_cli([str(case), "--out", str(out), "--quiet", "--max-memory", "1MiB",
-                            "--adapters", "reference"], capsys)
+                            "--adapters", "reference,noise-floor"], capsys)
     assert code == 0, err  # the option wins over the environment
     monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "plenty")
     code, err, _ = run_cli([str(case), "--out", str(out), "--quiet"], capsys)
@@ -303,3 +303,46 @@ def test_a_non_finite_reference_is_an_error_of_the_case(tmp_path, capsys):
     assert "pass" not in out and "error" in out, out
     report = tmp_path / "r"
     assert "float64 reference overflows" in (report / "run.json").read_text()
+
+
+def _case(tmp_path: Path, extra: str = "") -> Path:
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD + extra)
+    return case
+
+
+@pytest.mark.parametrize("args, extra", [
+    (["--device", "cpu", "--adapters", "torch-cudnn"], ""),
+    (["--adapters", "reference"], ""),
+    (["--adapters", "reference,torch-cpu"], "adapters: []\n"),
+    (["--adapters", "reference,torch-cpu"], "exclude: [all]\n"),
+])
+def test_a_run_that_compares_nothing_exits_1(args, extra, tmp_path, capsys):
+    code, err, out = run_cli([str(_case(tmp_path, extra)), "--out", str(tmp_path / "r"),
+                              "--quiet", *args], capsys)
+    assert code == 1, (code, err, out)
+    assert len(err) == 1 and "nothing was compared" in err[0], err
+
+
+def test_exclude_all_excludes_every_adapter(tmp_path, capsys):
+    run_cli([str(_case(tmp_path, "exclude: [all]\n")), "--out", str(tmp_path / "r"), "--quiet",
+             "--adapters", "reference,torch-cpu"], capsys)
+    text = (tmp_path / "r" / "run.json").read_text()
+    assert text.count("not selected by the case") == 2
+
+
+@pytest.mark.parametrize("value", ["torch-cpu,torch-cpu", "reference,,torch-cpu", ""])
+def test_duplicate_or_empty_adapter_names_are_refused(value, tmp_path, capsys):
+    code, err, _ = run_cli([str(_case(tmp_path)), "--out", str(tmp_path / "r"),
+                            "--adapters", value], capsys)
+    assert code == 2 and len(err) == 1 and "--adapters" in err[0], err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("option, value", [("--factor", "nan"), ("--factor", "1"),
+                                           ("--factor", "inf"), ("--factor", "-3"),
+                                           ("--ignore-below", "nan")])
+def test_diff_refuses_a_factor_that_cannot_find_a_regression(option, value, tmp_path, capsys):
+    code = main(["diff", str(tmp_path / "a"), str(tmp_path / "b"), option, value])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and option in err[0], err
