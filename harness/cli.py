@@ -20,6 +20,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness import cases as case_files
     from harness import prepare, runner
     from harness.report import write_report
+    from harness.report.folder import check_writable
     from harness.shard import parse_shard
 
     cases = case_files.discover(args.cases or ["cases"])
@@ -34,6 +35,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise HarnessError(f"expected seconds >= 0 (0: no limit), got {args.timeout:g}",
                            field="--timeout")
     limit = prepare.max_memory(args.max_memory)
+    check_writable(args.out)  # before the run, not after it
     for case in cases:  # bad input is exit 2 before anything runs, not an error row later
         prepare.check(case, limit)
     progress = None if args.quiet else runner.plain_progress
@@ -370,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rnn-harness: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a path that cannot be written (read-only, under a file, disk full)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"rnn-harness: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -52,6 +53,8 @@ def parse_size(text: str | int, *, what: str = "--max-memory") -> int:
             raise HarnessError(f"expected a size like 4GiB, 512MiB or 1000000000, got {text!r}",
                                field=what)
         value, unit = float(m.group(1)), m.group(2)
+    if not math.isfinite(value * _UNITS[unit]):
+        raise HarnessError(f"expected a finite size, got {text!r}", field=what)
     size = int(value * _UNITS[unit])
     if size <= 0:
         raise HarnessError(f"expected a positive size, got {text!r}", field=what)

@@ -21,12 +21,21 @@ def _not_bool(value: Any) -> Any:
     return value
 
 
+def _int(value: Any) -> Any:
+    # strict: a YAML integer only; pydantic would take "4" (a string) and 4.0 as 4
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {type(value).__name__} {value!r}"[:200])
+    if value.bit_length() > 62:
+        raise ValueError(f"expected an integer below 2**62, got one of {len(str(value))} digits")
+    return value
+
+
 # (constraints before the validator, or the JSON Schema loses them)
 Float = Annotated[float, BeforeValidator(_not_bool)]
 PositiveFloat = Annotated[float, Field(gt=0), BeforeValidator(_not_bool)]
 NonNegativeFloat = Annotated[float, Field(ge=0), BeforeValidator(_not_bool)]
-PositiveInt = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
-NonNegativeInt = Annotated[int, Field(ge=0), BeforeValidator(_not_bool)]
+PositiveInt = Annotated[int, Field(ge=1), BeforeValidator(_int)]
+NonNegativeInt = Annotated[int, Field(ge=0), BeforeValidator(_int)]
 
 
 class FieldError(ValueError):

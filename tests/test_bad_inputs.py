@@ -346,3 +346,78 @@ def test_diff_refuses_a_factor_that_cannot_find_a_regression(option, value, tmp_
     code = main(["diff", str(tmp_path / "a"), str(tmp_path / "b"), option, value])
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and len(err) == 1 and option in err[0], err
+
+
+# Report folders that cannot be written: refused before anything runs -----------------------------
+
+def _bad_outs(tmp_path: Path) -> list[str]:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    notreport = tmp_path / "mine"
+    notreport.mkdir()
+    (notreport / "thesis.tex").write_text("x")
+    outs = [str(afile), str(afile / "sub"), "", str(notreport), "/proc/rnn-harness-x",
+            "/sys/rnn-harness-x"]
+    if os.geteuid() != 0:  # root writes anywhere
+        outs.append(str(readonly / "r"))
+    return outs
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_running(tmp_path, capsys):
+    case = _case(tmp_path)
+    for out in _bad_outs(tmp_path):
+        code, err, stdout = run_cli([str(case), "--out", out, "--adapters",
+                                     "reference,noise-floor", "--quiet"], capsys)
+        assert code == 2 and len(err) == 1 and "--out" in err[0], (out, err)
+        assert stdout == "", out
+    assert (tmp_path / "mine" / "thesis.tex").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["schema", "-o", "{f}/x.json"], ["schema", "-o", "/proc/rnn-harness-x.json"],
+    ["merge", "{f}/m", "{r}"], ["merge", "", "{r}"],
+    ["diff", "{r}", "{r}", "--out", "{f}/d.md"],
+])
+def test_writing_into_a_bad_path_is_one_line(argv, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    report = tmp_path / "report"
+    assert main(["run", str(_case(tmp_path)), "--out", str(report), "--quiet", "--adapters",
+                 "reference,noise-floor"]) == 0
+    capsys.readouterr()
+    code = main([a.format(f=afile, r=report) for a in argv])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("rnn-harness: error: "), err
+
+
+@pytest.mark.parametrize("text, words", [
+    ('input_size: "4"\n', "expected an integer, got str"),
+    ("input_size: 4.0\n", "expected an integer, got float"),
+    ("input_size: 017\n", "leading 0"),
+    ("input_size: 1" + "0" * 400 + "\n", "expected an integer below 2**62"),
+])
+def test_integers_are_yaml_integers_written_plainly(text, words, tmp_path, capsys):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD.replace("input_size: 2\n", text))
+    code, err, _ = run_cli([str(case), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and words in err[0] and "c.yaml:3" in err[0], err
+
+
+def test_max_memory_must_be_finite(tmp_path, capsys):
+    code, err, _ = run_cli([str(_case(tmp_path)), "--out", str(tmp_path / "r"),
+                            "--max-memory", "1e999"], capsys)
+    assert code == 2 and len(err) == 1 and "--max-memory" in err[0], err
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+def test_an_endless_case_file_is_read_only_up_to_the_limit(tmp_path, capsys):
+    code, err, _ = run_cli(["/dev/zero", "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and "more than the" in err[0], err
+    sparse = tmp_path / "big.yaml"
+    with open(sparse, "wb") as f:  # 2 GB, no disk used
+        f.truncate(2 * 10**9)
+    code, err, _ = run_cli([str(sparse), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and "more than the" in err[0], err

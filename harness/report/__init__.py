@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.npz import write_text
+from harness.report.folder import report_errors, staged
 from harness.report.html import html_report
 from harness.report.layouts_md import layouts_markdown
 from harness.report.outputs import save_outputs
@@ -17,9 +18,15 @@ def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
                  plots: str = "failed") -> Path:
     """Write divergence.csv, summary.md, layouts.md, run.json, index.html with its plots (those
     of the pairs that did not pass; ``plots`` "all": every pair's, "none": none) and outputs/,
-    atomically per file."""
+    as a whole: into a hidden folder beside ``out`` that replaces it once complete
+    (:mod:`harness.report.folder`). Returns ``out``."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with report_errors(out), staged(out) as partial:
+        _write(result, partial, outputs=outputs, plots=plots)
+    return out
+
+
+def _write(result: RunResult, out: Path, *, outputs: bool, plots: str) -> None:
     write_text(out / "divergence.csv", result.divergence.to_csv(index=False, float_format="%.6g"))
     write_text(out / "summary.md", summary_markdown(result))
     write_text(out / "layouts.md", layouts_markdown(result))
@@ -31,4 +38,3 @@ def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
     write_text(out / "index.html", html_report(result, out, plots))
     if outputs:
         save_outputs(result, out / "outputs")
-    return out
