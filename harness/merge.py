@@ -30,7 +30,8 @@ from pydantic import ValidationError
 
 from harness.adapters import ADAPTERS, Adapter
 from harness.cases import load_cases
-from harness.diff import report_files
+from harness.compare import METRICS
+from harness.diff import check_numeric, check_run_doc, report_files
 from harness.errors import HarnessError
 from harness.npz import write_text
 from harness.report.folder import check_writable, report_errors, staged
@@ -80,7 +81,8 @@ def _read_errors(path: Path) -> dict[str, str]:
     """errors.log as written by harness.report.write_report: ``== case::adapter`` sections."""
     if not path.is_file():
         return {}
-    parts = re.split(r"(?m)^== (.+)\n", path.read_text())
+    # tracebacks from anywhere: undecodable bytes are shown, not fatal
+    parts = re.split(r"(?m)^== (.+)\n", path.read_text(encoding="utf-8", errors="replace"))
     details = {}
     for k in range(1, len(parts), 2):
         text = parts[k + 1]
@@ -98,7 +100,10 @@ def load_shard(folder: str | Path) -> ShardReport:
         rows = pd.read_csv(csv, dtype={"case": str, "adapter": str, "output": str,
                                        "verdict": str})
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise HarnessError(f"unreadable ({exc})", file=folder) from None
+        raise HarnessError(f"unreadable ({str(exc).splitlines()[0][:200]})",
+                           file=folder) from None
+    check_run_doc(doc, run)
+    check_numeric(rows, csv, ("layer", "direction", "t", *METRICS))
     for c in ("direction", "t"):  # nullable, as harness.compare writes them
         if c in rows.columns:
             rows[c] = rows[c].astype("Int64")

@@ -421,3 +421,68 @@ def test_an_endless_case_file_is_read_only_up_to_the_limit(tmp_path, capsys):
         f.truncate(2 * 10**9)
     code, err, _ = run_cli([str(sparse), "--out", str(tmp_path / "r")], capsys)
     assert code == 2 and len(err) == 1 and "more than the" in err[0], err
+
+
+# Crafted report folders for diff and merge -----------------------------------------------------
+
+def _craft(folder: Path, how: str) -> None:
+    import json
+
+    run = folder / "run.json"
+    doc = json.loads(run.read_text())
+    csv = folder / "divergence.csv"
+    if how == "run-list":
+        run.write_text("[1, 2]")
+    elif how == "pair-missing-keys":
+        doc["pairs"][0].pop("adapter")
+        run.write_text(json.dumps(doc))
+    elif how == "shard-abc":
+        doc["shard"] = "abc"
+        run.write_text(json.dumps(doc))
+    elif how == "t-abc":
+        lines = csv.read_text().splitlines()
+        head = lines[0].split(",")
+        cells = lines[1].split(",")
+        cells[head.index("t")] = "abc"
+        csv.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    elif how == "errors-not-utf8":
+        (folder / "errors.log").write_bytes(b"== c::x\n\xff\xfe broken\n")
+    elif how == "run-not-utf8":
+        run.write_bytes(b"\xff\xfe{}")
+
+
+@pytest.fixture(scope="module")
+def shard_reports(tmp_path_factory):
+    base = tmp_path_factory.mktemp("shards")
+    case = base / "c.yaml"
+    case.write_text(GOOD)
+    for k in (1, 2):
+        code = main(["run", str(case), "--out", str(base / f"s{k}"), "--quiet", "--adapters",
+                     "reference,noise-floor", "--shard", f"{k}/2"])
+        assert code in (0, 1)
+    return base
+
+
+@pytest.mark.parametrize("how", ["run-list", "pair-missing-keys", "shard-abc", "t-abc",
+                                 "errors-not-utf8", "run-not-utf8"])
+def test_crafted_report_folders_are_one_line(how, shard_reports, tmp_path, capsys):
+    import shutil
+
+    folders = []
+    for k in (1, 2):
+        f = tmp_path / f"s{k}"
+        shutil.copytree(shard_reports / f"s{k}", f)
+        folders.append(f)
+    target = folders[0] if "t-abc" != how else next(
+        f for f in folders if len((f / "divergence.csv").read_text().splitlines()) > 1)
+    _craft(target, how)
+    capsys.readouterr()
+    for argv in (["merge", str(tmp_path / "m"), *map(str, folders)],
+                 ["diff", str(folders[0]), str(folders[1])]):
+        code = main(argv)
+        err = capsys.readouterr().err.splitlines()
+        if how == "errors-not-utf8":  # shown as it is, not fatal
+            assert code in (0, 1), (argv[0], err)
+            continue
+        assert code == 2 and len(err) == 1 and err[0].startswith("rnn-harness: error: "), (
+            argv[0], err)
