@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -358,9 +360,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so that the run unwinds like Ctrl-C: worker processes
+    stopped, the partial report folder removed, the previous report left as it was."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+_INTERRUPTED = ("rnn-harness: interrupted ({how}): nothing of this run was written; a report "
+                "folder from an earlier run is left as it was")
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except HarnessError as exc:
@@ -370,13 +396,35 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print("rnn-harness: interrupted", file=sys.stderr)
+        print(_INTERRUPTED.format(how="SIGINT"), file=sys.stderr)
         return 130
+    except Terminated:
+        print(_INTERRUPTED.format(how="SIGTERM"), file=sys.stderr)
+        return 143
     except OSError as exc:  # a path that cannot be written (read-only, under a file, disk full)
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"rnn-harness: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 
+def entry() -> None:
+    """The console entry point (``rnn-harness``, ``python -m harness``): :func:`main`, then the
+    exit. When an adapter call abandoned by a timeout or an interrupt is still running in a
+    thread, the process ends with ``os._exit`` once its output is flushed: interpreter shutdown
+    with framework code running in a thread can abort the process (SIGABRT, exit 134) after the
+    report was written."""
+    code = main()
+    from harness.isolation import abandoned_calls
+
+    if abandoned_calls():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -60,6 +60,18 @@ def _seconds(s: float) -> str:
 
 # In process ---------------------------------------------------------------------------------
 
+_BUSY: set[_Lane] = set()  # lanes inside an adapter call now
+
+
+def abandoned_calls() -> int:
+    """How many adapter calls are still running in lane threads (a timed-out pair, or one left
+    by Ctrl-C). A process must not go through interpreter shutdown with one: a framework's C++
+    code running in a thread while the interpreter is torn down aborts ("terminate called
+    without an active exception", SIGABRT); the CLI ends such a process with ``os._exit`` after
+    flushing its output (:func:`harness.cli.entry`)."""
+    return len(_BUSY)
+
+
 class _Lane:
     """A daemon thread running one adapter's calls, one at a time."""
 
@@ -71,10 +83,13 @@ class _Lane:
     def _serve(self) -> None:
         while True:
             fn, box, done = self.jobs.get()
+            _BUSY.add(self)
             try:
                 box["value"] = fn()
             except BaseException as exc:  # handed to the caller, which re-raises it
                 box["error"] = exc
+            finally:
+                _BUSY.discard(self)
             done.set()
 
     def call(self, fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
