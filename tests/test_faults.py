@@ -324,3 +324,30 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(tmp_path):
     result = runner.run(CASES[:1], [Reference(), Correct()], progress=None)
     write_report(result, out)
     assert _hidden_leftovers(out) == [alive.name]
+
+
+_HUNG_RUN = """
+import atexit, sys
+sys.path.insert(0, "tests")
+from fault_adapters import Sleeps
+from harness.adapters import ADAPTERS
+ADAPTERS[Sleeps.name] = Sleeps()
+atexit.register(lambda: print("interpreter shutdown", flush=True))
+sys.argv = ["rnn-harness", "run", sys.argv[1], "--adapters", "reference,fault-sleeps",
+            "--timeout", "0.5", "--out", sys.argv[2], "--quiet"]
+from harness.cli import entry
+entry()
+"""
+
+
+def test_a_run_with_an_abandoned_adapter_call_exits_without_interpreter_shutdown(tmp_path):
+    """A timed-out call still running in a thread: the process ends with os._exit once its
+    output is flushed, so framework code in that thread cannot abort it (SIGABRT) at exit."""
+    case = tmp_path / "c.yaml"
+    case.write_text("name: c\ncell: lstm\ninput_size: 2\nhidden_size: 3\n")
+    proc = subprocess.run([sys.executable, "-c", _HUNG_RUN, str(case), str(tmp_path / "r")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "1 error" in proc.stdout and "report in" in proc.stdout, proc.stdout
+    assert "interpreter shutdown" not in proc.stdout
+    assert (tmp_path / "r" / "run.json").exists()
