@@ -8,6 +8,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 
@@ -80,17 +81,31 @@ def _cast_itemsize(case: Case) -> int:
     return 0 if held == np.float64 else held.itemsize
 
 
+# Python object overheads, measured (peak RSS over a range of shapes, tests/test_bad_inputs.py):
+# per layer and direction of a reference pass (its blocks, transposes, tape, list entries), per
+# timestep of one (the step's small arrays), per timestep of a backward pass, and once
+_PER_LAYER_BYTES = 2500
+_PER_STEP_BYTES = 250
+_PER_STEP_BACKWARD_BYTES = 1500
+_FIXED_BYTES = 3 * 2**20
+
+
 def estimate_bytes(case: Case) -> dict[str, int]:
-    """Float64 bytes one case needs, by part, from its sizes alone (Python ints: no overflow).
+    """Bytes one case needs, by part, from its sizes alone (Python ints: no overflow).
 
     parameters: every canonical block, and one adapter's natives in the case dtype (float32,
-    float16) converted from them; inputs: x, h0, c0; outputs: y, h_n, c_n; reference:
-    every layer's y (the reference keeps them) plus the largest layer's working buffers per
-    direction (its reversed input, the input projection of all timesteps [B, T, gates*H], y).
+    float16) converted from them; inputs: x, h0, c0; outputs: y, h_n, c_n; reference: per pass
+    (the float64 reference, and the noise floor in a lower dtype, both kept) the weights'
+    working copies, every layer's y plus the largest layer's working buffers per direction (its
+    reversed input, the input projection of all timesteps [B, T, gates*H], y, and as much again
+    in temporaries), and the noise floor's outputs; Python objects: the overheads of the arrays
+    and lists made per layer, direction and timestep (a million layers of size 1 are gigabytes
+    of them, not the kilobytes their numbers take).
     """
     B, T, I, H = case.batch, case.seq_len, case.input_size, case.hidden_size
     L, D, O, G = case.num_layers, case.num_directions, case.out_size, len(case.gates)
     P = case.proj_size
+    passes = 1 if case.dtype == "float64" else 2
     per_layer = G * H * O + 2 * G * H + (3 * H if case.peepholes else 0) + P * H
     n_params = D * (G * H * (I + (L - 1) * O * D) + L * per_layer)
     states = L * D * B * (O + (H if case.cell == "lstm" else 0))
@@ -99,16 +114,23 @@ def estimate_bytes(case: Case) -> dict[str, int]:
         "parameters": (8 + _cast_itemsize(case)) * n_params,
         "inputs": 8 * (B * T * I + states),
         "outputs": 8 * (B * T * D * O + states),
-        "reference buffers": 8 * (L * B * T * D * O + B * T * (widest_input + G * H + O)),
+        "reference buffers": 8 * passes * (n_params + L * B * T * D * O
+                                           + 2 * B * T * (widest_input + G * H + O))
+                             + 8 * (passes - 1) * (B * T * D * O + states),
+        "Python objects": _FIXED_BYTES + passes * L * D * (_PER_LAYER_BYTES
+                                                          + T * _PER_STEP_BYTES),
     }
     if case.gradients:  # upstream gradients, dx, parameter gradients and the cached activations
-        parts["gradients"] = 8 * (B * T * (D * O + I) + 2 * states + n_params
-                                  + L * D * B * T * (G * H + 3 * H + O))
+        parts["gradients"] = (8 * passes * (B * T * (D * O + I) + 2 * states + n_params
+                                            + L * D * B * T * (G * H + 3 * H + O))
+                              + passes * L * D * T * _PER_STEP_BACKWARD_BYTES)
     return parts
 
 
 def _gib(n: int) -> str:
-    return f"{n / 2**30:.3g} GiB"
+    if n < 2**1000:
+        return f"{n / 2**30:.3g} GiB"
+    return f"{Decimal(n) / 2**30:.3g} GiB"  # beyond a float's range
 
 
 def check_memory(case: Case, limit: int | None = None) -> None:
@@ -123,7 +145,7 @@ def check_memory(case: Case, limit: int | None = None) -> None:
     biggest = max(sizes, key=sizes.get)
     detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items())
     raise CaseError(
-        f"case {case.name} needs an estimated {_gib(total)} in float64 ({detail}), more than the "
+        f"case {case.name} needs an estimated {_gib(total)} ({detail}), more than the "
         f"memory limit of {_gib(limit)}; make the case smaller or raise --max-memory / "
         f"{MAX_MEMORY_ENV}", file=case.source, field=biggest,
         line=field_line(case.source, (biggest,)))

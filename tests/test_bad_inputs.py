@@ -9,6 +9,7 @@ message). Its binary members are made by ``tests/bad_inputs/make_binaries.py``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pickle
 import re
@@ -192,13 +193,13 @@ def test_memory_limit_option_and_environment(tmp_path, capsys, monkeypatch):
     code, err, _ = run_cli([str(case), "--out", str(out), "--max-memory", "1KiB", "--quiet"],
                            capsys)
     assert code == 2 and len(err) == 1
-    assert re.search(r"c\.yaml:\d+: \w+: case good needs an estimated [0-9.e+-]+ GiB in float64 "
+    assert re.search(r"c\.yaml:\d+: \w+: case good needs an estimated [0-9.e+-]+ GiB "
                      r"\(parameters .*\), more than the memory limit of 9.54e-07 GiB", err[0]), err
     assert not out.exists()
     monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "1KiB")
     code, err, _ = run_cli([str(case), "--out", str(out), "--quiet"], capsys)
     assert code == 2 and "more than the memory limit" in err[0]
-    code, err, _ = run_cli([str(case), "--out", str(out), "--quiet", "--max-memory", "1MiB",
+    code, err, _ = run_cli([str(case), "--out", str(out), "--quiet", "--max-memory", "64MiB",
                             "--adapters", "reference,noise-floor"], capsys)
     assert code == 0, err  # the option wins over the environment
     monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "plenty")
@@ -486,3 +487,82 @@ def test_crafted_report_folders_are_one_line(how, shard_reports, tmp_path, capsy
             continue
         assert code == 2 and len(err) == 1 and err[0].startswith("rnn-harness: error: "), (
             argv[0], err)
+
+
+# The memory estimate against measured peak memory -----------------------------------------------
+
+_MEASURE = """
+import json, resource, sys
+from harness import prepare
+from harness.spec import Case
+
+def rss(key):  # KiB lines of /proc/self/status
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+case = Case(name="m", **json.loads(sys.argv[1]))
+before = rss("VmRSS:")
+try:  # reset the peak to now: the imports' own peak is not the case's
+    open("/proc/self/clear_refs", "w").write("5")
+    peak_of = lambda: rss("VmHWM:")
+except OSError:
+    peak_of = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+prepare.prepare(case, limit=2**40)
+print(json.dumps([peak_of() - before, sum(prepare.estimate_bytes(case).values())]))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB")
+def test_memory_estimate_is_within_2x_of_the_measured_peak():
+    """Small shapes, each in a fresh process: many tiny layers or timesteps (Python object
+    overheads dominate) and a few wider ones (the arrays dominate)."""
+    shapes = [
+        dict(cell="lstm", input_size=1, hidden_size=1, batch=1, seq_len=1, num_layers=400),
+        dict(cell="gru", input_size=1, hidden_size=1, batch=1, seq_len=1, num_layers=200,
+             bidirectional=True, dtype="float64"),
+        dict(cell="lstm", input_size=1, hidden_size=1, batch=1, seq_len=20000),
+        dict(cell="lstm", input_size=1, hidden_size=1, batch=1, seq_len=1500, num_layers=3,
+             gradients=True),
+        dict(cell="lstm", input_size=128, hidden_size=128, batch=8, seq_len=200, num_layers=2),
+        dict(cell="lstm", input_size=384, hidden_size=384, batch=2, seq_len=10, proj_size=96,
+             peepholes=True),
+    ]
+    procs = [subprocess.Popen([sys.executable, "-c", _MEASURE, json.dumps(kw)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True) for kw in shapes[:3]]
+    procs += [subprocess.Popen([sys.executable, "-c", _MEASURE, json.dumps(kw)], cwd=ROOT,
+                               stdout=subprocess.PIPE, text=True) for kw in shapes[3:]]
+    for kw, proc in zip(shapes, procs, strict=True):
+        out, _ = proc.communicate(timeout=120)
+        measured, estimate = json.loads(out)
+        assert measured / 2 <= estimate <= measured * 2, (kw, measured, estimate)
+
+
+def test_many_tiny_layers_are_refused_by_the_estimate(tmp_path, capsys):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD.replace("input_size: 2", "input_size: 1").replace("hidden_size: 3",
+                    "hidden_size: 1") + "num_layers: 1000000\n")
+    code, err, _ = run_cli([str(case), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and "more than the memory limit" in err[0], err
+
+
+def test_convert_and_doctor_go_through_the_memory_guard(tmp_path, capsys, monkeypatch):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD.replace("seq_len: 3", "seq_len: 1000000000"))
+    _torch_lstm_npz(tmp_path / "w.npz", 2, 3, 1.0)
+    for argv in (["convert", "--case", str(case), "--from", "torch", "--to", "canonical",
+                  str(tmp_path / "w.npz"), str(tmp_path / "o.npz")],
+                 ["doctor", "--case", str(case), "--weights", str(tmp_path / "w.npz"),
+                  "--layout", "torch", "--adapter", "torch-cpu"]):
+        code = main(argv)
+        err = capsys.readouterr().err.splitlines()
+        assert code == 2 and len(err) == 1 and "more than the memory limit" in err[0], err
+    # a weights file over the limit is refused from its headers, before it is read
+    case.write_text(GOOD.replace("input_size: 2", "input_size: 3").replace("hidden_size: 3",
+                                                                           "hidden_size: 4"))
+    _torch_lstm_npz(tmp_path / "w.npz", 3, 4, 1.0)
+    monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "2000")
+    code = main(["convert", "--case", str(case), "--from", "torch", "--to", "canonical",
+                 str(tmp_path / "w.npz"), str(tmp_path / "o.npz")])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1, err
