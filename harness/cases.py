@@ -222,7 +222,7 @@ def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     except OSError as exc:
         raise CaseError(f"cannot read: {exc.strerror}", file=path) from None
     if len(raw) > MAX_YAML_BYTES:
-        raise CaseError(f"case file is more than the {MAX_YAML_BYTES} bytes allowed",
+        raise CaseError(f"case file too large: more than the {MAX_YAML_BYTES} allowed bytes",
                         file=path)
     try:
         text = raw.decode("utf-8")

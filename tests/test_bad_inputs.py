@@ -395,8 +395,8 @@ def test_writing_into_a_bad_path_is_one_line(argv, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("text, words", [
-    ('input_size: "4"\n', "expected an integer, got str"),
-    ("input_size: 4.0\n", "expected an integer, got float"),
+    ('input_size: "4"\n', "expected a valid integer, got str"),
+    ("input_size: 4.0\n", "expected a valid integer, got float"),
     ("input_size: 017\n", "leading 0"),
     ("input_size: 1" + "0" * 400 + "\n", "expected an integer below 2**62"),
 ])
