@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.npz import write_text
@@ -15,18 +16,25 @@ from harness.runner import RunResult
 
 
 def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
-                 plots: str = "failed") -> Path:
+                 plots: str = "failed", progress: Callable[[str], None] | None = None) -> Path:
     """Write divergence.csv, summary.md, layouts.md, run.json, index.html with its plots (those
     of the pairs that did not pass; ``plots`` "all": every pair's, "none": none) and outputs/,
     as a whole: into a hidden folder beside ``out`` that replaces it once complete
-    (:mod:`harness.report.folder`). Returns ``out``."""
+    (:mod:`harness.report.folder`). ``progress``: called with a line as each part begins (the
+    summary's blind-spot checks and the plots take a while). Returns ``out``."""
     out = Path(out)
     with report_errors(out), staged(out) as partial:
-        _write(result, partial, outputs=outputs, plots=plots)
+        _write(result, partial, outputs=outputs, plots=plots, progress=progress or _silent)
     return out
 
 
-def _write(result: RunResult, out: Path, *, outputs: bool, plots: str) -> None:
+def _silent(line: str) -> None:
+    pass
+
+
+def _write(result: RunResult, out: Path, *, outputs: bool, plots: str,
+           progress: Callable[[str], None]) -> None:
+    progress(f"divergence.csv, summary.md (blind-spot checks of {len(result.cases)} case(s))")
     write_text(out / "divergence.csv", result.divergence.to_csv(index=False, float_format="%.6g"))
     write_text(out / "summary.md", summary_markdown(result))
     write_text(out / "layouts.md", layouts_markdown(result))
@@ -35,6 +43,8 @@ def _write(result: RunResult, out: Path, *, outputs: bool, plots: str) -> None:
     if errors:
         write_text(out / "errors.log",
                    "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
+    progress(f"index.html (plots: {plots})")
     write_text(out / "index.html", html_report(result, out, plots))
     if outputs:
+        progress("outputs/")
         save_outputs(result, out / "outputs")
