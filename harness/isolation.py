@@ -9,7 +9,11 @@ rest of the run goes on.
   thread. With one, each adapter runs in a daemon thread of its own (its "lane"), and a pair
   still running after ``timeout`` seconds is a failure. Python cannot stop a thread, so the
   hung one is abandoned, and the adapter's later pairs are refused rather than queued behind it
-  (it may hold a framework lock); ``--isolate`` restarts the adapter instead.
+  (it may hold a framework lock); ``--isolate`` restarts the adapter instead. A process left
+  with an abandoned call ends with ``os._exit`` once its report and output are written
+  (:func:`abandoned_calls`): interpreter shutdown under a running framework call can abort
+  (SIGABRT). Isolating every timed pair instead would start a worker per adapter in every run
+  (the default timeout is 600 s), for a failure only a hang can cause.
 - :class:`Isolated` (``--isolate``). One worker process per adapter (:mod:`harness.workers`),
   started at the adapter's first pair and kept for the rest of the run, so its framework is
   imported once per worker, not once per pair. A timeout kills the worker; a worker that dies
