@@ -13,7 +13,6 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 from harness.errors import HarnessError
 
@@ -169,11 +168,12 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
+    from harness.npz import write_text
     from harness.spec import json_schema
 
     text = json.dumps(json_schema(), indent=2)
     if args.output:
-        Path(args.output).write_text(text + "\n")
+        write_text(args.output, text + "\n")
     else:
         print(text)
     return 0
