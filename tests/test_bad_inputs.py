@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from harness import params, prepare, reference
+from harness.cases import load_cases
 from harness.cli import main
 from harness.data import generate as generate_inputs
 from harness.errors import CaseError, WeightsError
@@ -561,8 +562,13 @@ def test_convert_and_doctor_go_through_the_memory_guard(tmp_path, capsys, monkey
     case.write_text(GOOD.replace("input_size: 2", "input_size: 3").replace("hidden_size: 3",
                                                                            "hidden_size: 4"))
     _torch_lstm_npz(tmp_path / "w.npz", 3, 4, 1.0)
-    monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "2000")
+    with np.load(tmp_path / "w.npz") as z:  # and 16 MB of zeros (compressed: a few kB)
+        np.savez_compressed(tmp_path / "w.npz", **dict(z), padding=np.zeros(2 * 10**6))
+    assert (tmp_path / "w.npz").stat().st_size < 10**6
+    fits = sum(prepare.estimate_bytes(load_cases(case)[0]).values()) + 2**20
+    monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", str(fits))  # the case fits, the file not
     code = main(["convert", "--case", str(case), "--from", "torch", "--to", "canonical",
                  str(tmp_path / "w.npz"), str(tmp_path / "o.npz")])
     err = capsys.readouterr().err.splitlines()
-    assert code == 2 and len(err) == 1, err
+    assert code == 2 and len(err) == 1 and "w.npz" in err[0], err
+    assert "more than the memory limit" in err[0], err
