@@ -11,12 +11,18 @@ and lists the ones that stay below that, with why:
   gates with equal blocks): "changes the outputs by only 3.2x tolerance".
 
 Each mistake is one reference run, so a case with ``hidden_size x num_layers`` above
-:data:`MAX_SIZE` is skipped (and says so).
+:data:`MAX_SIZE` is skipped (and says so), and the probes run on a truncated copy of the case
+(:func:`truncated`: at most :data:`MAX_STEPS` timesteps and :data:`MAX_BATCH` sequences of its
+own weights and inputs): a layout mistake is a permutation or reshape of the weights, which
+shows, or not, in the first steps of the first sequences just as in all of them, so the copy has
+the same blind spots while the check stays bounded whatever seq_len and batch are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from harness import reference
 from harness.compare import tolerance_for
@@ -27,6 +33,8 @@ from harness.spec import Case
 
 K = 10.0
 MAX_SIZE = 400
+MAX_STEPS = 16
+MAX_BATCH = 2
 
 
 @dataclass(frozen=True)
@@ -43,14 +51,31 @@ def too_big(case: Case) -> str | None:
     return None
 
 
+def truncated(case: Case, inputs: Inputs) -> tuple[Case, Inputs]:
+    """The case and its inputs cut to the first :data:`MAX_STEPS` timesteps and
+    :data:`MAX_BATCH` sequences (forward only: the blind-spot check compares outputs)."""
+    T, B = min(case.seq_len, MAX_STEPS), min(case.batch, MAX_BATCH)
+    lengths = None
+    if inputs.seq_lengths is not None:
+        lengths = np.minimum(np.asarray(inputs.seq_lengths)[:B], T)
+    small = case.model_copy(update={
+        "seq_len": T, "batch": B, "gradients": False,
+        "seq_lengths": [int(n) for n in lengths] if lengths is not None else None})
+    return small, Inputs(x=inputs.x[:B, :T], h0=inputs.h0[:, :B],
+                         c0=inputs.c0[:, :B] if inputs.c0 is not None else None,
+                         seq_lengths=lengths)
+
+
 def blind_spots(case: Case, canonical: Canonical | None = None, inputs: Inputs | None = None,
                 k: float = K) -> list[BlindSpot]:
-    """The single mistakes ``case`` cannot tell from the truth by at least ``k`` x tolerance."""
+    """The single mistakes ``case`` cannot tell from the truth by at least ``k`` x tolerance
+    (probed on :func:`truncated` copies of the case and its inputs)."""
     from harness.doctor import Doctor
     from harness.prepare import load_inputs, load_weights
 
     canonical = canonical if canonical is not None else load_weights(case)
     inputs = inputs if inputs is not None else load_inputs(case)
+    case, inputs = truncated(case, inputs)
     truth = reference.run(case, canonical, inputs).named()
     doctor = Doctor(case, get_layout("canonical"), canonical.tensors, inputs, truth,
                     tolerance_for(case, ""))

@@ -217,11 +217,12 @@ def _check_references(case: Case, file: str, node: yaml.Node | None) -> None:
 
 def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:  # at most one byte over the limit: /dev/zero, a sparse file
+            raw = f.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
         raise CaseError(f"cannot read: {exc.strerror}", file=path) from None
     if len(raw) > MAX_YAML_BYTES:
-        raise CaseError(f"case file is {len(raw)} bytes, more than the {MAX_YAML_BYTES} allowed",
+        raise CaseError(f"case file too large: more than the {MAX_YAML_BYTES} allowed bytes",
                         file=path)
     try:
         text = raw.decode("utf-8")
@@ -242,6 +243,9 @@ def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
         raise CaseError(f"YAML nested too deeply (more than {MAX_YAML_DEPTH} levels)",
                         file=path) from None
     return data, node
+
+
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")  # 017; not 0, 0x1f or 0o17
 
 
 def _check_nodes(node: yaml.Node | None, path: Path) -> None:
@@ -270,6 +274,11 @@ def _check_nodes(node: yaml.Node | None, path: Path) -> None:
                 stack += [(k, depth + 1), (v, depth + 1)]
         elif isinstance(n, yaml.SequenceNode):
             stack += [(v, depth + 1) for v in n.value]
+        elif (isinstance(n, yaml.ScalarNode) and n.tag == "tag:yaml.org,2002:int"
+              and _LEADING_ZERO.match(n.value)):
+            raise CaseError(f"integer {n.value} has a leading 0, which YAML 1.1 reads as octal "
+                            f"({yaml.safe_load(n.value)}); write it without the 0", file=path,
+                            line=line)
 
 
 def load_cases(path: str | Path) -> list[Case]:

@@ -11,9 +11,10 @@ import difflib
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
-from pathlib import Path
 
 from harness import __version__
 from harness.errors import HarnessError
@@ -83,6 +84,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness import prepare, runner
     from harness.bundled import bundled_cases
     from harness.report import write_report
+    from harness.report.folder import check_writable
     from harness.shard import parse_shard
 
     if args.builtin and args.cases:
@@ -97,7 +99,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise HarnessError(f"expected a finite tolerance >= 0, got {value:g}", field=name)
     if args.atol is not None or args.rtol is not None:
         cases = [_tolerance_override(c, args.atol, args.rtol) for c in cases]
-    names = [n.strip() for n in args.adapters.split(",")] if args.adapters else None
+    names = [n.strip() for n in args.adapters.split(",")] if args.adapters is not None else None
+    _check_adapter_names(names)
     _check_adapters(names or [])
     chosen = registry.select(names, args.device)
     if args.require_gpu:
@@ -111,13 +114,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise HarnessError(f"expected seconds >= 0 (0: no limit), got {args.timeout:g}",
                            field="--timeout")
     limit = prepare.max_memory(args.max_memory)
+    check_writable(args.out)  # before the run, not after it
     for case in cases:  # bad input is exit 2 before anything runs, not an error row later
         prepare.check(case, limit)
     progress = None if args.quiet else runner.plain_progress
     result = runner.run(cases, chosen, progress=progress, keep_outputs=args.save_outputs,
                         timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
                         shard=shard, jobs=jobs, step_mode=args.step_mode)
-    out = write_report(result, args.out, outputs=args.save_outputs, plots=args.plots)
+    report_progress = None if args.quiet else _report_progress
+    out = write_report(result, args.out, outputs=args.save_outputs, plots=args.plots,
+                       progress=report_progress)
     counts: dict[str, int] = {}
     for p in result.pairs:
         counts[p.status] = counts.get(p.status, 0) + 1
@@ -126,7 +132,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
           f"{_process_seconds():.1f} s in all)")
-    return 1 if result.failed else 0
+    if result.failed:
+        return 1
+    if shard is None and not _compared_anything(result.pairs):
+        return 1
+    return 0
+
+
+def _report_progress(line: str) -> None:
+    print(f"report: writing {line}", file=sys.stderr, flush=True)
+
+
+def _check_adapter_names(names: list[str] | None) -> None:
+    """--adapters: no empty names, no name twice (it would run and report the pairs twice)."""
+    if names is None:
+        return
+    if not all(names):
+        raise HarnessError(f"expected comma-separated adapter names, got {','.join(names)!r}",
+                           field="--adapters")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise HarnessError(f"{', '.join(twice)} named more than once", field="--adapters")
+
+
+def _compared_anything(pairs: list) -> bool:
+    """A run in which no pair compared anything (every pair a baseline, not applicable or
+    unavailable, or no pair at all) tested nothing: it says so and exits 1, never 0."""
+    from harness.compare import DIVERGED, PASS
+
+    if any(p.status in (PASS, DIVERGED) for p in pairs):
+        return True
+    statuses = sorted({p.status for p in pairs})
+    print(f"rnn-harness: nothing was compared: {len(pairs)} pair(s)"
+          + (f", all {' or '.join(statuses)}" if statuses else "")
+          + "; choose adapters (--adapters, --device, the cases' adapters/exclude) that can run "
+            "here", file=sys.stderr)
+    return False
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -213,11 +254,12 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
+    from harness.npz import write_text
     from harness.spec import json_schema
 
     text = json.dumps(json_schema(), indent=2)
     if args.output:
-        Path(args.output).write_text(text + "\n")
+        write_text(args.output, text + "\n")
     else:
         print(text)
     return 0
@@ -244,9 +286,16 @@ def _cmd_layouts(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    import math
+
     from harness.diff import diff_markdown, diff_reports, load_report
     from harness.npz import write_text
 
+    if not (math.isfinite(args.factor) and args.factor > 1):
+        raise HarnessError(f"expected a finite number > 1, got {args.factor:g}", field="--factor")
+    if not (math.isfinite(args.ignore_below) and args.ignore_below >= 0):
+        raise HarnessError(f"expected a finite number >= 0, got {args.ignore_below:g}",
+                           field="--ignore-below")
     d = diff_reports(load_report(args.old), load_report(args.new), args.factor, args.ignore_below)
     if args.format == "json":
         from harness.diff import diff_dict
@@ -481,9 +530,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so that the run unwinds like Ctrl-C: worker processes
+    stopped, the partial report folder removed, the previous report left as it was."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+_INTERRUPTED = ("rnn-harness: interrupted ({how}): nothing of this run was written; a report "
+                "folder from an earlier run is left as it was")
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except HarnessError as exc:
@@ -493,9 +566,35 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print("rnn-harness: interrupted", file=sys.stderr)
+        print(_INTERRUPTED.format(how="SIGINT"), file=sys.stderr)
         return 130
+    except Terminated:
+        print(_INTERRUPTED.format(how="SIGTERM"), file=sys.stderr)
+        return 143
+    except OSError as exc:  # a path that cannot be written (read-only, under a file, disk full)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"rnn-harness: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def entry() -> None:
+    """The console entry point (``rnn-harness``, ``python -m harness``): :func:`main`, then the
+    exit. When an adapter call abandoned by a timeout or an interrupt is still running in a
+    thread, the process ends with ``os._exit`` once its output is flushed: interpreter shutdown
+    with framework code running in a thread can abort the process (SIGABRT, exit 134) after the
+    report was written."""
+    code = main()
+    from harness.isolation import abandoned_calls
+
+    if abandoned_calls():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

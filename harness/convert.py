@@ -196,9 +196,11 @@ def read_for(case: Case, layout: Layout, path: str, select: str | None = None
              ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Native tensors of ``layout`` from ``path`` (any supported format), checked against the
     layout's names and shapes; a mismatch names the layouts the file does fit."""
+    from harness.prepare import max_memory
     from harness.readers import read_native
 
-    native, notes = read_native(path, layout.name, case, select=select)
+    # the file's size is checked against the memory limit before it is read (a zip bomb)
+    native, notes = read_native(path, layout.name, case, select=select, max_bytes=max_memory())
     try:
         layout.from_native(native, case, file=path)
     except WeightsError as exc:
@@ -207,6 +209,17 @@ def read_for(case: Case, layout: Layout, path: str, select: str | None = None
             exc.message += f" (the file fits layout {', '.join(fits)})"
         raise
     return native, notes
+
+
+def guard(cases: list[Case], name: str | None) -> None:
+    """The memory guard of ``run`` (:func:`harness.prepare.check_memory`), for the cases a
+    command may use, before any file is read."""
+    from harness.prepare import check_memory
+
+    for c in cases:
+        if name is None or c.name == name:
+            check_memory(c)
+
 
 
 # Files in a framework's own loadable form --------------------------------------------------------

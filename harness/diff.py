@@ -21,6 +21,7 @@ platform.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,18 +62,69 @@ def report_files(folder: str | Path) -> tuple[Path, Path, Path]:
     return folder, csv, run
 
 
+_SHARD = re.compile(r"^[1-9][0-9]*/[1-9][0-9]*$")
+
+
+def check_run_doc(doc: object, run: Path) -> dict:
+    """run.json as the report folder contract has it, or HarnessError naming the first thing
+    that is not (a hand-edited or foreign file must be one line, not a traceback later)."""
+    if not isinstance(doc, dict):
+        raise HarnessError(f"expected a JSON object, got {type(doc).__name__}", file=run)
+    pairs = doc.get("pairs", [])
+    if not isinstance(pairs, list):
+        raise HarnessError("expected a list", file=run, field="pairs")
+    for k, p in enumerate(pairs):
+        if not isinstance(p, dict):
+            raise HarnessError("expected an object", file=run, field=f"pairs[{k}]")
+        for key in ("case", "adapter", "status"):
+            if not isinstance(p.get(key), str):
+                raise HarnessError(f"expected {key} (a string)", file=run, field=f"pairs[{k}]")
+        if not isinstance(p.get("seconds", 0.0) or 0.0, int | float):
+            raise HarnessError("expected a number", file=run, field=f"pairs[{k}].seconds")
+    shard = doc.get("shard")
+    if shard is not None:
+        ok = isinstance(shard, str) and _SHARD.match(shard)
+        if not ok or int(shard.split("/")[0]) > int(shard.split("/")[1]):
+            raise HarnessError(f"expected K/N with 1 <= K <= N, got {shard!r}", file=run,
+                               field="shard")
+    for key in ("cases", "adapters", "case_errors", "shard_of", "versions", "precision_flags"):
+        value = doc.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise HarnessError("expected an object", file=run, field=key)
+        if key in ("cases", "adapters") and value and not all(isinstance(v, dict)
+                                                               for v in value.values()):
+            raise HarnessError("expected an object per name", file=run, field=key)
+    if not isinstance(doc.get("seconds", 0.0) or 0.0, int | float):
+        raise HarnessError("expected a number", file=run, field="seconds")
+    return doc
+
+
+def check_numeric(rows: pd.DataFrame, csv: Path, columns: tuple[str, ...]) -> None:
+    """Columns of divergence.csv that must hold numbers (or be empty)."""
+    for c in columns:
+        if c not in rows.columns or pd.api.types.is_numeric_dtype(rows[c]):
+            continue
+        bad = pd.to_numeric(rows[c], errors="coerce").isna() & rows[c].notna()
+        if bad.any():
+            raise HarnessError(f"expected numbers, got {str(rows[c][bad].iloc[0])[:40]!r}",
+                               file=csv, field=c)
+
+
 def load_report(folder: str | Path) -> Report:
     folder, csv, run = report_files(folder)
     try:
         rows = pd.read_csv(csv, dtype={"case": str, "adapter": str, "output": str, "verdict": str})
-        doc = json.loads(run.read_text())
+        doc = json.loads(run.read_text(encoding="utf-8"))
     except (ValueError, pd.errors.ParserError) as exc:
-        raise HarnessError(f"unreadable ({exc})", file=folder) from None
+        raise HarnessError(f"unreadable ({str(exc).splitlines()[0][:200]})",
+                           file=folder) from None
+    check_run_doc(doc, run)
     if "mode" not in rows.columns and "adapter" in rows.columns:  # before step mode: all free
         rows.insert(rows.columns.get_loc("adapter") + 1, "mode", compare.FREE)
     missing = [c for c in [*KEY, "max_abs", "tol_ratio", "verdict"] if c not in rows.columns]
     if missing:
         raise HarnessError(f"columns missing: {', '.join(missing)}", file=csv)
+    check_numeric(rows, csv, ("layer", "direction", "t", *compare.METRICS))
     # Final-state rows have no t; -1 makes the key joinable.
     rows["t"] = rows["t"].fillna(-1).astype(int)
     rows["direction"] = rows["direction"].fillna(-1).astype(int)  # dx rows have none

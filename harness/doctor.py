@@ -104,8 +104,9 @@ class Diagnosis:
 def load_expected(path: str, case: Case) -> dict[str, np.ndarray]:
     """``y`` (required), ``h_n``, ``c_n`` from an outputs file, shapes checked against the case."""
     from harness.npz import load_npz
+    from harness.prepare import max_memory
 
-    arrays = load_npz(path, what="expected outputs")
+    arrays = load_npz(path, what="expected outputs", max_bytes=max_memory())
     shapes = output_shapes(case)
     if "y" not in arrays:
         raise WeightsError("missing tensor y", file=path, field="y")
@@ -801,17 +802,23 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
     code (0 found, 1 not found)."""
     from harness.adapters import get_adapter
     from harness.cases import load_cases
-    from harness.convert import pick_case
+    from harness.convert import guard, pick_case
     from harness.layouts import get_layout
     from harness.npz import save_npz
-    from harness.prepare import load_inputs
-    from harness.readers import read_native
+    from harness.prepare import load_inputs, max_memory
+    from harness.readers import read_native as read_any
+
+    limit = max_memory()
+
+    def read_native(path, layout_name, c, select=None):  # never more than the memory limit
+        return read_any(path, layout_name, c, select=select, max_bytes=limit)
 
     if (expected is None) == (adapter is None):
         raise HarnessError("give either --expected OUT.npz or --adapter NAME")
     layout = get_layout(layout_name)
     runner = get_adapter(adapter) if adapter else None
     cases = load_cases(case_file)
+    guard(cases, name)
 
     def claimed_native(c: Case) -> dict[str, np.ndarray]:
         native, _ = read_native(weights, layout.name, c, select=select)
@@ -829,7 +836,7 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
             exc.message += (f" (the file fits layout {', '.join(fits_)}; the claimed layout must "
                             "be able to read the file's tensors)")
         raise
-    inputs = load_inputs(case)
+    inputs = load_inputs(case, limit)
     if runner is not None:
         for why in (runner.unavailable_reason(), runner.not_applicable_reason(case)):
             if why:

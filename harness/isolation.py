@@ -9,7 +9,11 @@ rest of the run goes on.
   thread. With one, each adapter runs in a daemon thread of its own (its "lane"), and a pair
   still running after ``timeout`` seconds is a failure. Python cannot stop a thread, so the
   hung one is abandoned, and the adapter's later pairs are refused rather than queued behind it
-  (it may hold a framework lock); ``--isolate`` restarts the adapter instead.
+  (it may hold a framework lock); ``--isolate`` restarts the adapter instead. A process left
+  with an abandoned call ends with ``os._exit`` once its report and output are written
+  (:func:`abandoned_calls`): interpreter shutdown under a running framework call can abort
+  (SIGABRT). Isolating every timed pair instead would start a worker per adapter in every run
+  (the default timeout is 600 s), for a failure only a hang can cause.
 - :class:`Isolated` (``--isolate``). One worker process per adapter (:mod:`harness.workers`),
   started at the adapter's first pair and kept for the rest of the run, so its framework is
   imported once per worker, not once per pair. A timeout kills the worker; a worker that dies
@@ -60,6 +64,18 @@ def _seconds(s: float) -> str:
 
 # In process ---------------------------------------------------------------------------------
 
+_BUSY: set[_Lane] = set()  # lanes inside an adapter call now
+
+
+def abandoned_calls() -> int:
+    """How many adapter calls are still running in lane threads (a timed-out pair, or one left
+    by Ctrl-C). A process must not go through interpreter shutdown with one: a framework's C++
+    code running in a thread while the interpreter is torn down aborts ("terminate called
+    without an active exception", SIGABRT); the CLI ends such a process with ``os._exit`` after
+    flushing its output (:func:`harness.cli.entry`)."""
+    return len(_BUSY)
+
+
 class _Lane:
     """A daemon thread running one adapter's calls, one at a time."""
 
@@ -71,10 +87,13 @@ class _Lane:
     def _serve(self) -> None:
         while True:
             fn, box, done = self.jobs.get()
+            _BUSY.add(self)
             try:
                 box["value"] = fn()
             except BaseException as exc:  # handed to the caller, which re-raises it
                 box["error"] = exc
+            finally:
+                _BUSY.discard(self)
             done.set()
 
     def call(self, fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:

@@ -32,9 +32,11 @@ from pydantic import ValidationError
 from harness import compare
 from harness.adapters import ADAPTERS, Adapter
 from harness.cases import load_cases
-from harness.diff import report_files
+from harness.compare import METRICS
+from harness.diff import check_numeric, check_run_doc, report_files
 from harness.errors import HarnessError
 from harness.npz import write_text
+from harness.report.folder import check_writable, report_errors, staged
 from harness.runner import PairResult, RunResult
 from harness.shard import pair_id
 from harness.spec import Case
@@ -81,7 +83,8 @@ def _read_errors(path: Path) -> dict[str, str]:
     """errors.log as written by harness.report.write_report: ``== case::adapter`` sections."""
     if not path.is_file():
         return {}
-    parts = re.split(r"(?m)^== (.+)\n", path.read_text())
+    # tracebacks from anywhere: undecodable bytes are shown, not fatal
+    parts = re.split(r"(?m)^== (.+)\n", path.read_text(encoding="utf-8", errors="replace"))
     details = {}
     for k in range(1, len(parts), 2):
         text = parts[k + 1]
@@ -99,7 +102,10 @@ def load_shard(folder: str | Path) -> ShardReport:
         rows = pd.read_csv(csv, dtype={"case": str, "adapter": str, "output": str,
                                        "verdict": str})
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise HarnessError(f"unreadable ({exc})", file=folder) from None
+        raise HarnessError(f"unreadable ({str(exc).splitlines()[0][:200]})",
+                           file=folder) from None
+    check_run_doc(doc, run)
+    check_numeric(rows, csv, ("layer", "direction", "t", *METRICS))
     for c in ("direction", "t"):  # nullable, as harness.compare writes them
         if c in rows.columns:
             rows[c] = rows[c].astype("Int64")
@@ -233,7 +239,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
 
     if not folders:
         raise HarnessError("no report folders to merge")
-    out = Path(out)
+    out = check_writable(out, "OUT_DIR")
     reports = [load_shard(f) for f in folders]
     for r in reports:
         if out.resolve() == r.folder.resolve():
@@ -324,19 +330,20 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
         warnings.insert(0, f"partial merge: shard(s) {', '.join(missing)} missing, their pairs "
                            "are not in this report")
 
-    out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "divergence.csv", text.to_csv(index=False))
-    write_text(out / "summary.md", _with_note(summary_markdown(result), reports, warnings))
-    write_text(out / "layouts.md", layouts_markdown(result))
-    write_text(out / "run.json", json.dumps(doc, indent=2, default=str) + "\n")
-    errors = [p for p in pairs if p.detail]
-    if errors:
-        write_text(out / "errors.log",
-                   "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
-    write_text(out / "index.html", html_report(result, out, plots))
-    for r in reports:
-        if (r.folder / "outputs").is_dir():
-            shutil.copytree(r.folder / "outputs", out / "outputs", dirs_exist_ok=True)
+    with report_errors(out), staged(out) as partial:  # whole or not at all, as for `run`
+        write_text(partial / "divergence.csv", text.to_csv(index=False))
+        write_text(partial / "summary.md", _with_note(summary_markdown(result), reports,
+                                                      warnings))
+        write_text(partial / "layouts.md", layouts_markdown(result))
+        write_text(partial / "run.json", json.dumps(doc, indent=2, default=str) + "\n")
+        errors = [p for p in pairs if p.detail]
+        if errors:
+            write_text(partial / "errors.log",
+                       "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
+        write_text(partial / "index.html", html_report(result, partial, plots))
+        for r in reports:
+            if (r.folder / "outputs").is_dir():
+                shutil.copytree(r.folder / "outputs", partial / "outputs", dirs_exist_ok=True)
     return Merged(out, result, present, missing, warnings)
 
 

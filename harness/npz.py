@@ -3,16 +3,18 @@ file; writing atomically, so a killed run never leaves a half-written file."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from harness.errors import WeightsError
+from harness.errors import HarnessError, WeightsError
 
 NPY_MAGIC = b"\x93NUMPY"
 
@@ -91,9 +93,26 @@ def _check_members(path: Path, max_bytes: int | None) -> None:
                            f"of {max_bytes / 2**30:.3g} GiB", file=path)
 
 
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A file that cannot be written (read-only, under a file, a full disk) is one line naming
+    it, not a traceback naming a temporary file."""
+    try:
+        yield
+    except OSError as exc:
+        name = str(exc.filename or "")
+        where = f" ({name})" if name and name != str(path) and not name.endswith(".tmp") else ""
+        raise HarnessError(f"cannot write: {exc.strerror or exc}{where}", file=path) from None
+
+
 def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     """Write an .npz atomically (temporary file, then rename)."""
     path = Path(path)
+    with _writing(path):
+        _save_npz(path, arrays)
+
+
+def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
     try:
@@ -109,6 +128,11 @@ def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
 def write_text(path: str | Path, text: str) -> None:
     """Write a text file atomically."""
     path = Path(path)
+    with _writing(path):
+        _write_text(path, text)
+
+
+def _write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 
 from harness import data, params, reference
 from harness.cases import field_line
 from harness.data import Inputs, Outputs, state_shapes
-from harness.dtypes import native_numpy, round_to
+from harness.dtypes import FORMATS, native_numpy, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
 from harness.layouts import get_layout
 from harness.npz import load_npz
@@ -53,6 +55,8 @@ def parse_size(text: str | int, *, what: str = "--max-memory") -> int:
             raise HarnessError(f"expected a size like 4GiB, 512MiB or 1000000000, got {text!r}",
                                field=what)
         value, unit = float(m.group(1)), m.group(2)
+    if not math.isfinite(value * _UNITS[unit]):
+        raise HarnessError(f"expected a finite size, got {text!r}", field=what)
     size = int(value * _UNITS[unit])
     if size <= 0:
         raise HarnessError(f"expected a positive size, got {text!r}", field=what)
@@ -78,17 +82,31 @@ def _cast_itemsize(case: Case) -> int:
     return 0 if held == np.float64 else held.itemsize
 
 
+# Python object overheads, measured (peak RSS over a range of shapes, tests/test_bad_inputs.py):
+# per layer and direction of a reference pass (its blocks, transposes, tape, list entries), per
+# timestep of one (the step's small arrays), per timestep of a backward pass, and once
+_PER_LAYER_BYTES = 2500
+_PER_STEP_BYTES = 250
+_PER_STEP_BACKWARD_BYTES = 1500
+_FIXED_BYTES = 3 * 2**20
+
+
 def estimate_bytes(case: Case) -> dict[str, int]:
-    """Float64 bytes one case needs, by part, from its sizes alone (Python ints: no overflow).
+    """Bytes one case needs, by part, from its sizes alone (Python ints: no overflow).
 
     parameters: every canonical block, and one adapter's natives in the case dtype (float32,
-    float16) converted from them; inputs: x, h0, c0; outputs: y, h_n, c_n; reference:
-    every layer's y (the reference keeps them) plus the largest layer's working buffers per
-    direction (its reversed input, the input projection of all timesteps [B, T, gates*H], y).
+    float16) converted from them; inputs: x, h0, c0; outputs: y, h_n, c_n; reference: per pass
+    (the float64 reference, and the noise floor in a lower dtype, both kept) the weights'
+    working copies, every layer's y plus the largest layer's working buffers per direction (its
+    reversed input, the input projection of all timesteps [B, T, gates*H], y, and as much again
+    in temporaries), and the noise floor's outputs; Python objects: the overheads of the arrays
+    and lists made per layer, direction and timestep (a million layers of size 1 are gigabytes
+    of them, not the kilobytes their numbers take).
     """
     B, T, I, H = case.batch, case.seq_len, case.input_size, case.hidden_size
     L, D, O, G = case.num_layers, case.num_directions, case.out_size, len(case.gates)
     P = case.proj_size
+    passes = 1 if case.dtype == "float64" else 2
     per_layer = G * H * O + 2 * G * H + (3 * H if case.peepholes else 0) + P * H
     n_params = D * (G * H * (I + (L - 1) * O * D) + L * per_layer)
     states = L * D * B * (O + (H if case.cell == "lstm" else 0))
@@ -97,16 +115,23 @@ def estimate_bytes(case: Case) -> dict[str, int]:
         "parameters": (8 + _cast_itemsize(case)) * n_params,
         "inputs": 8 * (B * T * I + states),
         "outputs": 8 * (B * T * D * O + states),
-        "reference buffers": 8 * (L * B * T * D * O + B * T * (widest_input + G * H + O)),
+        "reference buffers": 8 * passes * (n_params + L * B * T * D * O
+                                           + 2 * B * T * (widest_input + G * H + O))
+                             + 8 * (passes - 1) * (B * T * D * O + states),
+        "Python objects": _FIXED_BYTES + passes * L * D * (_PER_LAYER_BYTES
+                                                          + T * _PER_STEP_BYTES),
     }
     if case.gradients:  # upstream gradients, dx, parameter gradients and the cached activations
-        parts["gradients"] = 8 * (B * T * (D * O + I) + 2 * states + n_params
-                                  + L * D * B * T * (G * H + 3 * H + O))
+        parts["gradients"] = (8 * passes * (B * T * (D * O + I) + 2 * states + n_params
+                                            + L * D * B * T * (G * H + 3 * H + O))
+                              + passes * L * D * T * _PER_STEP_BACKWARD_BYTES)
     return parts
 
 
 def _gib(n: int) -> str:
-    return f"{n / 2**30:.3g} GiB"
+    if n < 2**1000:
+        return f"{n / 2**30:.3g} GiB"
+    return f"{Decimal(n) / 2**30:.3g} GiB"  # beyond a float's range
 
 
 def check_memory(case: Case, limit: int | None = None) -> None:
@@ -121,7 +146,7 @@ def check_memory(case: Case, limit: int | None = None) -> None:
     biggest = max(sizes, key=sizes.get)
     detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items())
     raise CaseError(
-        f"case {case.name} needs an estimated {_gib(total)} in float64 ({detail}), more than the "
+        f"case {case.name} needs an estimated {_gib(total)} ({detail}), more than the "
         f"memory limit of {_gib(limit)}; make the case smaller or raise --max-memory / "
         f"{MAX_MEMORY_ENV}", file=case.source, field=biggest,
         line=field_line(case.source, (biggest,)))
@@ -148,10 +173,41 @@ def with_file_context(case: Case, key: str, load: Callable[[], object]) -> objec
 
 # Loading -------------------------------------------------------------------------------------
 
+def _largest(dtype: str) -> float:
+    return float(np.finfo(native_numpy(dtype) if dtype != "bfloat16" else
+                          FORMATS["bfloat16"].numpy).max)
+
+
+def check_finite(case: Case, key: str, tensors: dict[str, np.ndarray],
+                 originals: dict[str, np.ndarray] | None = None) -> None:
+    """Refuse weights or inputs that are not finite in the case dtype (bad input: a value that
+    overflows the case dtype becomes inf, and every result computed from it is meaningless).
+    ``tensors``: rounded to the case dtype; ``originals``: the values before rounding (a file's),
+    for the message."""
+    spec = getattr(case, key)
+    for name, a in tensors.items():
+        if np.isfinite(a).all():
+            continue
+        largest = f"largest finite {case.dtype}: {_largest(case.dtype):.5g}"
+        if isinstance(spec, TensorFile):
+            src = np.asarray((originals or tensors)[name], dtype=np.float64)
+            finite = np.abs(src[np.isfinite(src)])
+            biggest = f"{finite.max():.3g}" if finite.size else "inf"
+            raise WeightsError(f"values up to {biggest} overflow the case dtype ({largest})",
+                               file=case.resolve(spec.file), field=name)
+        scale = getattr(spec, "scale", None)
+        raise WeightsError(f"{key} drawn with scale {scale:g} overflow the case dtype "
+                           f"({largest}, in {name})", file=case.source, field=f"{key}.scale",
+                           line=field_line(case.source, (key, "scale")))
+
+
 def load_weights(case: Case, limit: int | None = None) -> Canonical:
     """Canonical parameters from the case: generated from the seed, or read from a native file."""
     if not isinstance(case.weights, TensorFile):
-        return params.generate(case)
+        with np.errstate(over="ignore"):  # overflow is refused just below, as one line
+            canonical = params.generate(case)
+        check_finite(case, "weights", canonical.tensors)
+        return canonical
     path = case.resolve(case.weights.file)
     layout = get_layout(case.weights.layout)
     if case.cell not in layout.cells:
@@ -159,7 +215,10 @@ def load_weights(case: Case, limit: int | None = None) -> Canonical:
                            field="weights.layout")
     native = load_npz(path, what="weights", max_bytes=max_memory() if limit is None else limit)
     canonical = layout.from_native(native, case, file=str(path))
-    return Canonical({k: round_to(v, case.dtype) for k, v in canonical.tensors.items()})
+    with np.errstate(over="ignore"):
+        rounded = {k: round_to(v, case.dtype) for k, v in canonical.tensors.items()}
+    check_finite(case, "weights", rounded, canonical.tensors)
+    return Canonical(rounded)
 
 
 INPUT_NAMES = ("x", "h0", "c0", "seq_lengths", "dy", "dh_n", "dc_n")
@@ -189,7 +248,11 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
     the file's ``seq_lengths`` or the case's; both given and different: refused. Every adapter
     reads lengths and initial states from the Inputs returned here (``inputs.seq_lengths``)."""
     if not isinstance(case.inputs, TensorFile):
-        return data.generate(case)
+        with np.errstate(over="ignore"):
+            generated = data.generate(case)
+        check_finite(case, "inputs", {k: v for k, v in vars(generated).items()
+                                      if isinstance(v, np.ndarray) and k != "seq_lengths"})
+        return generated
     path = case.resolve(case.inputs.file)
     arrays = load_npz(path, what="inputs", max_bytes=max_memory() if limit is None else limit)
     h_shape, c_shape = state_shapes(case)
@@ -230,7 +293,9 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
                                field=name)
         if not np.issubdtype(a.dtype, np.floating) or not np.isfinite(a).all():
             raise WeightsError("expected finite floating-point values", file=path, field=name)
-        got[name] = round_to(a, case.dtype)
+        with np.errstate(over="ignore"):
+            got[name] = round_to(a, case.dtype)
+        check_finite(case, "inputs", {name: got[name]}, {name: a})
     lengths = arrays.get("seq_lengths")
     if lengths is not None:
         if lengths.shape != (case.batch,) or not np.issubdtype(lengths.dtype, np.integer):
@@ -259,6 +324,21 @@ def with_inputs_lengths(case: Case, inputs: Inputs) -> Case:
     return case.model_copy(update={"seq_lengths": [int(v) for v in inputs.seq_lengths]})
 
 
+def _check_reference(case: Case, canonical: Canonical, out: Outputs, what: str) -> None:
+    """A reference or noise floor that is not finite compares nothing (NaN matches nothing, and
+    a pair would be judged against garbage): an error of the case, never a pass of any pair."""
+    named = out.named()
+    if out.grads is not None:
+        named |= out.grads.named()
+    bad = [k for k, v in named.items() if not np.isfinite(v).all()]
+    if not bad:
+        return
+    biggest = max(float(np.abs(t).max(initial=0.0)) for t in canonical.tensors.values())
+    raise CaseError(f"{what} overflows ({', '.join(bad)} not finite): weights up to "
+                    f"{biggest:.3g} in a {case.dtype} case; make the weights or inputs smaller",
+                    file=case.source, field="weights")
+
+
 def prepare(case: Case, limit: int | None = None) -> Prepared:
     """Canonical parameters, inputs, the reference and the noise floor of one case: what every
     adapter of the case shares. The float64 reference is computed once; in a float64 case it is
@@ -269,6 +349,18 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
     inputs = with_file_context(case, "inputs", lambda: load_inputs(case, limit))
     case = with_inputs_lengths(case, inputs)
     computing = time.perf_counter()
+    # overflow in the reference is refused below, as an error of the case, not a warning
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref, floor, reference_seconds, floor_seconds = _reference_and_floor(case, canonical,
+                                                                            inputs, computing)
+    _check_reference(case, canonical, ref, "the float64 reference")
+    _check_reference(case, canonical, floor, f"the {case.dtype} noise floor")
+    return Prepared(case, canonical, inputs, ref, floor, time.perf_counter() - start,
+                    reference_seconds, floor_seconds)
+
+
+def _reference_and_floor(case: Case, canonical: Canonical, inputs: Inputs, computing: float
+                         ) -> tuple[Outputs, Outputs, float, float]:
     ref = reference.run(case, canonical, inputs)
     if case.gradients:
         ref.grads = reference.gradients(case, canonical, inputs)
@@ -281,5 +373,4 @@ def prepare(case: Case, limit: int | None = None) -> Prepared:
         if case.gradients:
             floor.grads = reference.gradients(case, canonical, inputs, dtype=case.dtype)
         floor_seconds = time.perf_counter() - computing
-    return Prepared(case, canonical, inputs, ref, floor, time.perf_counter() - start,
-                    reference_seconds, floor_seconds)
+    return ref, floor, reference_seconds, floor_seconds

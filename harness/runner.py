@@ -86,7 +86,9 @@ class RunResult:
 
 def selected_by_case(case: Case, adapter: Adapter) -> bool:
     wanted = set(case.adapters)
-    return ("all" in wanted or adapter.name in wanted) and adapter.name not in case.exclude
+    unwanted = set(case.exclude)  # `exclude: [all]` excludes every adapter
+    return (("all" in wanted or adapter.name in wanted)
+            and "all" not in unwanted and adapter.name not in unwanted)
 
 
 STEP_MODES = ("auto", "on", "off")

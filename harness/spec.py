@@ -8,6 +8,7 @@ the harness can use the model.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,12 +22,24 @@ def _not_bool(value: Any) -> Any:
     return value
 
 
+def _int(value: Any) -> Any:
+    # strict: a YAML integer only; pydantic would take "4" (a string) and 4.0 as 4
+    _not_bool(value)
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        raise ValueError(f"expected a valid integer, got {value!r}, which has a fractional part")
+    if not isinstance(value, int):
+        raise ValueError(f"expected a valid integer, got {type(value).__name__} {value!r}"[:200])
+    if value.bit_length() > 62:
+        raise ValueError(f"expected an integer below 2**62, got one of {len(str(value))} digits")
+    return value
+
+
 # (constraints before the validator, or the JSON Schema loses them)
 Float = Annotated[float, BeforeValidator(_not_bool)]
 PositiveFloat = Annotated[float, Field(gt=0), BeforeValidator(_not_bool)]
 NonNegativeFloat = Annotated[float, Field(ge=0), BeforeValidator(_not_bool)]
-PositiveInt = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
-NonNegativeInt = Annotated[int, Field(ge=0), BeforeValidator(_not_bool)]
+PositiveInt = Annotated[int, Field(ge=1), BeforeValidator(_int)]
+NonNegativeInt = Annotated[int, Field(ge=0), BeforeValidator(_int)]
 
 
 class FieldError(ValueError):

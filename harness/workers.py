@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -74,6 +75,14 @@ def _main(conn: Any, parent: int, make_job: Callable[..., Job], args: tuple) -> 
                     conn.send(job.unsendable(reply, exc))
     finally:
         job.close()
+        # no interpreter shutdown: a framework call abandoned in a thread by a timeout would
+        # make it abort (SIGABRT) while the worker exits; there is nothing left to clean up
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(0)
 
 
 class Worker:

@@ -9,6 +9,7 @@ message). Its binary members are made by ``tests/bad_inputs/make_binaries.py``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pickle
 import re
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 from harness import params, prepare, reference
+from harness.cases import load_cases
 from harness.cli import main
 from harness.data import generate as generate_inputs
 from harness.errors import CaseError, WeightsError
@@ -192,14 +194,14 @@ def test_memory_limit_option_and_environment(tmp_path, capsys, monkeypatch):
     code, err, _ = run_cli([str(case), "--out", str(out), "--max-memory", "1KiB", "--quiet"],
                            capsys)
     assert code == 2 and len(err) == 1
-    assert re.search(r"c\.yaml:\d+: \w+: case good needs an estimated [0-9.e+-]+ GiB in float64 "
+    assert re.search(r"c\.yaml:\d+: \w+: case good needs an estimated [0-9.e+-]+ GiB "
                      r"\(parameters .*\), more than the memory limit of 9.54e-07 GiB", err[0]), err
     assert not out.exists()
     monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "1KiB")
     code, err, _ = run_cli([str(case), "--out", str(out), "--quiet"], capsys)
     assert code == 2 and "more than the memory limit" in err[0]
-    code, err, _ = run_cli([str(case), "--out", str(out), "--quiet", "--max-memory", "1MiB",
-                            "--adapters", "reference"], capsys)
+    code, err, _ = run_cli([str(case), "--out", str(out), "--quiet", "--max-memory", "64MiB",
+                            "--adapters", "reference,noise-floor"], capsys)
     assert code == 0, err  # the option wins over the environment
     monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "plenty")
     code, err, _ = run_cli([str(case), "--out", str(out), "--quiet"], capsys)
@@ -249,3 +251,324 @@ def test_npz_over_the_memory_limit_is_refused_from_its_headers(tmp_path):
     assert load_npz(path, max_bytes=8000)["a"].shape == (1000,)
     with pytest.raises(WeightsError, match="more than the memory limit"):
         load_npz(path, max_bytes=7999)
+
+
+# Nothing green that tested nothing --------------------------------------------------------------
+
+def _torch_lstm_npz(path: Path, I: int, H: int, value: float) -> None:
+    rng = np.random.default_rng(0)
+    np.savez(path, weight_ih_l0=rng.uniform(-1, 1, (4 * H, I)) * value,
+             weight_hh_l0=rng.uniform(-1, 1, (4 * H, H)), bias_ih_l0=np.zeros(4 * H),
+             bias_hh_l0=np.zeros(4 * H))
+
+
+def test_weights_that_overflow_the_case_dtype_are_bad_input(tmp_path, capsys):
+    _torch_lstm_npz(tmp_path / "w.npz", 3, 4, 1e5)
+    case = tmp_path / "c.yaml"
+    case.write_text("name: f16\ncell: lstm\ninput_size: 3\nhidden_size: 4\ndtype: float16\n"
+                    "weights: {file: w.npz, layout: torch}\n")
+    code, err, out = run_cli([str(case), "--out", str(tmp_path / "r"), "--adapters",
+                              "reference,onnxruntime"], capsys)
+    assert code == 2 and len(err) == 1, err
+    assert "w.npz" in err[0] and "overflow" in err[0] and "float16" in err[0], err[0]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("key", ["weights", "inputs"])
+def test_a_generated_scale_that_overflows_is_bad_input(key, tmp_path, capsys):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD + f"{key}: {{scale: 1.0e300}}\n")
+    code, err, _ = run_cli([str(case), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1, err
+    assert f"c.yaml:7: {key}.scale:" in err[0] and "overflow" in err[0], err[0]
+
+
+def test_a_non_finite_reference_is_an_error_of_the_case(tmp_path, capsys):
+    # W x = +inf and R h0 = -inf in float64: the gate pre-activation is NaN
+    I = H = 2
+    w = {}
+    for g in "ifgo":
+        w[f"layer0/forward/W_{g}"] = np.full((H, I), 1e308)
+        w[f"layer0/forward/R_{g}"] = np.full((H, H), -1e308)
+        w[f"layer0/forward/bW_{g}"] = np.zeros(H)
+        w[f"layer0/forward/bR_{g}"] = np.zeros(H)
+    np.savez(tmp_path / "w.npz", **w)
+    np.savez(tmp_path / "x.npz", x=np.ones((1, 2, I)), h0=np.ones((1, 1, H)),
+             c0=np.zeros((1, 1, H)))
+    case = tmp_path / "c.yaml"
+    case.write_text("name: nan\ncell: lstm\ninput_size: 2\nhidden_size: 2\nbatch: 1\n"
+                    "seq_len: 2\ndtype: float64\nweights: {file: w.npz, layout: canonical}\n"
+                    "inputs: {file: x.npz}\n")
+    code, err, out = run_cli([str(case), "--out", str(tmp_path / "r"), "--adapters",
+                              "reference,torch-cpu", "--quiet"], capsys)
+    assert code == 1, (code, err, out)
+    assert "pass" not in out and "error" in out, out
+    report = tmp_path / "r"
+    assert "float64 reference overflows" in (report / "run.json").read_text()
+
+
+def _case(tmp_path: Path, extra: str = "") -> Path:
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD + extra)
+    return case
+
+
+@pytest.mark.parametrize("args, extra", [
+    (["--device", "cpu", "--adapters", "torch-cudnn"], ""),
+    (["--adapters", "reference"], ""),
+    (["--adapters", "reference,torch-cpu"], "adapters: []\n"),
+    (["--adapters", "reference,torch-cpu"], "exclude: [all]\n"),
+])
+def test_a_run_that_compares_nothing_exits_1(args, extra, tmp_path, capsys):
+    code, err, out = run_cli([str(_case(tmp_path, extra)), "--out", str(tmp_path / "r"),
+                              "--quiet", *args], capsys)
+    assert code == 1, (code, err, out)
+    assert len(err) == 1 and "nothing was compared" in err[0], err
+
+
+def test_exclude_all_excludes_every_adapter(tmp_path, capsys):
+    run_cli([str(_case(tmp_path, "exclude: [all]\n")), "--out", str(tmp_path / "r"), "--quiet",
+             "--adapters", "reference,torch-cpu"], capsys)
+    text = (tmp_path / "r" / "run.json").read_text()
+    assert text.count("not selected by the case") == 2
+
+
+@pytest.mark.parametrize("value", ["torch-cpu,torch-cpu", "reference,,torch-cpu", ""])
+def test_duplicate_or_empty_adapter_names_are_refused(value, tmp_path, capsys):
+    code, err, _ = run_cli([str(_case(tmp_path)), "--out", str(tmp_path / "r"),
+                            "--adapters", value], capsys)
+    assert code == 2 and len(err) == 1 and "--adapters" in err[0], err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("option, value", [("--factor", "nan"), ("--factor", "1"),
+                                           ("--factor", "inf"), ("--factor", "-3"),
+                                           ("--ignore-below", "nan")])
+def test_diff_refuses_a_factor_that_cannot_find_a_regression(option, value, tmp_path, capsys):
+    code = main(["diff", str(tmp_path / "a"), str(tmp_path / "b"), option, value])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and option in err[0], err
+
+
+# Report folders that cannot be written: refused before anything runs -----------------------------
+
+def _bad_outs(tmp_path: Path) -> list[str]:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    notreport = tmp_path / "mine"
+    notreport.mkdir()
+    (notreport / "thesis.tex").write_text("x")
+    outs = [str(afile), str(afile / "sub"), "", str(notreport), "/proc/rnn-harness-x",
+            "/sys/rnn-harness-x"]
+    if os.geteuid() != 0:  # root writes anywhere
+        outs.append(str(readonly / "r"))
+    return outs
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_running(tmp_path, capsys):
+    case = _case(tmp_path)
+    for out in _bad_outs(tmp_path):
+        code, err, stdout = run_cli([str(case), "--out", out, "--adapters",
+                                     "reference,noise-floor", "--quiet"], capsys)
+        assert code == 2 and len(err) == 1 and "--out" in err[0], (out, err)
+        assert stdout == "", out
+    assert (tmp_path / "mine" / "thesis.tex").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["schema", "-o", "{f}/x.json"], ["schema", "-o", "/proc/rnn-harness-x.json"],
+    ["merge", "{f}/m", "{r}"], ["merge", "", "{r}"],
+    ["diff", "{r}", "{r}", "--out", "{f}/d.md"],
+])
+def test_writing_into_a_bad_path_is_one_line(argv, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    report = tmp_path / "report"
+    assert main(["run", str(_case(tmp_path)), "--out", str(report), "--quiet", "--adapters",
+                 "reference,noise-floor"]) == 0
+    capsys.readouterr()
+    code = main([a.format(f=afile, r=report) for a in argv])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("rnn-harness: error: "), err
+
+
+@pytest.mark.parametrize("text, words", [
+    ('input_size: "4"\n', "expected a valid integer, got str"),
+    ("input_size: 4.0\n", "expected a valid integer, got float"),
+    ("input_size: 017\n", "leading 0"),
+    ("input_size: 1" + "0" * 400 + "\n", "expected an integer below 2**62"),
+])
+def test_integers_are_yaml_integers_written_plainly(text, words, tmp_path, capsys):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD.replace("input_size: 2\n", text))
+    code, err, _ = run_cli([str(case), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and words in err[0] and "c.yaml:3" in err[0], err
+
+
+def test_max_memory_must_be_finite(tmp_path, capsys):
+    code, err, _ = run_cli([str(_case(tmp_path)), "--out", str(tmp_path / "r"),
+                            "--max-memory", "1e999"], capsys)
+    assert code == 2 and len(err) == 1 and "--max-memory" in err[0], err
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+def test_an_endless_case_file_is_read_only_up_to_the_limit(tmp_path, capsys):
+    code, err, _ = run_cli(["/dev/zero", "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and "more than the" in err[0], err
+    sparse = tmp_path / "big.yaml"
+    with open(sparse, "wb") as f:  # 2 GB, no disk used
+        f.truncate(2 * 10**9)
+    code, err, _ = run_cli([str(sparse), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and "more than the" in err[0], err
+
+
+# Crafted report folders for diff and merge -----------------------------------------------------
+
+def _craft(folder: Path, how: str) -> None:
+    import json
+
+    run = folder / "run.json"
+    doc = json.loads(run.read_text())
+    csv = folder / "divergence.csv"
+    if how == "run-list":
+        run.write_text("[1, 2]")
+    elif how == "pair-missing-keys":
+        doc["pairs"][0].pop("adapter")
+        run.write_text(json.dumps(doc))
+    elif how == "shard-abc":
+        doc["shard"] = "abc"
+        run.write_text(json.dumps(doc))
+    elif how == "t-abc":
+        lines = csv.read_text().splitlines()
+        head = lines[0].split(",")
+        cells = lines[1].split(",")
+        cells[head.index("t")] = "abc"
+        csv.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    elif how == "errors-not-utf8":
+        (folder / "errors.log").write_bytes(b"== c::x\n\xff\xfe broken\n")
+    elif how == "run-not-utf8":
+        run.write_bytes(b"\xff\xfe{}")
+
+
+@pytest.fixture(scope="module")
+def shard_reports(tmp_path_factory):
+    base = tmp_path_factory.mktemp("shards")
+    case = base / "c.yaml"
+    case.write_text(GOOD)
+    for k in (1, 2):
+        code = main(["run", str(case), "--out", str(base / f"s{k}"), "--quiet", "--adapters",
+                     "reference,noise-floor", "--shard", f"{k}/2"])
+        assert code in (0, 1)
+    return base
+
+
+@pytest.mark.parametrize("how", ["run-list", "pair-missing-keys", "shard-abc", "t-abc",
+                                 "errors-not-utf8", "run-not-utf8"])
+def test_crafted_report_folders_are_one_line(how, shard_reports, tmp_path, capsys):
+    import shutil
+
+    folders = []
+    for k in (1, 2):
+        f = tmp_path / f"s{k}"
+        shutil.copytree(shard_reports / f"s{k}", f)
+        folders.append(f)
+    target = folders[0] if "t-abc" != how else next(
+        f for f in folders if len((f / "divergence.csv").read_text().splitlines()) > 1)
+    _craft(target, how)
+    capsys.readouterr()
+    for argv in (["merge", str(tmp_path / "m"), *map(str, folders)],
+                 ["diff", str(folders[0]), str(folders[1])]):
+        code = main(argv)
+        err = capsys.readouterr().err.splitlines()
+        if how == "errors-not-utf8":  # shown as it is, not fatal
+            assert code in (0, 1), (argv[0], err)
+            continue
+        assert code == 2 and len(err) == 1 and err[0].startswith("rnn-harness: error: "), (
+            argv[0], err)
+
+
+# The memory estimate against measured peak memory -----------------------------------------------
+
+_MEASURE = """
+import json, resource, sys
+from harness import prepare
+from harness.spec import Case
+
+def rss(key):  # KiB lines of /proc/self/status
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+case = Case(name="m", **json.loads(sys.argv[1]))
+before = rss("VmRSS:")
+try:  # reset the peak to now: the imports' own peak is not the case's
+    open("/proc/self/clear_refs", "w").write("5")
+    peak_of = lambda: rss("VmHWM:")
+except OSError:
+    peak_of = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+prepare.prepare(case, limit=2**40)
+print(json.dumps([peak_of() - before, sum(prepare.estimate_bytes(case).values())]))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB")
+def test_memory_estimate_is_within_2x_of_the_measured_peak():
+    """Small shapes, each in a fresh process: many tiny layers or timesteps (Python object
+    overheads dominate) and a few wider ones (the arrays dominate)."""
+    shapes = [
+        dict(cell="lstm", input_size=1, hidden_size=1, batch=1, seq_len=1, num_layers=400),
+        dict(cell="gru", input_size=1, hidden_size=1, batch=1, seq_len=1, num_layers=200,
+             bidirectional=True, dtype="float64"),
+        dict(cell="lstm", input_size=1, hidden_size=1, batch=1, seq_len=20000),
+        dict(cell="lstm", input_size=1, hidden_size=1, batch=1, seq_len=1500, num_layers=3,
+             gradients=True),
+        dict(cell="lstm", input_size=128, hidden_size=128, batch=8, seq_len=200, num_layers=2),
+        dict(cell="lstm", input_size=384, hidden_size=384, batch=2, seq_len=10, proj_size=96,
+             peepholes=True),
+    ]
+    procs = [subprocess.Popen([sys.executable, "-c", _MEASURE, json.dumps(kw)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True) for kw in shapes[:3]]
+    procs += [subprocess.Popen([sys.executable, "-c", _MEASURE, json.dumps(kw)], cwd=ROOT,
+                               stdout=subprocess.PIPE, text=True) for kw in shapes[3:]]
+    for kw, proc in zip(shapes, procs, strict=True):
+        out, _ = proc.communicate(timeout=120)
+        measured, estimate = json.loads(out)
+        assert measured / 2 <= estimate <= measured * 2, (kw, measured, estimate)
+
+
+def test_many_tiny_layers_are_refused_by_the_estimate(tmp_path, capsys):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD.replace("input_size: 2", "input_size: 1").replace("hidden_size: 3",
+                    "hidden_size: 1") + "num_layers: 1000000\n")
+    code, err, _ = run_cli([str(case), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and "more than the memory limit" in err[0], err
+
+
+def test_convert_and_doctor_go_through_the_memory_guard(tmp_path, capsys, monkeypatch):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD.replace("seq_len: 3", "seq_len: 1000000000"))
+    _torch_lstm_npz(tmp_path / "w.npz", 2, 3, 1.0)
+    for argv in (["convert", "--case", str(case), "--from", "torch", "--to", "canonical",
+                  str(tmp_path / "w.npz"), str(tmp_path / "o.npz")],
+                 ["doctor", "--case", str(case), "--weights", str(tmp_path / "w.npz"),
+                  "--layout", "torch", "--adapter", "torch-cpu"]):
+        code = main(argv)
+        err = capsys.readouterr().err.splitlines()
+        assert code == 2 and len(err) == 1 and "more than the memory limit" in err[0], err
+    # a weights file over the limit is refused from its headers, before it is read
+    case.write_text(GOOD.replace("input_size: 2", "input_size: 3").replace("hidden_size: 3",
+                                                                           "hidden_size: 4"))
+    _torch_lstm_npz(tmp_path / "w.npz", 3, 4, 1.0)
+    with np.load(tmp_path / "w.npz") as z:  # and 16 MB of zeros (compressed: a few kB)
+        np.savez_compressed(tmp_path / "w.npz", **dict(z), padding=np.zeros(2 * 10**6))
+    assert (tmp_path / "w.npz").stat().st_size < 10**6
+    fits = sum(prepare.estimate_bytes(load_cases(case)[0]).values()) + 2**20
+    monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", str(fits))  # the case fits, the file not
+    code = main(["convert", "--case", str(case), "--from", "torch", "--to", "canonical",
+                 str(tmp_path / "w.npz"), str(tmp_path / "o.npz")])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and "w.npz" in err[0], err
+    assert "more than the memory limit" in err[0], err

@@ -90,3 +90,34 @@ def test_summary_md_has_a_blind_note_per_case(tmp_path: Path, make_case) -> None
     assert "Blind to: nothing" in sections[0]
     assert "Blind to (mistakes that move the outputs by less than 10x tolerance)" in sections[1]
     assert "gate orders" in sections[1]
+
+
+def test_the_check_is_bounded_whatever_seq_len_and_batch():
+    """Probed on a truncated copy (T <= 16, B <= 2): a long case costs what a short one does,
+    and shows the same blind spots as its own first steps."""
+    import time
+
+    from harness.blind import MAX_BATCH, MAX_STEPS, truncated
+    from harness.prepare import load_inputs, load_weights
+    from harness.spec import Case
+
+    long = Case(name="long", cell="lstm", input_size=2, hidden_size=3, seq_len=100_000, batch=64)
+    start = time.perf_counter()
+    assert blind_note(long).startswith("Blind to")
+    assert time.perf_counter() - start < 20
+    canonical, inputs = load_weights(long), load_inputs(long)
+    small, cut = truncated(long, inputs)
+    assert (small.seq_len, small.batch) == (MAX_STEPS, MAX_BATCH) and cut.x.shape[:2] == (2, 16)
+    assert blind_spots(long, canonical, inputs) == blind_spots(small, canonical, cut)
+
+
+def test_the_report_phase_says_what_it_does(tmp_path, capsys):
+    from harness.cli import main
+
+    case = tmp_path / "c.yaml"
+    case.write_text("name: c\ncell: gru\ninput_size: 2\nhidden_size: 3\n")
+    assert main(["run", str(case), "--adapters", "reference,noise-floor", "--out",
+                 str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert "report: writing divergence.csv, summary.md (blind-spot checks" in err
+    assert "report: writing index.html" in err

@@ -245,3 +245,109 @@ def test_report_files_are_whole_even_when_killed_while_writing(tmp_path):
             leftover.unlink()
     write_text(target, "done\n")
     assert target.read_text() == "done\n" and sorted(tmp_path.iterdir()) == [target]
+
+
+# Interrupted runs: the report folder is whole or untouched ---------------------------------------
+
+def _hidden_leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}."))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals and /proc")
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)],
+                         ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+def test_an_interrupted_run_leaves_the_previous_report_intact(tmp_path, sig, code, isolate):
+    out = tmp_path / "report"
+    cmd = [sys.executable, "-m", "harness", "run", "cases", "--adapters", "reference,torch-cpu",
+           "--out", str(out)]
+    subprocess.run([*cmd[:4], "cases/projection.yaml", *cmd[5:]], cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)
+    before = _files(out)
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "RNN_HARNESS_TEST_RUN": marker}
+    proc = subprocess.Popen(cmd + (["--isolate"] if isolate else []), cwd=ROOT, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        _wait_for(proc, "[3/")
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, stderr[-2000:]
+    assert "interrupted" in stderr.splitlines()[-1] and "Traceback" not in stderr, stderr[-2000:]
+    assert "report in" not in stdout
+    assert _files(out) == before, "the previous report changed"
+    assert _hidden_leftovers(out) == []
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker), "worker processes outlived the interrupted run"
+
+
+def test_a_failed_report_write_keeps_the_previous_report(tmp_path):
+    from harness.report.folder import staged
+
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "run.json").write_text("old")
+    with pytest.raises(KeyboardInterrupt):
+        with staged(out) as partial:
+            (partial / "run.json").write_text("new")
+            raise KeyboardInterrupt
+    assert _files(out) == {"run.json": b"old"} and _hidden_leftovers(out) == []
+    with staged(out) as partial:
+        (partial / "run.json").write_text("new")
+    assert _files(out) == {"run.json": b"new"} and _hidden_leftovers(out) == []
+
+
+def test_a_reused_folder_keeps_nothing_of_the_previous_run(tmp_path):
+    out = tmp_path / "report"
+    result = runner.run(CASES[:1], [Reference(), Raises()], progress=None, keep_outputs=True)
+    write_report(result, out, outputs=True)
+    assert (out / "errors.log").exists() and (out / "outputs").is_dir()
+    result = runner.run(CASES[:1], [Reference(), Correct()], progress=None)
+    write_report(result, out)
+    assert not (out / "errors.log").exists() and not (out / "outputs").exists()
+
+
+def test_leftovers_of_a_killed_run_are_removed_by_the_next(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "report"
+    for kind in ("partial", "old"):
+        leftover = tmp_path / f".report.{kind}-{dead.pid}-abc123"
+        leftover.mkdir()
+        (leftover / "run.json").write_text("half")
+    alive = tmp_path / f".report.partial-{os.getpid()}-xyz"  # a run still going: kept
+    alive.mkdir()
+    result = runner.run(CASES[:1], [Reference(), Correct()], progress=None)
+    write_report(result, out)
+    assert _hidden_leftovers(out) == [alive.name]
+
+
+_HUNG_RUN = """
+import atexit, sys
+sys.path.insert(0, "tests")
+from fault_adapters import Sleeps
+from harness.adapters import ADAPTERS
+ADAPTERS[Sleeps.name] = Sleeps()
+atexit.register(lambda: print("interpreter shutdown", flush=True))
+sys.argv = ["rnn-harness", "run", sys.argv[1], "--adapters", "reference,fault-sleeps",
+            "--timeout", "0.5", "--out", sys.argv[2], "--quiet"]
+from harness.cli import entry
+entry()
+"""
+
+
+def test_a_run_with_an_abandoned_adapter_call_exits_without_interpreter_shutdown(tmp_path):
+    """A timed-out call still running in a thread: the process ends with os._exit once its
+    output is flushed, so framework code in that thread cannot abort it (SIGABRT) at exit."""
+    case = tmp_path / "c.yaml"
+    case.write_text("name: c\ncell: lstm\ninput_size: 2\nhidden_size: 3\n")
+    proc = subprocess.run([sys.executable, "-c", _HUNG_RUN, str(case), str(tmp_path / "r")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "1 error" in proc.stdout and "report in" in proc.stdout, proc.stdout
+    assert "interpreter shutdown" not in proc.stdout
+    assert (tmp_path / "r" / "run.json").exists()

@@ -3,9 +3,11 @@ recomputes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.npz import write_text
+from harness.report.folder import report_errors, staged
 from harness.report.html import html_report
 from harness.report.layouts_md import layouts_markdown
 from harness.report.outputs import save_outputs
@@ -15,12 +17,25 @@ from harness.runner import RunResult
 
 
 def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
-                 plots: str = "failed") -> Path:
+                 plots: str = "failed", progress: Callable[[str], None] | None = None) -> Path:
     """Write divergence.csv, summary.md, layouts.md, run.json, index.html with its plots (those
     of the pairs that did not pass; ``plots`` "all": every pair's, "none": none) and outputs/,
-    atomically per file."""
+    as a whole: into a hidden folder beside ``out`` that replaces it once complete
+    (:mod:`harness.report.folder`). ``progress``: called with a line as each part begins (the
+    summary's blind-spot checks and the plots take a while). Returns ``out``."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with report_errors(out), staged(out) as partial:
+        _write(result, partial, outputs=outputs, plots=plots, progress=progress or _silent)
+    return out
+
+
+def _silent(line: str) -> None:
+    pass
+
+
+def _write(result: RunResult, out: Path, *, outputs: bool, plots: str,
+           progress: Callable[[str], None]) -> None:
+    progress(f"divergence.csv, summary.md (blind-spot checks of {len(result.cases)} case(s))")
     write_text(out / "divergence.csv", result.divergence.to_csv(index=False, float_format="%.6g"))
     write_text(out / "summary.md", summary_markdown(result))
     write_text(out / "layouts.md", layouts_markdown(result))
@@ -29,7 +44,8 @@ def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
     if errors:
         write_text(out / "errors.log",
                    "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
+    progress(f"index.html (plots: {plots})")
     write_text(out / "index.html", html_report(result, out, plots))
     if outputs:
+        progress("outputs/")
         save_outputs(result, out / "outputs")
-    return out
