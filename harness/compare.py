@@ -144,26 +144,34 @@ def of_mode(rows: pd.DataFrame | None, mode: str) -> pd.DataFrame | None:
     return rows[rows["mode"].fillna(FREE) == mode]
 
 
-def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None
-                 ) -> tuple[str, str]:
+def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None,
+                 floor_factor: float | None = None) -> tuple[str, str]:
     """(verdict, reason) of a pair from its free-running rows and its step-local rows (None or
-    empty: step mode not run). Step rows beyond tolerance: DIVERGED, a one-step mistake, named
-    in the reason. Free rows beyond tolerance only in forward outputs while every step row is
-    :func:`within` tolerance: PASS, the error is rounding amplified by the recurrence (a
-    gradient row beyond tolerance is never excused: step mode checks the forward only).
-    Otherwise the free rows decide."""
-    free_ok = within(free_rows["tol_ratio"])
+    empty: step mode not run), each row judged by :func:`within` (``floor_factor``: the pair's
+    :attr:`Tolerance.floor_factor`). Step rows beyond tolerance: DIVERGED, a one-step mistake,
+    named in the reason. Free rows beyond tolerance in ``y`` (and maybe the final states) while
+    every step row is within tolerance: PASS, the error is rounding amplified by the
+    recurrence. A gradient row beyond tolerance is never excused (step mode checks the
+    forward only), nor final states wrong while every step of ``y`` is right (no recurrence
+    amplifies that). Otherwise the free rows decide."""
+    free_ok = _rows_within(free_rows, floor_factor)
     if step_rows is not None and not step_rows.empty:
-        step_ok = within(step_rows["tol_ratio"])
+        step_ok = _rows_within(step_rows, floor_factor)
         if not step_ok.all():
             bad = step_rows[~step_ok].sort_values(["t", "layer", "direction"], kind="stable")
             f = bad.iloc[0]
             return DIVERGED, (f"one-step error beyond tolerance from the reference's state, "
                               f"first at {where(f)}: max_abs {f['max_abs']:.2e} "
                               f"({f['tol_ratio']:.3g}x tolerance)")
-        if not free_ok.all() and free_rows["output"][~free_ok].isin(FORWARD).all():
+        failing = set(free_rows["output"][~free_ok])
+        if failing and failing <= set(FORWARD) and "y" in failing:
             return PASS, AMPLIFIED
     return (PASS if free_ok.all() else DIVERGED), ""
+
+
+def _rows_within(rows: pd.DataFrame, floor_factor: float | None) -> np.ndarray:
+    floor = rows["floor_ratio"] if "floor_ratio" in rows.columns else None
+    return np.asarray(within(rows["tol_ratio"], floor, floor_factor))
 
 
 def tol_ratios(a: np.ndarray, r: np.ndarray, tol: Tolerance) -> np.ndarray:

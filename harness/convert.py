@@ -339,6 +339,7 @@ def read_any(path: str, src_name: str | None, case_file: str | None, name: str |
 
     if case_file is None:
         case, inferred, notes = infer_case(path, select=select)
+        guard([case], None)
         if src_name is not None and src_name != inferred:
             raise HarnessError(f"the file holds {inferred!r} tensors, not {src_name!r}",
                                file=path, field="--from")
@@ -348,8 +349,9 @@ def read_any(path: str, src_name: str | None, case_file: str | None, name: str |
     if src_name is None:
         raise HarnessError("--from is needed with --case", field="--from")
     src = get_layout(src_name)
-    case = pick_case(load_cases(case_file), name, lambda c: read_for(c, src, path, select),
-                     case_file)
+    cases = load_cases(case_file)
+    guard(cases, name)
+    case = pick_case(cases, name, lambda c: read_for(c, src, path, select), case_file)
     native, notes = read_for(case, src, path, select)
     return case, src, native, notes
 

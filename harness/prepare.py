@@ -88,7 +88,7 @@ def _cast_itemsize(case: Case) -> int:
 _PER_LAYER_BYTES = 2500
 _PER_STEP_BYTES = 250
 _PER_STEP_BACKWARD_BYTES = 1500
-_FIXED_BYTES = 3 * 2**20
+_FIXED_BYTES = 3 * 2**19
 
 
 def estimate_bytes(case: Case) -> dict[str, int]:

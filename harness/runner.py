@@ -198,7 +198,7 @@ def _add_step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executo
                                        sc.scatter(sc.floor.y, B, T), tol).rows
         frames.append(rows)
     step = pd.concat(frames, ignore_index=True)
-    r.status, why = compare.pair_verdict(r.rows, step)
+    r.status, why = compare.pair_verdict(r.rows, step, tol.floor_factor)
     r.rows = pd.concat([r.rows, step], ignore_index=True)
     r.reason = _join(r.reason, why)
 

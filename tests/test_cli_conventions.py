@@ -129,13 +129,13 @@ def test_doctor_format_json(case_file, tmp_path, capsys):
 
 def test_run_without_cases_runs_the_bundled_ones_from_anywhere(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # no cases/ here
-    assert main(["run", "--adapters", "reference", "--out", "r", "--quiet", "--plots",
+    assert main(["run", "--adapters", "reference,noise-floor", "--out", "r", "--quiet", "--plots",
                  "none"]) == 0
     bundled = sorted(p.stem for p in (ROOT / "cases").rglob("*.yaml"))
     run = json.loads((tmp_path / "r" / "run.json").read_text())
     assert len(run["pairs"]) >= len(bundled)
-    assert main(["run", "--builtin", "--adapters", "reference", "--out", "r2", "--quiet",
-                 "--plots", "none"]) == 0
+    assert main(["run", "--builtin", "--adapters", "reference,noise-floor", "--out", "r2",
+                 "--quiet", "--plots", "none"]) == 0
 
 
 def test_init_copies_the_bundled_cases_and_never_overwrites(tmp_path, capsys):

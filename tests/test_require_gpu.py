@@ -30,10 +30,12 @@ def test_require_gpu_names_each_missing_gpu_adapter(tmp_path, capsys):
     assert not out.exists()  # refused before running
 
 
-def test_without_it_unavailable_gpu_adapters_are_rows_and_exit_0(tmp_path):
+def test_without_it_unavailable_gpu_adapters_are_rows_and_a_run_that_compared_nothing_fails(
+        tmp_path, capsys):
     if not unavailable_gpu_adapters():
         pytest.skip("every GPU adapter is available here")
-    assert main(["run", CASE, "--device", "gpu", "--out", str(tmp_path), "--quiet"]) == 0
+    assert main(["run", CASE, "--device", "gpu", "--out", str(tmp_path), "--quiet"]) == 1
+    assert "nothing was compared" in capsys.readouterr().err
 
 
 def test_require_gpu_with_no_gpu_adapter_selected(tmp_path, capsys):

@@ -21,7 +21,7 @@ from harness import compare
 from harness.report.layouts_md import mapping_markdown
 from harness.report.plots import draw_pair
 from harness.report.summary import _case_line as case_line
-from harness.report.summary import diverged_reason, headers, pair_row, split_rows
+from harness.report.summary import headers, pair_reason, pair_row, split_rows
 from harness.runner import PairResult, RunResult
 
 STATUS_CLASS = {
@@ -126,8 +126,7 @@ def _matrix_cell(p: PairResult, gradients: bool = False, dtype: str = "float32")
             lines.append(f"{w['tol_ratio']:.2g}× tol")
         if gradients and split_rows(p.rows)[1].empty:
             lines.append("(forward only)")  # no backward pass: the reason says why
-    reason = p.reason or (diverged_reason(p.first_diverging) if p.status == compare.DIVERGED
-                          else "")
+    reason = pair_reason(p)
     title = escape(reason or (f"worst max_abs {w['max_abs']:.3g}" if w is not None else ""))
     return (f'<td class="{STATUS_CLASS.get(p.status, "")}" title="{title}">'
             f'<a href="#{_slug("case-" + p.case)}">'

@@ -108,11 +108,15 @@ def pair_row(p, gradients: bool = False, dtype: str | None = None) -> list[str]:
     row = [p.adapter, p.status, worst_text, floor, first_text]
     if gradients:
         row.append(gradient_text(grads))
-    reason = p.reason
-    if not reason and p.status == compare.DIVERGED:
-        reason = diverged_reason(first)
-    reason = "; ".join(t for t in (reason, getattr(p, "attribution", "")) if t)
-    return row + [f"{p.seconds:.3f}", reason]
+    return row + [f"{p.seconds:.3f}", pair_reason(p)]
+
+
+def pair_reason(p) -> str:
+    """Why a pair has its verdict, for summary.md and index.html: a DIVERGED pair's first
+    diverging output, layer, direction and step, then the run's own reason (an exception, the
+    step-local verdict, a note) and the cause a GPU rerun attributes it to."""
+    where = diverged_reason(p.first_diverging) if p.status == compare.DIVERGED else ""
+    return "; ".join(t for t in (where, p.reason, getattr(p, "attribution", "")) if t)
 
 
 HEADERS = ["adapter", "verdict", "worst max_abs", "x noise floor (float64: ulp)",
