@@ -15,6 +15,7 @@ import pickle
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -96,8 +97,26 @@ def test_binaries_are_what_the_script_makes(tmp_path):
     module.main(tmp_path)
     for made in sorted(tmp_path.iterdir()):
         committed = CORPUS / made.name
-        assert committed.exists() and committed.read_bytes() == made.read_bytes(), (
+        assert committed.exists() and _same_file(committed, made), (
             f"{committed} is stale: run python tests/bad_inputs/make_binaries.py")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """The same bytes; or, for .npz archives, the same members with the same .npy headers (an
+    object array's pickle differs between NumPy releases, and is never unpickled here)."""
+    if a.read_bytes() == b.read_bytes():
+        return True
+    if not (zipfile.is_zipfile(a) and zipfile.is_zipfile(b)):
+        return False
+    with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
+        if za.namelist() != zb.namelist():
+            return False
+        for name in za.namelist():
+            x, y = za.read(name), zb.read(name)
+            if x != y and not (x.startswith(b"\x93NUMPY") and b"'|O'" in x[:128]
+                               and x[:128].split(b"}")[0] == y[:128].split(b"}")[0]):
+                return False
+    return True
 
 
 # Nothing in the input runs --------------------------------------------------------------------
