@@ -173,16 +173,21 @@ def _wait_for(proc: subprocess.Popen, text: str, limit: float = 120) -> str:
     return seen
 
 
+def _after_an_earlier_report(out: Path) -> tuple[list[str], dict]:
+    """The command of a whole-suite run into ``out``, and the files of an earlier, complete
+    report (one case) already there."""
+    cmd = [sys.executable, "-m", "harness", "run", "cases", "--adapters", "reference,torch-cpu",
+           "--out", str(out)]
+    subprocess.run([*cmd[:4], "cases/projection.yaml", *cmd[5:]], cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)
+    return cmd, _files(out)
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL and /proc")
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
 def test_killed_run_leaves_no_partial_report(tmp_path, isolate):
     out = tmp_path / "report"
-    cmd = [sys.executable, "-m", "harness", "run", "cases", "--adapters", "reference,torch-cpu",
-           "--out", str(out)]
-    # an earlier, complete report in the same folder
-    subprocess.run([*cmd[:4], "cases/projection.yaml", *cmd[5:]], cwd=ROOT, check=True,
-                   capture_output=True, timeout=300)
-    before = _files(out)
+    cmd, before = _after_an_earlier_report(out)
     assert {"divergence.csv", "summary.md", "run.json"} <= set(before)
     marker = uuid.uuid4().hex  # finds this run's processes, workers included
     env = {**os.environ, "RNN_HARNESS_TEST_RUN": marker}
@@ -259,11 +264,7 @@ def _hidden_leftovers(folder: Path) -> list[str]:
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
 def test_an_interrupted_run_leaves_the_previous_report_intact(tmp_path, sig, code, isolate):
     out = tmp_path / "report"
-    cmd = [sys.executable, "-m", "harness", "run", "cases", "--adapters", "reference,torch-cpu",
-           "--out", str(out)]
-    subprocess.run([*cmd[:4], "cases/projection.yaml", *cmd[5:]], cwd=ROOT, check=True,
-                   capture_output=True, timeout=300)
-    before = _files(out)
+    cmd, before = _after_an_earlier_report(out)
     marker = uuid.uuid4().hex
     env = {**os.environ, "RNN_HARNESS_TEST_RUN": marker}
     proc = subprocess.Popen(cmd + (["--isolate"] if isolate else []), cwd=ROOT, env=env,

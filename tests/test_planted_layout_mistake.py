@@ -7,14 +7,11 @@ the input kernel at t=0 (P3).
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
+from planted import planted_torch
 
 from harness import compare
 from harness.adapters.torch_cpu import TorchCPU
-from harness.layouts import torch as torch_layout
-from harness.layouts.base import fused
 from harness.prepare import prepare
 from harness.runner import run_pair
 from harness.spec import Case
@@ -22,27 +19,7 @@ from harness.spec import Case
 pytest.importorskip("torch")
 
 
-def planted(kind: str):
-    """The torch layout with the f and g blocks of ``kind`` swapped (i g f o instead of i f g o)."""
-
-    def describe(case, layer, d):
-        tensors = torch_layout.describe(case, layer, d)
-        name = {"W": "weight_ih", "R": "weight_hh"}[kind]
-        return [fused(case, layer, d, t.name, kind, "igfo", axis=0)
-                if t.name.startswith(name) else t
-                for t in tensors]
-
-    layout = dataclasses.replace(torch_layout.TORCH, name=f"torch-planted-{kind}",
-                                 describe=describe)
-
-    class Planted(TorchCPU):
-        name = f"torch-planted-{kind}"
-
-        @property
-        def layout(self):
-            return layout
-
-    return Planted()
+planted = planted_torch
 
 
 CASE = Case(name="planted", cell="lstm", input_size=3, hidden_size=4, batch=2, seq_len=6,

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from planted import planted_torch
 
 from harness import compare, steplocal
 from harness.adapters.reference import Reference
@@ -88,27 +89,7 @@ def test_torch_one_step_errors_pass_on_every_valid_step():
 # (c) a mistake is a large one-step error ----------------------------------------------------
 
 def _planted_recurrent_gate_order():
-    """torch-cpu with the f and g blocks of weight_hh swapped (see
-    tests/test_planted_layout_mistake.py)."""
-    from harness.adapters.torch_cpu import TorchCPU
-    from harness.layouts import torch as torch_layout
-    from harness.layouts.base import fused
-
-    def describe(case, layer, d):
-        return [fused(case, layer, d, t.name, "R", "igfo", axis=0)
-                if t.name.startswith("weight_hh") else t
-                for t in torch_layout.describe(case, layer, d)]
-
-    layout = dataclasses.replace(torch_layout.TORCH, name="torch-planted-R", describe=describe)
-
-    class Planted(TorchCPU):
-        name = "torch-planted-R"
-
-        @property
-        def layout(self):
-            return layout
-
-    return Planted()
+    return planted_torch("R")
 
 
 def test_planted_recurrent_mistake_is_a_large_one_step_error_from_t1():

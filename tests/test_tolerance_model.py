@@ -9,11 +9,11 @@ stay far beyond it.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
+from planted import planted_torch
 
 from harness import compare
 from harness.cases import load_cases
@@ -22,8 +22,6 @@ from harness.compare import NOISE_FLOOR_FACTOR, divergence, tolerance_for
 from harness.data import Outputs
 from harness.doctor import Doctor
 from harness.layouts import get_layout
-from harness.layouts import torch as torch_layout
-from harness.layouts.base import fused
 from harness.npz import load_npz
 from harness.prepare import prepare
 from harness.runner import run_pair
@@ -68,27 +66,6 @@ def test_onnxruntime_beyond_atol_but_within_the_floor_passes(tmp_path, capsys):
     assert rows.floor_ratio.max() <= NOISE_FLOOR_FACTOR
 
 
-def planted_torch(kind: str):
-    """torch-cpu reading the f and g blocks of ``kind`` (W: weight_ih, R: weight_hh) swapped."""
-    from harness.adapters.torch_cpu import TorchCPU
-
-    name = {"W": "weight_ih", "R": "weight_hh"}[kind]
-
-    def describe(case, layer, d):
-        return [fused(case, layer, d, t.name, kind, "igfo", axis=0)
-                if t.name.startswith(name) else t for t in torch_layout.describe(case, layer, d)]
-
-    layout = dataclasses.replace(torch_layout.TORCH, name=f"torch-planted-{kind}",
-                                 describe=describe)
-
-    class Planted(TorchCPU):
-        name = f"torch-planted-{kind}"
-
-        @property
-        def layout(self):
-            return layout
-
-    return Planted()
 
 
 @pytest.mark.parametrize("kind", ["W", "R"])
