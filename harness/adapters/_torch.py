@@ -90,7 +90,10 @@ class TorchRNN(Adapter):
 
         x, h0 = t(inputs.x, True), t(inputs.h0, True)
         c0 = t(inputs.c0, True) if case.cell == "lstm" else None
-        with torch.enable_grad() if grads else torch.no_grad():  # forward only: no graph
+        with torch.enable_grad() if grads else torch.no_grad(), warnings.catch_warnings():
+            # forward only: no graph. oneDNN's note that it leaves projections to the plain
+            # kernel is about speed, not results: not for the user's terminal
+            warnings.filterwarnings("ignore", "LSTM with projections is not supported with oneDNN")
             if inputs.seq_lengths is not None:
                 packed = torch.nn.utils.rnn.pack_padded_sequence(
                     x, torch.as_tensor(inputs.seq_lengths), batch_first=True, enforce_sorted=False)
