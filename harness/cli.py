@@ -47,9 +47,19 @@ def _unknown(kind: str, name: str, known: list[str], field: str) -> HarnessError
                         field=field)
 
 
-def _check_adapters(names: list[str], field: str = "--adapters") -> None:
+def _check_adapters(names: list[str] | None, field: str = "--adapters") -> None:
+    """Adapter names from the command line (None: none given): no empty name, no name twice
+    (it would run and report the pairs twice), each one known (or "did you mean")."""
     from harness.adapters import ADAPTERS
 
+    if names is None:
+        return
+    if not all(names):
+        raise HarnessError(f"expected comma-separated adapter names, got {','.join(names)!r}",
+                           field=field)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise HarnessError(f"{', '.join(twice)} named more than once", field=field)
     for n in names:
         if n != "all" and n not in ADAPTERS:
             raise _unknown("adapter", n, list(ADAPTERS), field)
@@ -100,8 +110,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.atol is not None or args.rtol is not None:
         cases = [_tolerance_override(c, args.atol, args.rtol) for c in cases]
     names = [n.strip() for n in args.adapters.split(",")] if args.adapters is not None else None
-    _check_adapter_names(names)
-    _check_adapters(names or [])
+    _check_adapters(names)
     chosen = registry.select(names, args.device)
     if args.require_gpu:
         missing = runner.missing_gpu(chosen)
@@ -141,18 +150,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _report_progress(line: str) -> None:
     print(f"report: writing {line}", file=sys.stderr, flush=True)
-
-
-def _check_adapter_names(names: list[str] | None) -> None:
-    """--adapters: no empty names, no name twice (it would run and report the pairs twice)."""
-    if names is None:
-        return
-    if not all(names):
-        raise HarnessError(f"expected comma-separated adapter names, got {','.join(names)!r}",
-                           field="--adapters")
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise HarnessError(f"{', '.join(twice)} named more than once", field="--adapters")
 
 
 def _compared_anything(pairs: list) -> bool:

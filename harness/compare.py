@@ -318,8 +318,7 @@ class Divergence:
     @property
     def passed(self) -> bool:
         """Every row :func:`within` tolerance."""
-        return bool(within(self.rows["tol_ratio"], self.rows["floor_ratio"],
-                           self.floor_factor).all())
+        return bool(_rows_within(self.rows, self.floor_factor).all())
 
     @property
     def verdict(self) -> str:
