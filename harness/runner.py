@@ -223,8 +223,8 @@ def missing_gpu(adapters: list[Adapter]) -> list[str]:
     gpu = [a for a in adapters if a.device == "gpu"]
     if not gpu:
         return ["no GPU adapter selected (--adapters/--device)"]
-    return [f"{a.name} unavailable: {a.unavailable_reason()}" for a in gpu
-            if a.unavailable_reason()]
+    reasons = {a.name: a.unavailable_reason() for a in gpu}
+    return [f"{name} unavailable: {why}" for name, why in reasons.items() if why]
 
 
 def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:
