@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import compare
+from harness.report.folder import plot_stem, slug
 from harness.report.layouts_md import mapping_markdown
 from harness.report.plots import draw_pair
 from harness.report.summary import _case_line as case_line
@@ -62,8 +63,7 @@ nav a { margin-right: 1em; }
 """
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+_slug = slug
 
 
 def _inline(text: str) -> str:
@@ -192,7 +192,7 @@ def _plots_line(plots: str, drawn: int) -> str:
 def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple:
     """The arguments of :func:`harness.report.plots.draw_pair` for the pair."""
     return (compare.of_mode(p.rows, compare.FREE), plots,
-            f"{n:03d}-{_slug(p.case)}--{_slug(p.adapter)}",
+            plot_stem(n, p.case, p.adapter),
             f"{p.case} :: {p.adapter} ({case.dtype})")
 
 
