@@ -158,10 +158,13 @@ def test_a_report_from_before_the_marker_is_recognised_read_and_replaced(tmp_pat
     (old / "mine.txt").write_text("mine")
     new = _report(tmp_path / "new")
     assert read_report(old).run.schema_version == 0
-    assert main(["diff", str(old), str(new)]) == 0  # the first nightly after the change
+    # the first nightly after the change; its diff goes into the earlier report
+    assert main(["diff", str(old), str(new), "--out", str(old / "regressions.md")]) == 0
     capsys.readouterr()
+    assert "regressions.md" in json.loads((old / MARKER).read_text())["entries"]
     _report(old)
     assert (old / "mine.txt").read_text() == "mine" and not (old / "diff.md").exists()
+    assert not (old / "regressions.md").exists()
     assert (old / MARKER).is_file()
     assert json.loads((old / "run.json").read_text())["schema_version"] == SCHEMA_VERSION
 
@@ -198,6 +201,7 @@ def test_merge_copies_no_symlink_out_of_a_shard(shards, tmp_path, capsys):
     outputs.mkdir(parents=True)
     (outputs / "fault-none.npz").write_bytes(b"real output")
     (outputs / "leak.npz").symlink_to(secret / "key.npz")
+    os.link(secret / "key.npz", outputs / "hardlink.npz")  # same file system: tmp_path
     (folders[0] / "outputs" / "linked").symlink_to(secret, target_is_directory=True)
     (folders[1] / "outputs").symlink_to(secret, target_is_directory=True)
     assert main(["merge", str(tmp_path / "m"), *map(str, folders)]) == 0

@@ -145,18 +145,27 @@ def write_marker(folder: Path) -> None:
 
 
 def add_entry(path: str | Path) -> None:
-    """``diff --out FILE`` wrote FILE: when it lies in a report folder with a marker, the marker
-    lists it, so the next report into that folder replaces it with the rest."""
-    path = Path(path)
-    listed = _marker_entries(path.parent)
-    if listed is None or path.name in listed:
-        return
+    """``diff --out FILE`` wrote FILE: when it lies in a report folder, the marker lists it (a
+    report from before the marker gets one), so the next report into that folder replaces it
+    with the rest instead of keeping it as the user's."""
     from harness.npz import write_text
 
-    marker = path.parent / MARKER
-    doc = json.loads(marker.read_text(encoding="utf-8"))
-    doc["entries"] = sorted(listed | {path.name})
-    write_text(marker, json.dumps(doc, indent=1) + "\n")
+    path = Path(path)
+    folder = path.parent
+    listed = _marker_entries(folder)
+    if listed is None:
+        if not (folder / "run.json").is_file():
+            return
+        try:
+            owned = owned_entries(folder)
+        except HarnessError:
+            return  # not a report folder: the file is the user's
+        listed = {p.name for p in folder.iterdir() if p.name in owned}
+    if path.name in listed:
+        return
+    write_text(folder / MARKER, json.dumps({"tool": _TOOL, "schema_version": SCHEMA_VERSION,
+                                            "entries": sorted(listed | {path.name, MARKER})},
+                                           indent=1) + "\n")
 
 
 # Hidden folders of a swap, and their recovery ---------------------------------------------------
@@ -432,8 +441,10 @@ def write_errors(folder: Path, details: Iterable[tuple[str, str]]) -> None:
 
 def copy_outputs(source: Path, target: Path) -> None:
     """``source/outputs`` into ``target/outputs``: only regular files that live inside
-    ``source`` (a symlink, to a file or a folder, is skipped: a report folder from elsewhere
-    must not copy in what lies outside it)."""
+    ``source``. A symlink (to a file or a folder) is skipped, and so is a file with other hard
+    links: a report folder from elsewhere must not copy in what lies outside it."""
+    import stat
+
     top = source / "outputs"
     if top.is_symlink() or not top.is_dir():
         return
@@ -442,11 +453,18 @@ def copy_outputs(source: Path, target: Path) -> None:
         dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
         for name in filenames:
             src = here / name
-            if src.is_symlink() or not src.is_file():
+            try:  # O_NOFOLLOW: a file swapped for a link after the walk is not followed either
+                fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            except OSError:
                 continue
-            dst = target / "outputs" / src.relative_to(top)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst, follow_symlinks=False)
+            with os.fdopen(fd, "rb") as f:
+                info = os.fstat(f.fileno())
+                if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                    continue
+                dst = target / "outputs" / src.relative_to(top)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                with open(dst, "wb") as out:
+                    shutil.copyfileobj(f, out)
             os.chmod(dst, 0o644)
 
 
