@@ -408,6 +408,7 @@ def _swap(partial: Path, out: Path) -> None:
         raise
     _note(out, "replaced", old)
     if old is not None and _carry(old / "report", out):
+        _note(out, "replaced")  # what is left aside is this tool's: removed, or by recover()
         shutil.rmtree(old, ignore_errors=True)
     _note(out, "replaced")
 
