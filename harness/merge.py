@@ -2,18 +2,21 @@
 
 The merged folder is the report the unsharded run would have written (the report folder
 ``run`` writes): ``divergence.csv`` rows (copied as text, not re-formatted) and run.json ``pairs``
-in
-the unsharded order (cases as discovered, adapters as selected, which every shard records in
+in the unsharded order (cases as discovered, adapters as selected, which every shard records in
 run.json ``shard_of``); ``summary.md``, ``layouts.md`` and ``index.html`` rendered again by the
-same writers from a RunResult rebuilt from the shards' CSV rows and run.json (cases from their
-recorded ``spec``, adapters from the registry); ``errors.log`` and ``outputs/`` combined.
+same writers from a RunResult rebuilt from the shards' CSV rows and run records (cases from their
+recorded ``spec``, adapters from the registry); ``errors.log`` and ``outputs/`` combined (only
+the regular files inside each shard: :func:`harness.report.folder.copy_outputs`).
 What differs from an unsharded run: timings (summed over shards), run.json ``shards`` /
 ``shard_runs`` (each shard's folder, time, platform and versions) instead of ``shard``, and a
 line in summary.md naming the shards, with a warning when they ran with different framework
 versions, precision flags or adapter availability.
 
-Refused (HarnessError, exit 2): a folder that is not a shard, shards of different runs (other
-cases or adapters), a pair in two folders, a shard given twice, and an incomplete set of shards;
+The shards are read, and the merged folder written, by :mod:`harness.report.folder` (the run
+record validated there: a shard count beyond the bound, a newer schema, a malformed field).
+Refused here (HarnessError, exit 2): a folder that is not a shard, shards of different runs
+(other cases or adapters), a pair in two folders, a shard given twice, an incomplete set of
+shards, a pair whose case has no recorded spec, and an OUT_DIR that would replace a shard;
 ``allow_partial`` accepts all but the overlaps, and the report says what is missing.
 """
 
