@@ -125,11 +125,8 @@ def test_out_refuses_a_folder_that_is_not_a_report(plant, tmp_path, capsys):
     assert "--out" in line and "not a report folder" in line and name in line, line
     assert "\x1b" not in line
     assert _files(out) == before
-    shards = tmp_path / "shards"
-    for argv in (["merge", str(out), str(shards)],):  # merge's OUT_DIR: the same rule
-        assert main(argv) == 2
-        assert "not a report folder" in _one_line(capsys)
-    assert _files(out) == before
+    assert main(["merge", str(out), str(tmp_path / "shard")]) == 2  # OUT_DIR: the same rule
+    assert "OUT_DIR" in _one_line(capsys) and _files(out) == before
 
 
 def test_a_report_is_replaced_but_the_users_entries_in_it_are_kept(tmp_path, capsys):
@@ -204,11 +201,16 @@ def test_merge_copies_no_symlink_out_of_a_shard(shards, tmp_path, capsys):
     os.link(secret / "key.npz", outputs / "hardlink.npz")  # same file system: tmp_path
     (folders[0] / "outputs" / "linked").symlink_to(secret, target_is_directory=True)
     (folders[1] / "outputs").symlink_to(secret, target_is_directory=True)
+    (folders[1] / "errors.log").symlink_to(secret / "key.npz")
     assert main(["merge", str(tmp_path / "m"), *map(str, folders)]) == 0
     merged = _files(tmp_path / "m")
     assert merged["outputs/a/fault-none.npz"] == b"real output"
     assert not any(b"SECRET-BYTES" in v for v in merged.values())
     assert [p for p in (tmp_path / "m").rglob("*") if p.is_symlink()] == []
+    (folders[1] / "run.json").rename(folders[1] / "real.json")
+    (folders[1] / "run.json").symlink_to(folders[1] / "real.json")
+    assert main(["merge", str(tmp_path / "m"), *map(str, folders)]) == 2
+    assert "run.json is a symbolic link" in _one_line(capsys)
 
 
 # Item 6: a swap killed between its renames is restored, not swept --------------------------------

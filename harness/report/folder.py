@@ -484,7 +484,11 @@ class ReportFolder:
 
 
 def _regular(path: Path, what: str) -> Path:
-    if path.is_symlink() or not path.is_file():
+    """A file of the report folder: a regular file in it, never a link to elsewhere."""
+    if path.is_symlink():
+        raise HarnessError(f"not a report folder ({what} is a symbolic link; a report's files "
+                           "are regular files)", file=path)
+    if not path.is_file():
         raise HarnessError(f"not a report folder (missing {what})", file=path)
     return path
 
@@ -515,7 +519,7 @@ def read_run(path: str | Path) -> RunRecord:
 
 
 def read_errors(path: Path) -> dict[str, str]:
-    """errors.log as :func:`write_errors` writes it."""
+    """errors.log as :func:`write_errors` writes it (a link to elsewhere is not read)."""
     if path.is_symlink() or not path.is_file():
         return {}
     # tracebacks from anywhere: undecodable bytes are shown, not fatal
