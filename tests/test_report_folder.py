@@ -241,6 +241,38 @@ def test_a_swap_killed_between_its_renames_is_restored_by_the_next_run(tmp_path,
     assert _files(out) == before and not aside.exists()
 
 
+_KILLED_MID_SWAP = """
+import os, signal, sys
+real = os.replace
+
+def replace(src, dst):  # SIGKILL right after the swap's first rename
+    real(src, dst)
+    if ".old-" in str(dst):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = replace
+from harness.cli import main
+main(["run", sys.argv[1], "--adapters", "reference", "--out", sys.argv[2], "--quiet"])
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_run_sigkilled_mid_swap_leaves_what_the_next_run_restores(tmp_path, capsys):
+    out = tmp_path / "report"
+    assert _run_cli(out, tmp_path) == 1  # reference only: nothing compared, report written
+    (out / "mine.txt").write_text("mine")
+    before = _files(out)
+    proc = subprocess.run([sys.executable, "-c", _KILLED_MID_SWAP, str(tmp_path / "c.yaml"),
+                           str(out)], cwd=Path(__file__).parent.parent, capture_output=True,
+                          timeout=120)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.old-")]
+    report_folder.check_writable(out)  # what the next run does first
+    assert _files(out) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
+
+
 def test_a_swap_killed_after_its_renames_moves_the_users_entries_back(tmp_path):
     out = _report(tmp_path / "report")
     (out / "mine.txt").write_text("mine")
