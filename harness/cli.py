@@ -94,7 +94,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness import prepare, runner
     from harness.bundled import bundled_cases
     from harness.report import write_report
-    from harness.report.folder import check_writable
+    from harness.report.folder import check_writable, report_names
     from harness.shard import parse_shard
 
     if args.builtin and args.cases:
@@ -123,7 +123,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise HarnessError(f"expected seconds >= 0 (0: no limit), got {args.timeout:g}",
                            field="--timeout")
     limit = prepare.max_memory(args.max_memory)
-    check_writable(args.out)  # before the run, not after it
+    # before the run, not after it: every name the report writes
+    check_writable(args.out, names=report_names([(c.name, a.name) for c in cases for a in chosen],
+                                                outputs=args.save_outputs))
     for case in cases:  # bad input is exit 2 before anything runs, not an error row later
         prepare.check(case, limit)
     progress = None if args.quiet else runner.plain_progress
@@ -203,7 +205,10 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged {len(args.shards)} report(s) ({', '.join(merged.shards) or 'not shards'}): "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f"; report in {merged.out}/")
-    return 1 if merged.result.failed else 0
+    if merged.result.failed:
+        return 1
+    # the merged report is the whole run's: the rule of an unsharded `run`
+    return 0 if _compared_anything(merged.result.pairs) else 1
 
 
 _FEATURES = ("peepholes", "projection", "cell_clip", "proj_clip", "gate_clip", "input_forget",
@@ -302,7 +307,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         text = diff_markdown(d)
     print(text, end="")
     if args.out:
+        from harness.report.folder import add_entry
+
         write_text(args.out, text)
+        add_entry(args.out)  # in a report folder: replaced with it by the next report
     return 1 if d.regression else 0
 
 
@@ -549,11 +557,17 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-_INTERRUPTED = ("rnn-harness: interrupted ({how}): nothing of this run was written; a report "
-                "folder from an earlier run is left as it was")
+def _interrupted(how: str) -> str:
+    """The last line of an interrupted command: what its report folder holds now."""
+    folder = sys.modules.get("harness.report.folder")  # not imported: no report was begun
+    note = folder.interrupted_note() if folder else "nothing of this run was written"
+    return f"rnn-harness: interrupted ({how}): {note}"
 
 
 def _main(args: argparse.Namespace) -> int:
+    folder = sys.modules.get("harness.report.folder")
+    if folder:  # an earlier command in this process (tests call main repeatedly)
+        folder.reset_state()
     try:
         return args.func(args)
     except HarnessError as exc:
@@ -563,10 +577,10 @@ def _main(args: argparse.Namespace) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print(_INTERRUPTED.format(how="SIGINT"), file=sys.stderr)
+        print(_interrupted("SIGINT"), file=sys.stderr)
         return 130
     except Terminated:
-        print(_INTERRUPTED.format(how="SIGTERM"), file=sys.stderr)
+        print(_interrupted("SIGTERM"), file=sys.stderr)
         return 143
     except OSError as exc:  # a path that cannot be written (read-only, under a file, disk full)
         where = f"{exc.filename}: " if exc.filename else ""

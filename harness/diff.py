@@ -21,7 +21,6 @@ platform.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +30,8 @@ from tabulate import tabulate
 
 from harness import compare
 from harness.errors import HarnessError
+from harness.report.folder import read_report
+from harness.report.record import PairRecord, RunRecord
 
 KEY = ["case", "adapter", "mode", "output", "layer", "direction", "t"]
 BAD = (compare.DIVERGED, compare.ERROR)
@@ -38,97 +39,29 @@ BAD = (compare.DIVERGED, compare.ERROR)
 
 @dataclass
 class Report:
-    """The two files of a report folder that a diff reads."""
+    """What a diff reads of a report folder (:func:`harness.report.folder.read_report`): the
+    run record and divergence.csv's rows, keyed for joining."""
 
     folder: Path
     rows: pd.DataFrame
-    run: dict
+    run: RunRecord
 
     @property
-    def status(self) -> dict[tuple[str, str], dict]:
-        return {(p["case"], p["adapter"]): p for p in self.run.get("pairs", [])}
-
-
-def report_files(folder: str | Path) -> tuple[Path, Path, Path]:
-    """(folder, divergence.csv, run.json) of a report folder, or HarnessError naming what is
-    missing."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise HarnessError("report folder not found", file=folder)
-    csv, run = folder / "divergence.csv", folder / "run.json"
-    for f in (csv, run):
-        if not f.is_file():
-            raise HarnessError("not a report folder (missing file)", file=f)
-    return folder, csv, run
-
-
-_SHARD = re.compile(r"^[1-9][0-9]*/[1-9][0-9]*$")
-
-
-def check_run_doc(doc: object, run: Path) -> dict:
-    """run.json as the report folder contract has it, or HarnessError naming the first thing
-    that is not (a hand-edited or foreign file must be one line, not a traceback later)."""
-    if not isinstance(doc, dict):
-        raise HarnessError(f"expected a JSON object, got {type(doc).__name__}", file=run)
-    pairs = doc.get("pairs", [])
-    if not isinstance(pairs, list):
-        raise HarnessError("expected a list", file=run, field="pairs")
-    for k, p in enumerate(pairs):
-        if not isinstance(p, dict):
-            raise HarnessError("expected an object", file=run, field=f"pairs[{k}]")
-        for key in ("case", "adapter", "status"):
-            if not isinstance(p.get(key), str):
-                raise HarnessError(f"expected {key} (a string)", file=run, field=f"pairs[{k}]")
-        if not isinstance(p.get("seconds", 0.0) or 0.0, int | float):
-            raise HarnessError("expected a number", file=run, field=f"pairs[{k}].seconds")
-    shard = doc.get("shard")
-    if shard is not None:
-        ok = isinstance(shard, str) and _SHARD.match(shard)
-        if not ok or int(shard.split("/")[0]) > int(shard.split("/")[1]):
-            raise HarnessError(f"expected K/N with 1 <= K <= N, got {shard!r}", file=run,
-                               field="shard")
-    for key in ("cases", "adapters", "case_errors", "shard_of", "versions", "precision_flags"):
-        value = doc.get(key)
-        if value is not None and not isinstance(value, dict):
-            raise HarnessError("expected an object", file=run, field=key)
-        if key in ("cases", "adapters") and value and not all(isinstance(v, dict)
-                                                               for v in value.values()):
-            raise HarnessError("expected an object per name", file=run, field=key)
-    if not isinstance(doc.get("seconds", 0.0) or 0.0, int | float):
-        raise HarnessError("expected a number", file=run, field="seconds")
-    return doc
-
-
-def check_numeric(rows: pd.DataFrame, csv: Path, columns: tuple[str, ...]) -> None:
-    """Columns of divergence.csv that must hold numbers (or be empty)."""
-    for c in columns:
-        if c not in rows.columns or pd.api.types.is_numeric_dtype(rows[c]):
-            continue
-        bad = pd.to_numeric(rows[c], errors="coerce").isna() & rows[c].notna()
-        if bad.any():
-            raise HarnessError(f"expected numbers, got {str(rows[c][bad].iloc[0])[:40]!r}",
-                               file=csv, field=c)
+    def status(self) -> dict[tuple[str, str], PairRecord]:
+        return {(p.case, p.adapter): p for p in self.run.pairs}
 
 
 def load_report(folder: str | Path) -> Report:
-    folder, csv, run = report_files(folder)
-    try:
-        rows = pd.read_csv(csv, dtype={"case": str, "adapter": str, "output": str, "verdict": str})
-        doc = json.loads(run.read_text(encoding="utf-8"))
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise HarnessError(f"unreadable ({str(exc).splitlines()[0][:200]})",
-                           file=folder) from None
-    check_run_doc(doc, run)
-    if "mode" not in rows.columns and "adapter" in rows.columns:  # before step mode: all free
-        rows.insert(rows.columns.get_loc("adapter") + 1, "mode", compare.FREE)
+    report = read_report(folder)
+    rows = report.rows
     missing = [c for c in [*KEY, "max_abs", "tol_ratio", "verdict"] if c not in rows.columns]
     if missing:
-        raise HarnessError(f"columns missing: {', '.join(missing)}", file=csv)
-    check_numeric(rows, csv, ("layer", "direction", "t", *compare.METRICS))
+        raise HarnessError(f"columns missing: {', '.join(missing)}",
+                           file=report.folder / "divergence.csv")
     # Final-state rows have no t; -1 makes the key joinable.
     rows["t"] = rows["t"].fillna(-1).astype(int)
     rows["direction"] = rows["direction"].fillna(-1).astype(int)  # dx rows have none
-    return Report(folder, rows, doc)
+    return Report(report.folder, rows, report.run)
 
 
 @dataclass
@@ -177,17 +110,18 @@ def _flatten(prefix: str, d: dict) -> dict[str, str]:
     return out
 
 
-def _environment(old: dict, new: dict) -> list[list[str]]:
+def _environment(old: RunRecord, new: RunRecord) -> list[list[str]]:
     """Changed versions, precision flags, platform and adapter availability, as [what, old, new]."""
     rows = []
+    old_doc, new_doc = (r.model_dump(mode="json", exclude_unset=True) for r in (old, new))
     for section in ("versions", "precision_flags", "adapters"):
-        a, b = _flatten("", old.get(section, {})), _flatten("", new.get(section, {}))
+        a, b = _flatten("", old_doc.get(section, {})), _flatten("", new_doc.get(section, {}))
         for k in sorted(set(a) | set(b)):
             if a.get(k) != b.get(k):
                 rows.append([f"{section}: {k}", a.get(k, "(absent)"), b.get(k, "(absent)")])
     for k in ("platform", "machine"):
-        if old.get(k) != new.get(k):
-            rows.append([k, str(old.get(k, "(absent)")), str(new.get(k, "(absent)"))])
+        if old_doc.get(k) != new_doc.get(k):
+            rows.append([k, str(old_doc.get(k, "(absent)")), str(new_doc.get(k, "(absent)"))])
     return rows
 
 
@@ -198,11 +132,12 @@ def diff_reports(old: Report, new: Report, factor: float = 10.0, ignore_below: f
     d = Diff(old, new, factor, ignore_below)
     so, sn = old.status, new.status
     for key in sorted(set(so) | set(sn)):
-        a, b = so.get(key, {}).get("status"), sn.get(key, {}).get("status")
+        a = so[key].status if key in so else None
+        b = sn[key].status if key in sn else None
         if a == b:
             continue
         entry = {"case": key[0], "adapter": key[1], "old": a or "(absent)", "new": b or "(absent)",
-                 "reason": sn.get(key, {}).get("reason", "") if b else ""}
+                 "reason": (sn[key].reason or "") if b else ""}
         if b in BAD:
             diverged = b == compare.DIVERGED
             entry["where"] = _worst_text(new.rows, *key) if diverged else entry["reason"]
@@ -211,15 +146,15 @@ def diff_reports(old: Report, new: Report, factor: float = 10.0, ignore_below: f
             d.fixed.append(entry)
         elif a is not None and b is not None:
             d.changed.append(entry)
-    cases_old = set(old.run.get("cases", {})) or set(k[0] for k in so)
-    cases_new = set(new.run.get("cases", {})) or set(k[0] for k in sn)
+    cases_old = set(old.run.cases) or set(k[0] for k in so)
+    cases_new = set(new.run.cases) or set(k[0] for k in sn)
     d.cases_added, d.cases_removed = sorted(cases_new - cases_old), sorted(cases_old - cases_new)
 
     cols = [*KEY, "max_abs", "tol_ratio", "verdict"]
     both = old.rows[cols].merge(new.rows[cols], on=KEY, how="right", suffixes=("_old", "_new"))
     # Rows newly beyond tolerance in pairs that were already DIVERGED (a newly DIVERGED pair is
     # listed as a pair above).
-    still = {k for k in set(so) & set(sn) if so[k]["status"] == sn[k]["status"] == compare.DIVERGED}
+    still = {k for k in set(so) & set(sn) if so[k].status == sn[k].status == compare.DIVERGED}
     pairs = zip(both["case"], both["adapter"], strict=True)
     in_still = pd.Series([pair in still for pair in pairs], index=both.index, dtype=bool)
     d.new_rows = both[in_still & compare.diverged(both["verdict_new"])
@@ -273,8 +208,8 @@ def diff_dict(d: Diff) -> dict:
 def diff_markdown(d: Diff) -> str:
     o, n = d.old.run, d.new.run
     lines = ["# Report diff", "",
-             f"- old: `{d.old.folder}` ({o.get('created', '?')}, {len(d.old.status)} pairs)",
-             f"- new: `{d.new.folder}` ({n.get('created', '?')}, {len(d.new.status)} pairs)", ""]
+             f"- old: `{d.old.folder}` ({o.created}, {len(d.old.status)} pairs)",
+             f"- new: `{d.new.folder}` ({n.created}, {len(d.new.status)} pairs)", ""]
     if d.regression:
         n_rows = 0 if d.new_rows is None else len(d.new_rows)
         n_grown = 0 if d.grown is None else len(d.grown)

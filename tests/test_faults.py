@@ -287,19 +287,21 @@ def test_an_interrupted_run_leaves_the_previous_report_intact(tmp_path, sig, cod
 
 
 def test_a_failed_report_write_keeps_the_previous_report(tmp_path):
-    from harness.report.folder import staged
+    from harness.report.folder import MARKER, staged
 
     out = tmp_path / "report"
     out.mkdir()
     (out / "run.json").write_text("old")
+    (out / MARKER).write_text('{"tool": "rnn-harness", "entries": ["run.json"]}')
+    before = _files(out)
     with pytest.raises(KeyboardInterrupt):
         with staged(out) as partial:
             (partial / "run.json").write_text("new")
             raise KeyboardInterrupt
-    assert _files(out) == {"run.json": b"old"} and _hidden_leftovers(out) == []
+    assert _files(out) == before and _hidden_leftovers(out) == []
     with staged(out) as partial:
         (partial / "run.json").write_text("new")
-    assert _files(out) == {"run.json": b"new"} and _hidden_leftovers(out) == []
+    assert _files(out)["run.json"] == b"new" and _hidden_leftovers(out) == []
 
 
 def test_a_reused_folder_keeps_nothing_of_the_previous_run(tmp_path):

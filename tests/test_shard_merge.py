@@ -281,7 +281,7 @@ def test_merge_refuses_a_shard_given_twice_and_shards_of_other_runs(runs, tmp_pa
                  str(runs["s3"])]) == 2
     assert "shard 2/3 is given twice" in capsys.readouterr().err
     other = _relabel(runs["s2"], tmp_path / "other",
-                     shard_of={"cases": ["x"], "adapters": ["reference"]})
+                     shard_of={"cases": ["x", "y", "z"], "adapters": ["reference"]})
     assert main(["merge", str(tmp_path / "m"), str(runs["s1"]), str(other), str(runs["s3"])]) == 2
     assert "different runs" in capsys.readouterr().err
     assert main(["merge", str(tmp_path / "m"), str(runs["whole"])]) == 2

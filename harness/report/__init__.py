@@ -7,13 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.npz import write_text
-from harness.report.folder import report_errors, staged
+from harness.report.folder import report_errors, staged, write_errors, write_run
 from harness.report.html import html_report
 from harness.report.layouts_md import layouts_markdown
 from harness.report.outputs import save_outputs
-from harness.report.run_json import run_json
+from harness.report.run_json import run_record
 from harness.report.summary import summary_markdown
 from harness.runner import RunResult
+from harness.shard import pair_id
 
 
 def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
@@ -39,11 +40,8 @@ def _write(result: RunResult, out: Path, *, outputs: bool, plots: str,
     write_text(out / "divergence.csv", result.divergence.to_csv(index=False, float_format="%.6g"))
     write_text(out / "summary.md", summary_markdown(result))
     write_text(out / "layouts.md", layouts_markdown(result))
-    write_text(out / "run.json", run_json(result))
-    errors = [p for p in result.pairs if p.detail]
-    if errors:
-        write_text(out / "errors.log",
-                   "\n".join(f"== {p.case}::{p.adapter}\n{p.detail}" for p in errors))
+    write_run(out, run_record(result))
+    write_errors(out, ((pair_id(p.case, p.adapter), p.detail) for p in result.pairs))
     progress(f"index.html (plots: {plots})")
     write_text(out / "index.html", html_report(result, out, plots))
     if outputs:

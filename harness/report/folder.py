@@ -1,35 +1,174 @@
-"""A report folder is written whole or not at all.
+"""The report folder: the one module that writes, recognises, replaces and reads it.
 
-Every file of a report is written into a new hidden folder beside the report folder (same
-parent, so the final rename stays on one file system): ``.NAME.partial-PID-RANDOM``. Only when
-the report is complete is it swapped in: the previous folder is renamed aside
-(``.NAME.old-PID-RANDOM``), the new one renamed to NAME, the old one removed. Until that swap
-the previous report stays intact; nothing of it survives into the new one (no stale errors.log,
-outputs/ or plots).
+**What a report folder holds** (:data:`FILES`, :data:`FOLDERS`): divergence.csv, summary.md,
+layouts.md, run.json (a :class:`~harness.report.record.RunRecord`), errors.log (``== case::adapter``
+sections), index.html with plots/, outputs/ (``--save-outputs``), and the marker :data:`MARKER`,
+a small JSON file naming the entries this tool wrote there. ``diff --out`` into a report folder
+adds its file to the marker's list (the nightly workflow's diff.md).
 
-An interrupted run (Ctrl-C, SIGTERM, an exception) removes its partial folder; a SIGKILL cannot
-be caught, so it leaves one behind, which the next run into the same folder removes (hidden
-folders of this pattern whose process is gone).
+**Which folders ``--out`` may replace.** A report folder: one with the marker or, for reports
+written before the marker, one whose run.json validates as a run record. In it, only the entries
+this tool writes are replaced; anything else there (a user's notes, shard folders) is carried
+over into the new report. Any other non-empty folder is refused with one line naming what it
+holds: ``--out`` is never a way to delete a user's files.
+
+**Whole or not at all.** Every file is written into a new hidden folder beside the report folder
+(same parent, so renames stay on one file system): ``.NAME.partial-PID-RANDOM``. Only when the
+report is complete is it swapped in: the previous folder is renamed aside
+(``.NAME.old-PID-RANDOM/report``), the new one renamed to NAME, the previous folder's other
+entries moved across, the aside folder removed. An interrupted run (Ctrl-C, SIGTERM, an
+exception) removes its partial folder and puts the previous report back if it was already aside.
+A SIGKILL cannot be caught: the next run into the same folder (:func:`recover`, called before
+anything runs) removes a killed run's partial folder and **restores** a killed run's aside
+folder: renamed back to NAME when the swap stopped between its renames, its other entries moved
+across when it stopped after them. :func:`interrupted_note` says which of these states an
+interrupted command left, so the CLI never claims "left as it was" when it is not.
 
 :func:`check_writable` is called before anything runs: a report folder that cannot be created
-(an existing file, a path under a file, a read-only or virtual file system) is bad input, found
-in a second, not after the whole run.
+(an existing file, a path under a file, a read-only or virtual file system, a name too long for
+the file system, here or for any file the report writes) or that is not a report folder is bad
+input, found in a second, not after the whole run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from harness.errors import HarnessError
+from harness.report.record import SCHEMA_VERSION, RunRecord
 
-_REPORT_FILES = ("run.json", "divergence.csv", "summary.md", "index.html")
+if TYPE_CHECKING:
+    import pandas as pd
 
+MARKER = ".rnn-harness-report"
+FILES = ("divergence.csv", "summary.md", "layouts.md", "run.json", "errors.log", "index.html",
+         "diff.md", MARKER)  # diff.md: `diff --out` into a report written before the marker
+FOLDERS = ("plots", "outputs")
+PLOT_SUFFIXES = ("", "-layers", "-grad", "-grad-blocks")  # harness.report.html's plots per pair
+MAX_RUN_JSON = 64 * 2**20  # bytes; a run of 1000 cases with their specs is a few MB
+
+_TOOL = "rnn-harness"
+
+
+def _what(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _show(name: str) -> str:
+    """A file name for a terminal line: control characters (ESC) escaped."""
+    return name if name.isprintable() else ascii(name)
+
+
+def slug(text: str) -> str:
+    """A name made safe for a file name or an HTML anchor."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+
+
+def plot_stem(n: int, case: str, adapter: str, width: int = 3) -> str:
+    """plots/<stem>*.png of the n-th pair in page order."""
+    return f"{n:0{width}d}-{slug(case)}--{slug(adapter)}"
+
+
+# What this tool owns in a folder ---------------------------------------------------------------
+
+def _plain(name: object) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name \
+        and "\\" not in name and "\0" not in name
+
+
+def _marker_entries(folder: Path) -> set[str] | None:
+    """The entries the marker lists, or None when there is no marker of this tool."""
+    marker = folder / MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return None
+    try:
+        if marker.stat().st_size > 2**20:
+            return None
+        doc = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("tool") != _TOOL:
+        return None
+    entries = doc.get("entries")
+    return {e for e in entries if _plain(e)} if isinstance(entries, list) else set()
+
+
+def owned_entries(folder: Path, option: str = "--out") -> set[str]:
+    """The names in ``folder`` this tool wrote and a new report replaces; an empty set for a
+    missing or empty folder. HarnessError for a folder that holds something and is not a report
+    folder (no marker, no run.json that validates as a run record)."""
+    try:
+        entries = sorted(p.name for p in folder.iterdir())
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise HarnessError(f"cannot read the folder: {_what(exc)}", file=folder,
+                           field=option) from None
+    if not entries:
+        return set()
+    listed = _marker_entries(folder)
+    if listed is not None:
+        return set(FILES) | set(FOLDERS) | listed
+    run = folder / "run.json"
+    why = "no run.json"
+    if run.is_file() and not run.is_symlink():
+        try:
+            read_run(run)
+            return set(FILES) | set(FOLDERS)
+        except HarnessError:
+            why = "its run.json is not an rnn-harness run record"
+    shown = ", ".join(_show(n) for n in entries[:5])
+    more = f" and {len(entries) - 5} more" if len(entries) > 5 else ""
+    raise HarnessError(f"holds {shown}{more}, and is not a report folder ({why}, no {MARKER}); "
+                       "a report replaces only a report folder: give a new or empty folder or "
+                       "an earlier report's", file=folder, field=option)
+
+
+def write_marker(folder: Path) -> None:
+    """The marker, listing every entry now in ``folder`` (called last, before the swap)."""
+    from harness.npz import write_text
+
+    names = sorted({p.name for p in folder.iterdir() if not p.name.endswith(".tmp")} | {MARKER})
+    write_text(folder / MARKER, json.dumps({"tool": _TOOL, "schema_version": SCHEMA_VERSION,
+                                            "entries": names}, indent=1) + "\n")
+
+
+def add_entry(path: str | Path) -> None:
+    """``diff --out FILE`` wrote FILE: when it lies in a report folder, the marker lists it (a
+    report from before the marker gets one), so the next report into that folder replaces it
+    with the rest instead of keeping it as the user's."""
+    from harness.npz import write_text
+
+    path = Path(path)
+    folder = path.parent
+    listed = _marker_entries(folder)
+    if listed is None:
+        if not (folder / "run.json").is_file():
+            return
+        try:
+            owned = owned_entries(folder)
+        except HarnessError:
+            return  # not a report folder: the file is the user's
+        listed = {p.name for p in folder.iterdir() if p.name in owned}
+    if path.name in listed:
+        return
+    write_text(folder / MARKER, json.dumps({"tool": _TOOL, "schema_version": SCHEMA_VERSION,
+                                            "entries": sorted(listed | {path.name, MARKER})},
+                                           indent=1) + "\n")
+
+
+# Hidden folders of a swap, and their recovery ---------------------------------------------------
 
 def _hidden(out: Path, kind: str) -> re.Pattern[str]:
     return re.compile(rf"^\.{re.escape(out.name)}\.{kind}-(\d+)-[A-Za-z0-9_]+$")
@@ -42,56 +181,169 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # someone else's process: alive
+    except (PermissionError, OverflowError):  # someone else's process: alive
         return True
     return True
 
 
-def sweep(out: Path) -> list[Path]:
-    """Remove the hidden partial and old folders of ``out`` left by runs that were killed (their
-    process is gone); those of runs still going are left alone. Returns what was removed."""
+def _carry(previous: Path, out: Path) -> bool:
+    """Move the entries of the previous report folder that this tool did not write into ``out``.
+    True when nothing of the user's is left in ``previous``."""
+    try:
+        owned = owned_entries(previous)
+    except HarnessError:
+        owned = set()
+    left = False
+    for entry in previous.iterdir():
+        if entry.name in owned:
+            continue
+        target = out / entry.name
+        if target.exists() or target.is_symlink():
+            left = True  # never replace what is there; keep the previous folder instead
+            continue
+        os.replace(entry, target)
+    return not left
+
+
+def recover(out: Path) -> list[str]:
+    """Clear up after runs into ``out`` that were killed (their process gone): a partial folder
+    is removed; a previous report left aside is put back (renamed to ``out`` when there is none,
+    else its user's entries moved into it). Runs still going are left alone. Returns a line per
+    thing done."""
+    out = Path(out)
     parent = out.parent
-    removed = []
+    done: list[str] = []
     if not parent.is_dir():
-        return removed
-    patterns = [_hidden(out, "partial"), _hidden(out, "old")]
-    for entry in parent.iterdir():
-        for pattern in patterns:
-            m = pattern.match(entry.name)
-            if m and not _pid_alive(int(m.group(1))) and entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-                removed.append(entry)
-    return removed
+        return done
+    partial, old = _hidden(out, "partial"), _hidden(out, "old")
+    for entry in sorted(parent.iterdir(), key=lambda p: p.name):
+        m = partial.match(entry.name) or old.match(entry.name)
+        if not m or _pid_alive(int(m.group(1))) or not entry.is_dir() or entry.is_symlink():
+            continue
+        previous = entry / "report"
+        if m.re is partial or not (previous.exists() or previous.is_symlink()):
+            shutil.rmtree(entry, ignore_errors=True)
+            done.append(f"removed {entry.name}, left by a killed run")
+            continue
+        if not (out.exists() or out.is_symlink()):
+            os.replace(previous, out)
+            done.append(f"restored the previous report from {entry.name}, left by a killed run")
+        elif not _carry(previous, out):
+            continue
+        else:
+            done.append(f"moved the rest of {entry.name} into {out.name}")
+        shutil.rmtree(entry, ignore_errors=True)
+    return done
 
 
-def _what(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__
+# The state an interrupted command leaves -------------------------------------------------------
+
+_state: dict[str, object] = {}
 
 
-def check_writable(out: str | Path, option: str = "--out") -> Path:
+def reset_state() -> None:
+    _state.clear()
+
+
+def _note(out: Path, state: str, where: Path | None = None) -> None:
+    _state.update(out=out, state=state, where=where)
+
+
+def interrupted_note() -> str:
+    """What an interrupted command left, for its last line: true in every state of the swap."""
+    out, state, where = _state.get("out"), _state.get("state"), _state.get("where")
+    if state == "kept":
+        return (f"nothing of this run was written; the earlier report in {out} is left as "
+                "it was")
+    if state == "aside":
+        return (f"nothing of this run was written; the earlier report of {out} is in {where}, "
+                f"which the next run into {out} puts back")
+    if state == "replaced":
+        extra = (f"; entries of the earlier folder not yet moved into it are in {where}, "
+                 "which the next run into it moves across") if where else ""
+        return f"the report in {out} was written before the interrupt{extra}"
+    if state == "absent":
+        return f"nothing of this run was written (there was no report in {out})"
+    return "nothing of this run was written"
+
+
+# Before the run: can the report be written there ------------------------------------------------
+
+def _limits(parent: Path) -> tuple[int, int]:
+    def conf(name: str, default: int) -> int:
+        try:
+            value = os.pathconf(parent, name)
+        except (OSError, ValueError, AttributeError):
+            return default
+        return value if value and value > 0 else default
+
+    return conf("PC_NAME_MAX", 255), conf("PC_PATH_MAX", 4096)
+
+
+def report_names(pairs: Iterable[tuple[str, str]], outputs: bool = False) -> list[str]:
+    """Every path (relative to the report folder) a report of these case x adapter pairs may
+    write, for :func:`check_names`."""
+    pairs = list(pairs)
+    width = max(3, len(str(len(pairs))))
+    names = [*FILES, *FOLDERS]
+    for n, (case, adapter) in enumerate(pairs, 1):
+        names += [f"plots/{plot_stem(n, case, adapter, width)}{s}.png" for s in PLOT_SUFFIXES]
+        if outputs:
+            names.append(f"outputs/{case}/{adapter}.npz")
+    return names
+
+
+def check_names(out: Path, names: Iterable[str] = (), option: str = "--out") -> None:
+    """Refuse a report folder whose name, hidden siblings or any of ``names`` (paths inside it)
+    the file system cannot hold: too long a name, or too long a path."""
+    out = Path(out)
+    parent = out.parent if out.parent.is_dir() else Path(os.path.abspath(out)).parent
+    while not parent.is_dir() and parent != parent.parent:
+        parent = parent.parent
+    name_max, path_max = _limits(parent)
+    big_pid = "9" * max(7, len(str(os.getpid())))
+    partial = f".{out.name}.partial-{big_pid}-{'x' * 8}"
+    base = len(os.fsencode(os.path.abspath(out.parent)))
+    checks = [(out.name, out.name)] + [(h, h) for h in (
+        partial, f".{out.name}.old-{big_pid}-{'x' * 8}", f".{out.name}.check-{'x' * 8}")]
+    for rel in names:
+        for part in rel.split("/"):
+            checks.append((part, rel))
+        if base + 1 + len(os.fsencode(partial)) + 1 + len(os.fsencode(rel)) > path_max:
+            raise HarnessError(f"the report would write {_show(rel)!s}, a path longer than the "
+                               f"file system allows ({path_max} bytes); give a shorter folder",
+                               file=out, field=option)
+    for part, whole in checks:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            what = "the folder's name" if whole == out.name else (
+                "a hidden folder beside it" if whole.startswith(f".{out.name}.") else
+                f"the file {_show(whole)}")
+            raise HarnessError(f"name too long for the file system: {what} would be {size} "
+                               f"bytes, at most {name_max}; give a shorter folder (or case "
+                               "names)", file=out, field=option)
+
+
+def check_writable(out: str | Path, option: str = "--out", names: Iterable[str] = ()) -> Path:
     """Refuse, as bad input, a report folder that cannot be written: an empty name, an existing
     file, a path under a file, a folder whose parent is not writable (the new report is swapped
-    in there), a non-empty folder that is not a report folder (it would be replaced whole).
-    Creates the missing parent folders; returns the path."""
+    in there), a folder that is not a report folder (:func:`owned_entries`), a name the file
+    system cannot hold (:func:`check_names`, ``names``: paths the report writes). Puts back a
+    previous report a killed run left aside (:func:`recover`); creates the missing parent
+    folders; returns the path."""
     if str(out).strip() == "":
         raise HarnessError("expected a folder name, got an empty one", field=option)
     out = Path(out)
     if out.name in ("", ".", "..") or out.resolve() in (Path.cwd(), *Path.cwd().parents):
         raise HarnessError("the report folder would replace the current folder or one above "
                            "it; give a folder of its own", file=out, field=option)
+    check_names(out, names, option)
+    with contextlib.suppress(OSError):
+        recover(out)
     if out.exists() or out.is_symlink():
         if not out.is_dir() or out.is_symlink():
             raise HarnessError("exists and is not a folder", file=out, field=option)
-        try:
-            entries = [p.name for p in out.iterdir()]
-        except OSError as exc:
-            raise HarnessError(f"cannot read the folder: {_what(exc)}", file=out,
-                               field=option) from None
-        if entries and not any(name in entries for name in _REPORT_FILES):
-            raise HarnessError("is a folder that holds no report (no run.json, divergence.csv, "
-                               "summary.md or index.html); a report replaces its folder whole, "
-                               "so give a new folder or an earlier report's", file=out,
-                               field=option)
+        owned_entries(out, option)
     parent = out.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -103,17 +355,25 @@ def check_writable(out: str | Path, option: str = "--out") -> Path:
     except OSError as exc:
         raise HarnessError(f"cannot write a report here: {_what(exc)}", file=out,
                            field=option) from None
+    _note(out, "kept" if out.exists() else "absent")
     return out
 
 
+# Writing: staged, then swapped in --------------------------------------------------------------
+
 @contextlib.contextmanager
-def staged(out: str | Path) -> Iterator[Path]:
+def staged(out: str | Path, option: str = "--out") -> Iterator[Path]:
     """Yield a new hidden folder beside ``out`` to write the whole report into; on leaving the
-    block normally it replaces ``out``; on an exception (Ctrl-C, SIGTERM turned into one, a full
-    disk) it is removed and ``out`` is left as it was."""
+    block normally the marker is written and the folder replaces ``out`` (its entries this tool
+    did not write carried over); on an exception (Ctrl-C, SIGTERM turned into one, a full disk)
+    it is removed and ``out`` is left as it was."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    sweep(out)
+    recover(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise HarnessError("exists and is not a folder", file=out, field=option)
+    owned_entries(out, option)  # refused before anything is written
+    _note(out, "kept" if out.exists() else "absent")
     pid = os.getpid()
     try:
         partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{pid}-", dir=out.parent))
@@ -122,6 +382,7 @@ def staged(out: str | Path) -> Iterator[Path]:
     try:
         os.chmod(partial, 0o755)  # mkdtemp makes 0700; reports are for people and web servers
         yield partial
+        write_marker(partial)
         _swap(partial, out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -129,22 +390,27 @@ def staged(out: str | Path) -> Iterator[Path]:
 
 
 def _swap(partial: Path, out: Path) -> None:
-    """Put ``partial`` in the place of ``out``: two renames (the old folder aside first), then
-    the old one removed. A kill between the renames leaves the previous report in its hidden
-    ``old`` folder, which :func:`sweep` removes on the next run."""
+    """Put ``partial`` in the place of ``out``: the previous folder aside, the new one in its
+    place, the previous folder's entries this tool did not write moved across, the rest removed.
+    A kill at any point leaves what :func:`recover` puts right."""
     old = None
-    if out.exists() or out.is_symlink():
+    if out.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
         os.replace(out, old / "report")
+        _note(out, "aside", old)
     try:
         os.replace(partial, out)
     except BaseException:
         if old is not None:  # put the previous report back
             os.replace(old / "report", out)
             shutil.rmtree(old, ignore_errors=True)
+            _note(out, "kept")
         raise
-    if old is not None:
+    _note(out, "replaced", old)
+    if old is not None and _carry(old / "report", out):
+        _note(out, "replaced")  # what is left aside is this tool's: removed, or by recover()
         shutil.rmtree(old, ignore_errors=True)
+    _note(out, "replaced")
 
 
 @contextlib.contextmanager
@@ -156,3 +422,154 @@ def report_errors(out: Path) -> Iterator[None]:
     except OSError as exc:
         raise HarnessError(f"cannot write the report: {_what(exc)}"
                            + (f" ({exc.filename})" if exc.filename else ""), file=out) from None
+
+
+def write_run(folder: Path, record: RunRecord) -> None:
+    from harness.npz import write_text
+
+    doc = record.model_dump(mode="json", exclude_unset=True)
+    write_text(folder / "run.json", json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def write_errors(folder: Path, details: Iterable[tuple[str, str]]) -> None:
+    """errors.log: a ``== case::adapter`` section per (pair id, traceback); none: no file."""
+    from harness.npz import write_text
+
+    details = [(pid, text) for pid, text in details if text]
+    if details:
+        write_text(folder / "errors.log", "\n".join(f"== {pid}\n{text}" for pid, text in details))
+
+
+def copy_outputs(source: Path, target: Path) -> None:
+    """``source/outputs`` into ``target/outputs``: only regular files that live inside
+    ``source``. A symlink (to a file or a folder) is skipped, and so is a file with other hard
+    links: a report folder from elsewhere must not copy in what lies outside it."""
+    import stat
+
+    top = source / "outputs"
+    if top.is_symlink() or not top.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
+        for name in filenames:
+            src = here / name
+            try:  # O_NOFOLLOW: a file swapped for a link after the walk is not followed either
+                fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as f:
+                info = os.fstat(f.fileno())
+                if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                    continue
+                dst = target / "outputs" / src.relative_to(top)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                with open(dst, "wb") as out:
+                    shutil.copyfileobj(f, out)
+            os.chmod(dst, 0o644)
+
+
+# Reading --------------------------------------------------------------------------------------
+
+@dataclass
+class ReportFolder:
+    """A report folder as read: its run record, divergence.csv (as the text written, and typed
+    like harness.compare.divergence's rows) and errors.log."""
+
+    folder: Path
+    run: RunRecord
+    text: pd.DataFrame  # every cell the string written
+    rows: pd.DataFrame  # numbers as numbers; direction and t nullable integers
+    errors: dict[str, str]  # pair id -> traceback
+
+
+def _regular(path: Path, what: str) -> Path:
+    """A file of the report folder: a regular file in it, never a link to elsewhere."""
+    if path.is_symlink():
+        raise HarnessError(f"not a report folder ({what} is a symbolic link; a report's files "
+                           "are regular files)", file=path)
+    if not path.is_file():
+        raise HarnessError(f"not a report folder (missing {what})", file=path)
+    return path
+
+
+def read_run(path: str | Path) -> RunRecord:
+    """run.json as a run record, or HarnessError naming the file and the first field that is not
+    one."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_RUN_JSON:
+            raise HarnessError(f"larger than {MAX_RUN_JSON // 2**20} MiB; not a run record",
+                               file=path)
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise HarnessError(f"cannot read: {_what(exc)}", file=path) from None
+    except ValueError as exc:
+        raise HarnessError(f"unreadable ({str(exc).splitlines()[0][:200]})", file=path) from None
+    if not isinstance(doc, dict):
+        raise HarnessError(f"expected a JSON object, got {type(doc).__name__}", file=path)
+    try:
+        return RunRecord.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise HarnessError(f"{msg[:200]} ({exc.error_count()} error(s))", file=path,
+                           field=where.replace(".[", "[") or None) from None
+
+
+def read_errors(path: Path) -> dict[str, str]:
+    """errors.log as :func:`write_errors` writes it (a link to elsewhere is not read)."""
+    if path.is_symlink() or not path.is_file():
+        return {}
+    # tracebacks from anywhere: undecodable bytes are shown, not fatal
+    parts = re.split(r"(?m)^== (.+)\n", path.read_text(encoding="utf-8", errors="replace"))
+    details = {}
+    for k in range(1, len(parts), 2):
+        text = parts[k + 1]
+        if k + 2 < len(parts) and text.endswith("\n"):  # the separator write_errors joins with
+            text = text[:-1]
+        details[parts[k]] = text
+    return details
+
+
+def _check_numeric(rows: pd.DataFrame, csv: Path, columns: Iterable[str]) -> None:
+    import pandas as pd
+
+    for c in columns:
+        if c not in rows.columns or pd.api.types.is_numeric_dtype(rows[c]):
+            continue
+        bad = pd.to_numeric(rows[c], errors="coerce").isna() & rows[c].notna()
+        if bad.any():
+            raise HarnessError(f"expected numbers, got {str(rows[c][bad].iloc[0])[:40]!r}",
+                               file=csv, field=c)
+
+
+def read_report(folder: str | Path) -> ReportFolder:
+    """A report folder of this or an earlier rnn-harness, validated: HarnessError naming the file
+    (and field) of the first thing that is not as written."""
+    import pandas as pd
+
+    from harness import compare
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise HarnessError("report folder not found", file=folder)
+    csv = _regular(folder / "divergence.csv", "divergence.csv")
+    run = read_run(_regular(folder / "run.json", "run.json"))
+    try:
+        text = pd.read_csv(csv, dtype=str, keep_default_na=False)
+        rows = pd.read_csv(csv, dtype={"case": str, "adapter": str, "output": str,
+                                       "verdict": str})
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise HarnessError(f"unreadable ({str(exc).splitlines()[0][:200]})", file=csv) from None
+    if not {"case", "adapter"} <= set(text.columns):
+        raise HarnessError("columns missing: case, adapter", file=csv)
+    _check_numeric(rows, csv, ("layer", "direction", "t", *compare.METRICS))
+    for c in ("direction", "t"):  # nullable, as harness.compare writes them
+        if c in rows.columns:
+            rows[c] = rows[c].astype("Int64")
+    for frame in (text, rows):  # reports from before step mode: every row free-running
+        if "mode" not in frame.columns:
+            frame.insert(frame.columns.get_loc("adapter") + 1, "mode", compare.FREE)
+    return ReportFolder(folder, run, text, rows, read_errors(folder / "errors.log"))

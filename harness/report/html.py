@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import compare
+from harness.report.folder import plot_stem, read_run, slug
 from harness.report.layouts_md import mapping_markdown
 from harness.report.plots import draw_pair
 from harness.report.summary import _case_line as case_line
@@ -62,8 +63,7 @@ nav a { margin-right: 1em; }
 """
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+_slug = slug
 
 
 def _inline(text: str) -> str:
@@ -192,7 +192,7 @@ def _plots_line(plots: str, drawn: int) -> str:
 def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple:
     """The arguments of :func:`harness.report.plots.draw_pair` for the pair."""
     return (compare.of_mode(p.rows, compare.FREE), plots,
-            f"{n:03d}-{_slug(p.case)}--{_slug(p.adapter)}",
+            plot_stem(n, p.case, p.adapter),
             f"{p.case} :: {p.adapter} ({case.dtype})")
 
 
@@ -322,7 +322,8 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
         for old in folder.glob("*.png"):
             old.unlink()
     run_path = out / "run.json"
-    run = json.loads(run_path.read_text()) if run_path.is_file() else {}
+    run = read_run(run_path).model_dump(mode="json", exclude_unset=True) \
+        if run_path.is_file() else {}
     counts = pd.Series([p.status for p in result.pairs], dtype=object).value_counts().to_dict()
     badges = " ".join(f'<span class="badge {STATUS_CLASS.get(s, "")}">{n} {escape(s)}</span>'
                       for s, n in sorted(counts.items()))

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 
 from harness import __version__
+from harness.report.record import SCHEMA_VERSION, RunRecord
 
 
 def torch_flags() -> dict:
@@ -42,7 +43,8 @@ def tf_flags() -> dict:
     }
 
 
-def run_json(result) -> str:
+def run_record(result) -> RunRecord:
+    """The run record of a RunResult (run.json, written by harness.report.folder.write_run)."""
     versions = {"python": sys.version.split()[0], "rnn-harness": __version__}
     adapters = {}
     for a in result.adapters:
@@ -54,6 +56,7 @@ def run_json(result) -> str:
             except Exception as exc:  # a version query must not lose the report
                 adapters[a.name]["versions_error"] = str(exc)
     doc = {
+        "schema_version": SCHEMA_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -79,4 +82,4 @@ def run_json(result) -> str:
         doc["shard"] = result.shard
         doc["shard_pairs"] = [f"{p.case}::{p.adapter}" for p in result.pairs]
         doc["shard_of"] = result.shard_of
-    return json.dumps(doc, indent=2, default=str) + "\n"
+    return RunRecord.model_validate(json.loads(json.dumps(doc, default=str)))
