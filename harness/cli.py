@@ -323,6 +323,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     _check_layout(args.layout, "--layout")
     if args.adapter:
         _check_adapters([args.adapter], "--adapter")
+    if not (args.budget > 0 and math.isfinite(args.budget)):
+        raise HarnessError(f"expected a finite number of seconds > 0, got {args.budget:g}",
+                           field="--budget")
     text, code = doctor_file(args.case, args.weights, args.layout, expected=args.expected,
                              adapter=args.adapter, write_fixed=args.write_fixed, name=args.name,
                              select=args.select, budget_s=args.budget, fmt=args.format)

@@ -94,7 +94,7 @@ def _check_members(path: Path, max_bytes: int | None) -> None:
 
 
 @contextlib.contextmanager
-def _writing(path: Path) -> Iterator[None]:
+def writing(path: Path) -> Iterator[None]:
     """A file that cannot be written (read-only, under a file, a full disk) is one line naming
     it, not a traceback naming a temporary file."""
     try:
@@ -108,7 +108,7 @@ def _writing(path: Path) -> Iterator[None]:
 def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     """Write an .npz atomically (temporary file, then rename)."""
     path = Path(path)
-    with _writing(path):
+    with writing(path):
         _save_npz(path, arrays)
 
 
@@ -128,7 +128,7 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 def write_text(path: str | Path, text: str) -> None:
     """Write a text file atomically."""
     path = Path(path)
-    with _writing(path):
+    with writing(path):
         _write_text(path, text)
 
 
