@@ -255,14 +255,14 @@ def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     return data, node
 
 
-_QUOTED = re.compile(r"'[^']{41,}'")
+_QUOTED = re.compile(r"'[^']{65,}'")
 
 
 def _quoted_short(problem: str | None) -> str:
     """PyYAML's problem text, with what it quotes from the line (a tag such as
-    ``!!python/object/apply:os.system``) cut to 40 characters: a file that is not YAML (a
+    ``!!python/object/apply:os.system``) cut to 64 characters: a file that is not YAML (a
     credentials file) must not reach the terminal through the error line."""
-    return _QUOTED.sub(lambda m: m.group()[:38] + "...'", problem or "")
+    return _QUOTED.sub(lambda m: m.group()[:62] + "...'", problem or "")
 
 
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")  # 017; not 0, 0x1f or 0o17

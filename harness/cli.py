@@ -21,7 +21,8 @@ from harness.errors import HarnessError
 
 EXIT_CODES = ("0: every applicable pair passed (or the command succeeded); 1: a pair diverged "
               "or failed (run, merge), a regression (diff), no explanation found (doctor); "
-              "2: bad input, one line on stderr naming the file and field; 130: interrupted")
+              "2: bad input, one line on stderr naming the file and field; 74: the output "
+              "could not be written (standard output full or closed); 130: interrupted")
 
 
 def _process_seconds() -> float:
@@ -539,15 +540,55 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
 
 
+class OutputError(Exception):
+    """Standard output could not be written (a full disk, /dev/full): not bad input."""
+
+
+class _Stdout:
+    """``sys.stdout`` during a command: a failed write is an :class:`OutputError`, told apart
+    from the OSErrors of the files the command reads and writes."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+_OUTPUT_FAILED = False  # standard output failed: entry() ends the process without flushing it
+
+
 def main(argv: list[str] | None = None) -> int:
+    from harness.scratch import scratch
+
     parser = build_parser()
     args = parser.parse_args(argv)
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    stdout = sys.stdout
+    sys.stdout = _Stdout(stdout)
     try:
-        return _main(args)
+        with scratch():  # the frameworks' config and caches: nothing written outside the paths
+            return _main(args)
     finally:
+        sys.stdout = stdout
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
@@ -557,8 +598,16 @@ _INTERRUPTED = ("rnn-harness: interrupted ({how}): nothing of this run was writt
 
 
 def _main(args: argparse.Namespace) -> int:
+    global _OUTPUT_FAILED
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
+    except OutputError as exc:
+        _OUTPUT_FAILED = True
+        print(f"rnn-harness: error: cannot write to standard output: {exc} (files the command "
+              "wrote are complete)", file=sys.stderr)
+        return 74
     except HarnessError as exc:
         print(f"rnn-harness: error: {exc}", file=sys.stderr)
         return 2
@@ -586,7 +635,9 @@ def entry() -> None:
     code = main()
     from harness.isolation import abandoned_calls
 
-    if abandoned_calls():
+    # a standard output that failed would fail again at interpreter shutdown ("Exception
+    # ignored", exit 120): end without flushing it
+    if abandoned_calls() or _OUTPUT_FAILED:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

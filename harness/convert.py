@@ -268,6 +268,13 @@ def write_framework_file(path: str, ext: str, case: Case, native: dict[str, np.n
     be written is one line naming it."""
     from harness.npz import writing
 
+    with np.errstate(over="ignore"):  # overflow is refused just below, as one line
+        native = {k: np.asarray(v, dtype=np.float32) for k, v in native.items()}
+    for name, v in native.items():
+        if not np.isfinite(v).all():
+            raise WeightsError(f"values overflow float32, the precision of a {ext} file "
+                               f"(largest finite: {np.finfo(np.float32).max:.5g})", file=path,
+                               field=name)
     out = Path(path)
     with writing(out):
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -287,7 +294,6 @@ def _write_framework_file(path: str, ext: str, case: Case, native: dict[str, np.
     ``torch.nn.LSTM/GRU.load_state_dict``, an ONNX model of the LSTM/GRU node(s), Keras 3
     ``model.load_weights`` weights of a Sequential(Input, LSTM/GRU [Bidirectional] ...).
     Float32, the frameworks' own precision."""
-    native = {k: np.asarray(v, dtype=np.float32) for k, v in native.items()}
     if ext in (".pt", ".pth"):
         import torch
 

@@ -286,29 +286,38 @@ def _check_hdf5(f, path: Path, max_bytes: int | None) -> None:
     dataset reads as its fill value: a few KB on disk can declare gigabytes)."""
     import h5py
 
-    def link(name: str) -> None:
-        if isinstance(f.get(name, getlink=True), h5py.ExternalLink):
-            raise WeightsError("is an external link to another HDF5 file: refused (weights "
-                               "are read from this file only)", file=path, field=name)
+    # h5py's visitors stop at the first callback that returns something; raising inside one
+    # breaks h5py's lock, so the callbacks return what is wrong and it is raised here
+    def link(name: str) -> str | None:
+        return name if isinstance(f.get(name, getlink=True), h5py.ExternalLink) else None
 
+    name = f.visit_links(link)  # every link once; external ones are not followed
+    if name is not None:
+        raise WeightsError("is an external link to another HDF5 file: refused (weights are "
+                           "read from this file only)", file=path, field=name)
     total = 0
 
-    def dataset(name: str, obj) -> None:
+    def dataset(name: str, obj) -> tuple[str, str] | None:
         nonlocal total
         if not isinstance(obj, h5py.Dataset):
-            return
+            return None
         if obj.external:
-            raise WeightsError("has external raw storage (its bytes live in another file): "
-                               "refused (weights are read from this file only)", file=path,
-                               field=name)
+            return name, ("has external raw storage (its bytes live in another file): refused "
+                          "(weights are read from this file only)")
         if obj.is_virtual:
-            raise WeightsError("is a virtual dataset (mapped from other files): refused "
-                               "(weights are read from this file only)", file=path, field=name)
+            return name, ("is a virtual dataset (mapped from other files): refused (weights are "
+                          "read from this file only)")
         total += obj.size * obj.dtype.itemsize
-        _check_size(path, total, max_bytes, "declares datasets of", field=name)
+        if max_bytes is not None and total > max_bytes:
+            return name, ""
+        return None
 
-    f.visit_links(link)  # every link once; external ones are not followed
-    f.visititems(dataset)  # every object once; soft and external links are not followed
+    found = f.visititems(dataset)  # every object once; soft and external links not followed
+    if found is not None:
+        name, why = found
+        if why:
+            raise WeightsError(why, file=path, field=name)
+        _check_size(path, total, max_bytes, "declares datasets of", field=name)
 
 
 def _read_keras_h5(path: Path, h5py, max_bytes: int | None) -> list[dict]:
