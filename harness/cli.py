@@ -17,7 +17,7 @@ import threading
 import time
 
 from harness import __version__
-from harness.errors import HarnessError
+from harness.errors import HarnessError, printable
 
 EXIT_CODES = ("0: every applicable pair passed (or the command succeeded); 1: a pair diverged "
               "or failed (run, merge), a regression (diff), no explanation found (doctor); "
@@ -138,10 +138,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for p in result.pairs:
         counts[p.status] = counts.get(p.status, 0) + 1
     where = f"shard {shard}: {len(result.pairs)} pair(s) of " if shard else ""
-    print(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
-          + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-          + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
-          f"{_process_seconds():.1f} s in all)")
+    print(printable(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
+                    + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                    + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
+                    f"{_process_seconds():.1f} s in all)"))
     if result.failed:
         return 1
     if shard is None and not _compared_anything(result.pairs):
@@ -172,8 +172,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from harness.bundled import copy_bundled
 
     written = copy_bundled(args.dir)
-    print(f"copied {len(written)} bundled case file(s) to {args.dir}/; edit them, then "
-          f"`rnn-harness run {args.dir}`")
+    print(printable(f"copied {len(written)} bundled case file(s) to {args.dir}/; edit them, "
+                    f"then `rnn-harness run {args.dir}`"))
     return 0
 
 
@@ -314,7 +314,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     _check_layout(args.dst, "--to")
     for line in convert_file(args.case, args.src, args.dst, args.input, args.output,
                              name=args.name, select=args.select):
-        print(line)
+        print(printable(line))  # file names and the names read from the file
     return 0
 
 

@@ -143,7 +143,9 @@ def convert(case: Case, src: Layout, dst: Layout, native: dict[str, np.ndarray],
     dtypes = {np.asarray(v).dtype for v in native.values()}
     if len(dtypes) == 1:  # keep the file's precision where every value survives it exactly
         dt = dtypes.pop()
-        if all(np.array_equal(v.astype(dt).astype(np.float64), v) for v in out.values()):
+        with np.errstate(over="ignore"):  # a summed bias may overflow it: then float64 is kept
+            kept = all(np.array_equal(v.astype(dt).astype(np.float64), v) for v in out.values())
+        if kept:
             out = {k: v.astype(dt) for k, v in out.items()}
     return out, runtime_notes(case, dst)
 

@@ -448,6 +448,24 @@ def test_a_framework_file_that_would_overflow_float32_is_one_line(tmp_path, caps
     one_line(code, err, "o.pt", "overflow", "float32")
 
 
+def test_a_summed_bias_that_overflows_float16_warns_nothing(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    w = tmp_path / "w.npz"
+    np.savez(w, weight_ih_l0=rng.uniform(-1, 1, (4 * H, I)).astype(np.float16),
+             weight_hh_l0=rng.uniform(-1, 1, (4 * H, H)).astype(np.float16),
+             bias_ih_l0=np.full(4 * H, 60000, np.float16),
+             bias_hh_l0=np.full(4 * H, 60000, np.float16))
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, err = cli(["convert", "--case", str(case), "--from", "torch", "--to", "keras",
+                         str(w), str(tmp_path / "o.npz")], capsys)
+    assert code == 0, err
+    with np.load(tmp_path / "o.npz") as z:  # the sum, 120000, kept in float64
+        assert z["bias"].dtype == np.float64 and z["bias"].max() == 120000
+
+
 # 17. Nothing written outside the paths given --------------------------------------------------
 
 _SIDE_EFFECTS = """
