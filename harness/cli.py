@@ -622,7 +622,7 @@ def _main(args: argparse.Namespace) -> int:
         return 143
     except OSError as exc:  # a path that cannot be written (read-only, under a file, disk full)
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"rnn-harness: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(printable(f"rnn-harness: error: {where}{exc.strerror or exc}"), file=sys.stderr)
         return 2
 
 

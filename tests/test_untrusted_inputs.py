@@ -9,6 +9,7 @@ the planted outside file reaches an output or the error line.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -414,6 +415,22 @@ def test_doctor_budget_must_be_a_positive_time(budget, tmp_path, capsys):
                      str(tmp_path / "w.npz"), "--layout", "torch", "--adapter", "torch-cpu",
                      "--budget", budget], capsys)
     one_line(code, err, "--budget: expected a finite number of seconds > 0")
+
+
+def test_a_passing_run_into_a_full_standard_output_is_not_bad_input(tmp_path, capsys,
+                                                                    monkeypatch):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD)
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        code = main(["run", str(case), "--out", str(tmp_path / "r"), "--quiet", "--adapters",
+                     "reference,noise-floor"])
+        monkeypatch.undo()
+        with contextlib.suppress(OSError):  # what it could not write is dropped at close
+            full.close()
+    err = capsys.readouterr().err.splitlines()
+    assert code == 74 and len(err) == 1 and "cannot write to standard output" in err[0], err
+    assert (tmp_path / "r" / "run.json").is_file()
 
 
 def test_a_full_standard_output_is_not_bad_input(tmp_path):
