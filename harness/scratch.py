@@ -27,10 +27,16 @@ FOLDERS = {"TMPDIR": "tmp", "XDG_CACHE_HOME": "cache", "XDG_CONFIG_HOME": "confi
 
 
 @contextlib.contextmanager
-def scratch() -> Iterator[str]:
+def scratch() -> Iterator[str | None]:
     """Point the variables of :data:`FOLDERS` at sub-folders of a new temporary folder (made in
-    the caller's ``$TMPDIR``) for the duration; restore them and remove the folder afterwards."""
-    top = tempfile.mkdtemp(prefix="rnn-harness-")
+    the caller's ``$TMPDIR``) for the duration; restore them and remove the folder afterwards.
+    Where no temporary folder can be made, nothing is changed (the frameworks cannot write
+    there either)."""
+    try:
+        top = tempfile.mkdtemp(prefix="rnn-harness-")
+    except OSError:
+        yield None
+        return
     saved = {k: os.environ.get(k) for k in FOLDERS}
     saved_tempdir = tempfile.tempdir  # tempfile caches $TMPDIR on first use
     try:
