@@ -30,8 +30,11 @@ def load_npz(path: str | Path, *, what: str = "tensors", max_bytes: int | None =
     path = Path(path)
     if path.is_dir():
         raise WeightsError(f"{what} file is a folder, expected an .npz file", file=path)
-    if not path.is_file():
+    if not path.exists():
         raise WeightsError(f"{what} file not found", file=path)
+    if not path.is_file():  # a FIFO would block the first read forever
+        raise WeightsError(f"{what} file is not a regular file (a FIFO, device or socket): "
+                           "refused", file=path)
     try:
         with path.open("rb") as f:
             head = f.read(len(NPY_MAGIC))

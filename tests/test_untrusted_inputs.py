@@ -388,6 +388,11 @@ def test_a_fifo_as_a_case_or_weights_path_is_refused_not_waited_on(tmp_path, cap
     os.mkfifo(wfifo)
     code, err = cli(["convert", str(wfifo), str(tmp_path / "o.pt")], capsys)
     one_line(code, err, "w.pt: not a regular file")
+    npz = tmp_path / "w.npz"
+    os.mkfifo(npz)
+    (tmp_path / "c.yaml").write_text(GOOD + "weights: {file: w.npz, layout: torch}\n")
+    code, err = cli(["run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "r")], capsys)
+    one_line(code, err, "w.npz: weights file is not a regular file")
 
 
 # 5. init ------------------------------------------------------------------------------------
