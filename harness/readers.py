@@ -15,6 +15,12 @@
   nodes, checked against the case (a missing ``B`` or ``P`` is zeros, as the operator defines:
   the layout's optional tensors, applied by ``Layout.from_native``).
 
+The files may come from strangers. Nothing is read from outside the file: HDF5 external links,
+external raw storage and virtual datasets, and ONNX external data, are refused. Sizes are
+checked against the memory limit before anything is read: the file's, a zip's members once
+inflated (``.keras``, ``torch.save``), an HDF5 file's datasets as declared. Whatever else a
+malformed file makes a reader raise is one line naming the file.
+
 Every reader returns ``(native, notes)``: the tensors under the layout's names, and lines worth
 telling the user (what was read from where).
 """
@@ -25,7 +31,9 @@ import json
 import re
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -39,6 +47,7 @@ RNN_CLASSES = {"LSTM": ("lstm", "keras"), "GRU": ("gru", "keras"),
 KERAS_VARS = ("kernel", "recurrent_kernel", "bias")
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 KERAS_SUFFIXES = (".h5", ".hdf5", ".keras")
+T = TypeVar("T")
 
 
 def read_native(path: str | Path, layout: str, case: Case, *, select: str | None = None,
@@ -79,7 +88,7 @@ def _check_size(path: Path, size: int, max_bytes: int | None, what: str,
                            f"{max_bytes / 2**30:.3g} GiB", file=path, field=field)
 
 
-def _one_line(path: Path, read):
+def _one_line(path: Path, read: Callable[[], T]) -> T:
     """``read()``, with whatever a malformed file makes a framework's reader (or ours) raise
     turned into one line naming the file."""
     try:
@@ -307,7 +316,7 @@ def _check_hdf5(f, path: Path, max_bytes: int | None) -> None:
         if obj.is_virtual:
             return name, ("is a virtual dataset (mapped from other files): refused (weights are "
                           "read from this file only)")
-        total += obj.size * obj.dtype.itemsize
+        total += (obj.size or 0) * obj.dtype.itemsize  # size: None for an empty dataspace
         if max_bytes is not None and total > max_bytes:
             return name, ""
         return None
