@@ -8,6 +8,7 @@ step copies anything and the checkout's tests and docs keep naming ``cases/...``
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -27,18 +28,30 @@ def bundled_cases() -> Path:
 
 def copy_bundled(dest: str | Path) -> list[Path]:
     """Copy the bundled case files (``*.yaml``, ``*.npz``, sub-folders) into ``dest``; refuse
-    to overwrite a file that is there already. Returns the files written."""
+    to overwrite a file that is there already, and never write through a link: a symlinked
+    sub-folder or a dangling link inside ``dest`` would put files outside it. Returns the files
+    written."""
     src = bundled_cases()
     dest = Path(dest)
     files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".yaml", ".npz"))
-    clash = [dest / p.relative_to(src) for p in files if (dest / p.relative_to(src)).exists()]
+    targets = [dest / p.relative_to(src) for p in files]
+    for target in targets:
+        for part in [*reversed(target.relative_to(dest).parents[:-1]), target.relative_to(dest)]:
+            if (dest / part).is_symlink():
+                raise HarnessError(f"{dest / part} is a symbolic link; init writes only into "
+                                   "folders and files of its own: choose an empty or new "
+                                   "folder", file=str(dest))
+    clash = [t for t in targets if os.path.lexists(t)]
     if clash:
         raise HarnessError(f"{len(clash)} file(s) exist already, e.g. {clash[0]}; choose an "
                            "empty or new folder", file=str(dest))
     written = []
-    for p in files:
-        target = dest / p.relative_to(src)
+    for p, target in zip(files, targets, strict=True):
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(p, target)
+        # O_EXCL | O_NOFOLLOW: a link planted since the check above is refused, not followed
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                     0o644)
+        with open(fd, "wb") as out, open(p, "rb") as f:
+            shutil.copyfileobj(f, out)
         written.append(target)
     return written

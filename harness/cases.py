@@ -13,7 +13,9 @@ import difflib
 import itertools
 import json
 import math
+import os
 import re
+import stat
 import string
 from pathlib import Path
 from typing import Any
@@ -217,10 +219,17 @@ def _check_references(case: Case, file: str, node: yaml.Node | None) -> None:
 
 def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     try:
-        with open(path, "rb") as f:  # at most one byte over the limit: /dev/zero, a sparse file
-            raw = f.read(MAX_YAML_BYTES + 1)
+        # O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise CaseError(f"cannot read: {exc.strerror}", file=path) from None
+    with open(fd, "rb") as f:  # at most one byte over the limit: /dev/zero, a sparse file
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CaseError("not a regular file (a FIFO, device or socket): refused", file=path)
+        try:
+            raw = f.read(MAX_YAML_BYTES + 1)
+        except OSError as exc:
+            raise CaseError(f"cannot read: {exc.strerror}", file=path) from None
     if len(raw) > MAX_YAML_BYTES:
         raise CaseError(f"case file too large: more than the {MAX_YAML_BYTES} allowed bytes",
                         file=path)
@@ -235,14 +244,25 @@ def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
         data = yaml.safe_load(text)  # safe: plain data only, a !!python tag is an error
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        raise CaseError(f"invalid YAML: {exc.problem or exc.context}", file=path,
+        raise CaseError(f"invalid YAML: {_quoted_short(exc.problem or exc.context)}", file=path,
                         line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as exc:
-        raise CaseError(f"invalid YAML: {exc}", file=path) from None
+        raise CaseError(f"invalid YAML: {_quoted_short(str(exc).splitlines()[0])}",
+                        file=path) from None
     except RecursionError:  # PyYAML composes recursively
         raise CaseError(f"YAML nested too deeply (more than {MAX_YAML_DEPTH} levels)",
                         file=path) from None
     return data, node
+
+
+_QUOTED = re.compile(r"'[^']{65,}'")
+
+
+def _quoted_short(problem: str | None) -> str:
+    """PyYAML's problem text, with what it quotes from the line (a tag such as
+    ``!!python/object/apply:os.system``) cut to 64 characters: a file that is not YAML (a
+    credentials file) must not reach the terminal through the error line."""
+    return _QUOTED.sub(lambda m: m.group()[:62] + "...'", problem or "")
 
 
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")  # 017; not 0, 0x1f or 0o17
@@ -367,14 +387,35 @@ def _validate_expanded(expanded: dict, file: str, node: yaml.Node | None, values
         raise
 
 
+def _case_files(folder: Path) -> list[Path]:
+    """The ``*.yaml``/``*.yml`` regular files under ``folder``, sorted. Symlinked folders are
+    not entered (``os.walk``); a symlinked file that leads out of the folder is refused, never
+    read: a link to a credentials file must not reach an error line."""
+    root = folder.resolve()
+    found = []
+    for where, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in names:
+            q = Path(where) / name
+            if q.suffix not in (".yaml", ".yml"):
+                continue
+            if q.is_symlink() and not q.resolve().is_relative_to(root):
+                raise CaseError(f"is a link to a file outside {folder}: not followed (give the "
+                                "file itself to run it)", file=q)
+            if q.is_file():
+                found.append(q)
+    return sorted(found)
+
+
 def discover(paths: list[str | Path]) -> list[Case]:
     """Cases from files and folders (``*.yaml``/``*.yml``, sorted), names unique across all."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files += sorted(q for q in p.rglob("*")
-                            if q.suffix in (".yaml", ".yml") and q.is_file())
+            files += _case_files(p)
         elif p.exists():
+            if not p.is_file():  # a FIFO would block the first read forever
+                raise CaseError("not a regular file (a FIFO, device or socket): refused", file=p)
             files.append(p)
         else:
             raise CaseError("no such file or folder", file=p)

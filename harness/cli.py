@@ -17,11 +17,12 @@ import threading
 import time
 
 from harness import __version__
-from harness.errors import HarnessError
+from harness.errors import HarnessError, printable
 
 EXIT_CODES = ("0: every applicable pair passed (or the command succeeded); 1: a pair diverged "
               "or failed (run, merge), a regression (diff), no explanation found (doctor); "
-              "2: bad input, one line on stderr naming the file and field; 130: interrupted")
+              "2: bad input, one line on stderr naming the file and field; 74: the output "
+              "could not be written (standard output full or closed); 130: interrupted")
 
 
 def _process_seconds() -> float:
@@ -139,10 +140,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for p in result.pairs:
         counts[p.status] = counts.get(p.status, 0) + 1
     where = f"shard {shard}: {len(result.pairs)} pair(s) of " if shard else ""
-    print(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
-          + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-          + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
-          f"{_process_seconds():.1f} s in all)")
+    print(printable(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
+                    + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                    + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
+                    f"{_process_seconds():.1f} s in all)"))
     if result.failed:
         return 1
     if shard is None and not _compared_anything(result.pairs):
@@ -173,8 +174,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from harness.bundled import copy_bundled
 
     written = copy_bundled(args.dir)
-    print(f"copied {len(written)} bundled case file(s) to {args.dir}/; edit them, then "
-          f"`rnn-harness run {args.dir}`")
+    print(printable(f"copied {len(written)} bundled case file(s) to {args.dir}/; edit them, "
+                    f"then `rnn-harness run {args.dir}`"))
     return 0
 
 
@@ -321,7 +322,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     _check_layout(args.dst, "--to")
     for line in convert_file(args.case, args.src, args.dst, args.input, args.output,
                              name=args.name, select=args.select):
-        print(line)
+        print(printable(line))  # file names and the names read from the file
     return 0
 
 
@@ -331,6 +332,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     _check_layout(args.layout, "--layout")
     if args.adapter:
         _check_adapters([args.adapter], "--adapter")
+    if not (args.budget > 0 and math.isfinite(args.budget)):
+        raise HarnessError(f"expected a finite number of seconds > 0, got {args.budget:g}",
+                           field="--budget")
     text, code = doctor_file(args.case, args.weights, args.layout, expected=args.expected,
                              adapter=args.adapter, write_fixed=args.write_fixed, name=args.name,
                              select=args.select, budget_s=args.budget, fmt=args.format)
@@ -544,15 +548,55 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
 
 
+class OutputError(Exception):
+    """Standard output could not be written (a full disk, /dev/full): not bad input."""
+
+
+class _Stdout:
+    """``sys.stdout`` during a command: a failed write is an :class:`OutputError`, told apart
+    from the OSErrors of the files the command reads and writes."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+_OUTPUT_FAILED = False  # standard output failed: entry() ends the process without flushing it
+
+
 def main(argv: list[str] | None = None) -> int:
+    from harness.scratch import scratch
+
     parser = build_parser()
     args = parser.parse_args(argv)
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    stdout = sys.stdout
+    sys.stdout = _Stdout(stdout)
     try:
-        return _main(args)
+        with scratch():  # the frameworks' config and caches: nothing written outside the paths
+            return _main(args)
     finally:
+        sys.stdout = stdout
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
@@ -565,11 +609,19 @@ def _interrupted(how: str) -> str:
 
 
 def _main(args: argparse.Namespace) -> int:
+    global _OUTPUT_FAILED
     folder = sys.modules.get("harness.report.folder")
     if folder:  # an earlier command in this process (tests call main repeatedly)
         folder.reset_state()
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
+    except OutputError as exc:
+        _OUTPUT_FAILED = True
+        print(f"rnn-harness: error: cannot write to standard output: {exc} (files the command "
+              "wrote are complete)", file=sys.stderr)
+        return 74
     except HarnessError as exc:
         print(f"rnn-harness: error: {exc}", file=sys.stderr)
         return 2
@@ -584,7 +636,7 @@ def _main(args: argparse.Namespace) -> int:
         return 143
     except OSError as exc:  # a path that cannot be written (read-only, under a file, disk full)
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"rnn-harness: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(printable(f"rnn-harness: error: {where}{exc.strerror or exc}"), file=sys.stderr)
         return 2
 
 
@@ -597,7 +649,9 @@ def entry() -> None:
     code = main()
     from harness.isolation import abandoned_calls
 
-    if abandoned_calls():
+    # a standard output that failed would fail again at interpreter shutdown ("Exception
+    # ignored", exit 120): end without flushing it
+    if abandoned_calls() or _OUTPUT_FAILED:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -21,7 +21,10 @@ stop a conversion; they come back as notes.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -140,7 +143,9 @@ def convert(case: Case, src: Layout, dst: Layout, native: dict[str, np.ndarray],
     dtypes = {np.asarray(v).dtype for v in native.values()}
     if len(dtypes) == 1:  # keep the file's precision where every value survives it exactly
         dt = dtypes.pop()
-        if all(np.array_equal(v.astype(dt).astype(np.float64), v) for v in out.values()):
+        with np.errstate(over="ignore"):  # a summed bias may overflow it: then float64 is kept
+            kept = all(np.array_equal(v.astype(dt).astype(np.float64), v) for v in out.values())
+        if kept:
             out = {k: v.astype(dt) for k, v in out.items()}
     return out, runtime_notes(case, dst)
 
@@ -247,12 +252,50 @@ def framework_refusal(case: Case, ext: str) -> str | None:
     return reasons[0] if reasons else None
 
 
+def check_output(in_path: str, out_path: str) -> None:
+    """Before anything is read: OUT is not IN (by any path: a link, ``./w.npz``), nor a
+    folder."""
+    out = Path(out_path)
+    if out.is_dir():
+        raise HarnessError("is a folder; OUT is the file to write", file=out_path)
+    same = out.exists() and Path(in_path).exists() and os.path.samefile(in_path, out_path)
+    if same or Path(in_path).resolve() == out.resolve():
+        raise HarnessError(f"is the input file {in_path}; write the converted weights to "
+                           "another file", file=out_path)
+
+
 def write_framework_file(path: str, ext: str, case: Case, native: dict[str, np.ndarray]) -> None:
+    """Write the file as :func:`_write_framework_file` makes it, atomically (a temporary file
+    beside it, then a rename), creating its folder as ``.npz`` outputs do; a path that cannot
+    be written is one line naming it."""
+    from harness.npz import writing
+
+    with np.errstate(over="ignore"):  # overflow is refused just below, as one line
+        native = {k: np.asarray(v, dtype=np.float32) for k, v in native.items()}
+    for name, v in native.items():
+        if not np.isfinite(v).all():
+            raise WeightsError(f"values overflow float32, the precision of a {ext} file "
+                               f"(largest finite: {np.finfo(np.float32).max:.5g})", file=path,
+                               field=name)
+    out = Path(path)
+    with writing(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # Keras's save_weights wants the name to end in .weights.h5
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=ext)
+        os.close(fd)
+        try:
+            _write_framework_file(tmp, ext, case, native)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _write_framework_file(path: str, ext: str, case: Case, native: dict[str, np.ndarray]) -> None:
     """``native`` (the target layout's tensors) as a file the framework loads: a state_dict for
     ``torch.nn.LSTM/GRU.load_state_dict``, an ONNX model of the LSTM/GRU node(s), Keras 3
     ``model.load_weights`` weights of a Sequential(Input, LSTM/GRU [Bidirectional] ...).
     Float32, the frameworks' own precision."""
-    native = {k: np.asarray(v, dtype=np.float32) for k, v in native.items()}
     if ext in (".pt", ".pth"):
         import torch
 
@@ -367,6 +410,7 @@ def convert_file(case_file: str | None, src_name: str | None, dst_name: str | No
     from harness.npz import save_npz
 
     ext = output_kind(out_path)
+    check_output(in_path, out_path)
     if ext in FRAMEWORK_FILES:
         own = FRAMEWORK_FILES[ext][0]
         if dst_name is not None and dst_name != own:

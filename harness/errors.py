@@ -7,7 +7,18 @@ expected, and renders as one line:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+# C0 and C1 control characters: an ESC in a file name must not reach the terminal as one
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with newlines as spaces and every other control character escaped (``\\x1b``),
+    so that a hostile file name cannot move the cursor or recolour a terminal."""
+    text = text.replace("\n", " ")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class HarnessError(Exception):
@@ -32,7 +43,7 @@ class HarnessError(Exception):
         if self.file:
             where = self.file + (f":{self.line}" if self.line else "") + ": "
         field = f"{self.field}: " if self.field else ""
-        return f"{where}{field}{self.message}".replace("\n", " ")
+        return printable(f"{where}{field}{self.message}")
 
 
 class CaseError(HarnessError):

@@ -30,8 +30,11 @@ def load_npz(path: str | Path, *, what: str = "tensors", max_bytes: int | None =
     path = Path(path)
     if path.is_dir():
         raise WeightsError(f"{what} file is a folder, expected an .npz file", file=path)
-    if not path.is_file():
+    if not path.exists():
         raise WeightsError(f"{what} file not found", file=path)
+    if not path.is_file():  # a FIFO would block the first read forever
+        raise WeightsError(f"{what} file is not a regular file (a FIFO, device or socket): "
+                           "refused", file=path)
     try:
         with path.open("rb") as f:
             head = f.read(len(NPY_MAGIC))
@@ -94,7 +97,7 @@ def _check_members(path: Path, max_bytes: int | None) -> None:
 
 
 @contextlib.contextmanager
-def _writing(path: Path) -> Iterator[None]:
+def writing(path: Path) -> Iterator[None]:
     """A file that cannot be written (read-only, under a file, a full disk) is one line naming
     it, not a traceback naming a temporary file."""
     try:
@@ -108,7 +111,7 @@ def _writing(path: Path) -> Iterator[None]:
 def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     """Write an .npz atomically (temporary file, then rename)."""
     path = Path(path)
-    with _writing(path):
+    with writing(path):
         _save_npz(path, arrays)
 
 
@@ -128,7 +131,7 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 def write_text(path: str | Path, text: str) -> None:
     """Write a text file atomically."""
     path = Path(path)
-    with _writing(path):
+    with writing(path):
         _write_text(path, text)
 
 

@@ -15,6 +15,12 @@
   nodes, checked against the case (a missing ``B`` or ``P`` is zeros, as the operator defines:
   the layout's optional tensors, applied by ``Layout.from_native``).
 
+The files may come from strangers. Nothing is read from outside the file: HDF5 external links,
+external raw storage and virtual datasets, and ONNX external data, are refused. Sizes are
+checked against the memory limit before anything is read: the file's, a zip's members once
+inflated (``.keras``, ``torch.save``), an HDF5 file's datasets as declared. Whatever else a
+malformed file makes a reader raise is one line naming the file.
+
 Every reader returns ``(native, notes)``: the tensors under the layout's names, and lines worth
 telling the user (what was read from where).
 """
@@ -23,8 +29,11 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -38,6 +47,7 @@ RNN_CLASSES = {"LSTM": ("lstm", "keras"), "GRU": ("gru", "keras"),
 KERAS_VARS = ("kernel", "recurrent_kernel", "bias")
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 KERAS_SUFFIXES = (".h5", ".hdf5", ".keras")
+T = TypeVar("T")
 
 
 def read_native(path: str | Path, layout: str, case: Case, *, select: str | None = None,
@@ -48,22 +58,12 @@ def read_native(path: str | Path, layout: str, case: Case, *, select: str | None
     larger than it, is refused before it is read."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if not path.is_file():
-        raise WeightsError("weights file not found", file=path)
+    _check_file(path)
     if suffix == ".npz":
         return load_npz(path, what="weights", max_bytes=max_bytes), []
-    size = path.stat().st_size
-    if max_bytes is not None and size > max_bytes:
-        raise WeightsError(f"is {size / 2**30:.3g} GiB, more than the memory limit of "
-                           f"{max_bytes / 2**30:.3g} GiB", file=path)
-    try:
-        native, notes = _read_framework_file(path, suffix, layout, case, select)
-    except WeightsError:
-        raise
-    except Exception as exc:  # a malformed file the framework's own reader chokes on
-        first = (str(exc).splitlines() or [""])[0][:200]
-        raise WeightsError(f"not a readable {suffix} weights file ({type(exc).__name__}: "
-                           f"{first})", file=path) from None
+    _check_size(path, path.stat().st_size, max_bytes, "is")
+    native, notes = _one_line(path, lambda: _read_framework_file(path, suffix, layout, case,
+                                                                 select, max_bytes))
     for name, a in native.items():
         if not isinstance(a, np.ndarray) or not np.issubdtype(a.dtype, np.floating):
             raise WeightsError(f"expected floating-point values, got "
@@ -71,15 +71,55 @@ def read_native(path: str | Path, layout: str, case: Case, *, select: str | None
     return native, notes
 
 
-def _read_framework_file(path: Path, suffix: str, layout: str, case: Case, select: str | None
-                         ) -> tuple[dict[str, np.ndarray], list[str]]:
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise WeightsError("weights file not found", file=path)
+    if not path.is_file():  # a folder; a FIFO would block the first read forever
+        raise WeightsError("not a regular file (a folder, FIFO, device or socket): refused",
+                           file=path)
+
+
+def _check_size(path: Path, size: int, max_bytes: int | None, what: str,
+                field: str | None = None) -> None:
+    """Refuse ``size`` bytes (a file's, a zip member's once inflated, an HDF5 dataset's as
+    declared) over the memory limit, before anything is read."""
+    if max_bytes is not None and size > max_bytes:
+        raise WeightsError(f"{what} {size / 2**30:.3g} GiB, more than the memory limit of "
+                           f"{max_bytes / 2**30:.3g} GiB", file=path, field=field)
+
+
+def _one_line(path: Path, read: Callable[[], T]) -> T:
+    """``read()``, with whatever a malformed file makes a framework's reader (or ours) raise
+    turned into one line naming the file."""
+    try:
+        return read()
+    except WeightsError:
+        raise
+    except Exception as exc:  # a malformed file the framework's own reader chokes on
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise WeightsError(f"not a readable {path.suffix.lower()} weights file "
+                           f"({type(exc).__name__}: {first})", file=path) from None
+
+
+def _check_zip(path: Path, max_bytes: int | None) -> None:
+    """A zip (``torch.save``'s format) whose members would inflate past the memory limit is
+    refused from its directory, before any member is read."""
+    if not zipfile.is_zipfile(path):
+        return
+    with zipfile.ZipFile(path) as z:
+        _check_size(path, sum(i.file_size for i in z.infolist()), max_bytes,
+                    "inflates to")
+
+
+def _read_framework_file(path: Path, suffix: str, layout: str, case: Case, select: str | None,
+                         max_bytes: int | None) -> tuple[dict[str, np.ndarray], list[str]]:
     if suffix in TORCH_SUFFIXES:
         if layout != "torch":
             raise WeightsError(f"a PyTorch file holds `torch` tensors, not {layout!r}; use "
                                "--from torch", file=path)
-        return read_torch(path, select=select)
+        return read_torch(path, select=select, max_bytes=max_bytes)
     if suffix in KERAS_SUFFIXES:
-        return read_keras(path, layout, case, select=select)
+        return read_keras(path, layout, case, select=select, max_bytes=max_bytes)
     if suffix == ".onnx":
         if layout != "onnx":
             raise WeightsError(f"an ONNX model holds `onnx` tensors, not {layout!r}; use "
@@ -96,14 +136,18 @@ _TORCH_NAME = re.compile(r"^(?P<prefix>.*?)(?P<name>(weight|bias)_(ih|hh|hr)_l\d
 _TORCH_CELL_NAME = re.compile(r"^(?P<prefix>(.*\.)?)(?P<name>(weight|bias)_(ih|hh))$")
 
 
-def read_torch(path: Path, *, select: str | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None = None
+               ) -> tuple[dict[str, np.ndarray], list[str]]:
     """An ``nn.LSTM``/``nn.GRU`` state_dict (maybe inside a model's) from a ``torch.save`` file."""
     try:
         import torch
     except ImportError as exc:
         raise WeightsError(f"reading a PyTorch file needs torch ({exc})", file=path) from None
+    _check_zip(path, max_bytes)
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a pickle protocol the weights_only loader reads
+            warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
+            obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses pickled code: say so in one line
         raise WeightsError(f"cannot load with torch.load(weights_only=True): "
                            f"{str(exc).splitlines()[0][:300]}", file=path) from None
@@ -185,17 +229,10 @@ def _rnn_info(layer: dict) -> tuple[str, dict] | None:
     return (cls, layer["config"]) if cls in RNN_CLASSES else None
 
 
-def read_keras(path: Path, layout: str, case: Case, *, select: str | None = None
-               ) -> tuple[dict[str, np.ndarray], list[str]]:
+def read_keras(path: Path, layout: str, case: Case, *, select: str | None = None,
+               max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
     """The recurrent layers of a Keras model or weights file (.h5 legacy, .keras zip)."""
-    try:
-        import h5py
-    except ImportError as exc:
-        raise WeightsError(f"reading a Keras file needs h5py ({exc})", file=path) from None
-    if path.suffix.lower() == ".keras":
-        layers = _read_keras_zip(path, h5py)
-    else:
-        layers = _read_keras_h5(path, h5py)
+    layers = _keras_layers(path, max_bytes)
     if select is not None:
         wanted = [s.strip() for s in select.split(",")]
         missing = [w for w in wanted if w not in {la["name"] for la in layers}]
@@ -238,7 +275,61 @@ def _layer_entry(name: str, cls: str | None, cfg: dict | None, dirs: dict) -> di
             "config": cfg or {}}
 
 
-def _read_keras_h5(path: Path, h5py) -> list[dict]:
+def _keras_layers(path: Path, max_bytes: int | None) -> list[dict]:
+    """The layers of a ``.keras`` zip or an HDF5 file (:func:`_read_keras_zip`,
+    :func:`_read_keras_h5`)."""
+    try:
+        import h5py
+    except ImportError as exc:
+        raise WeightsError(f"reading a Keras file needs h5py ({exc})", file=path) from None
+    if path.suffix.lower() == ".keras":
+        return _read_keras_zip(path, h5py, max_bytes)
+    return _read_keras_h5(path, h5py, max_bytes)
+
+
+def _check_hdf5(f, path: Path, max_bytes: int | None) -> None:
+    """Refuse, before any dataset is read, what would pull in bytes from outside the file or
+    past the memory limit: external links (another HDF5 file), datasets with external raw
+    storage (any file's bytes read as weights) or virtual datasets (mapped from other files),
+    and datasets whose declared sizes add up to more than the limit (an unwritten chunked
+    dataset reads as its fill value: a few KB on disk can declare gigabytes)."""
+    import h5py
+
+    # h5py's visitors stop at the first callback that returns something; raising inside one
+    # breaks h5py's lock, so the callbacks return what is wrong and it is raised here
+    def link(name: str) -> str | None:
+        return name if isinstance(f.get(name, getlink=True), h5py.ExternalLink) else None
+
+    name = f.visit_links(link)  # every link once; external ones are not followed
+    if name is not None:
+        raise WeightsError("is an external link to another HDF5 file: refused (weights are "
+                           "read from this file only)", file=path, field=name)
+    total = 0
+
+    def dataset(name: str, obj) -> tuple[str, str] | None:
+        nonlocal total
+        if not isinstance(obj, h5py.Dataset):
+            return None
+        if obj.external:
+            return name, ("has external raw storage (its bytes live in another file): refused "
+                          "(weights are read from this file only)")
+        if obj.is_virtual:
+            return name, ("is a virtual dataset (mapped from other files): refused (weights are "
+                          "read from this file only)")
+        total += (obj.size or 0) * obj.dtype.itemsize  # size: None for an empty dataspace
+        if max_bytes is not None and total > max_bytes:
+            return name, ""
+        return None
+
+    found = f.visititems(dataset)  # every object once; soft and external links not followed
+    if found is not None:
+        name, why = found
+        if why:
+            raise WeightsError(why, file=path, field=name)
+        _check_size(path, total, max_bytes, "declares datasets of", field=name)
+
+
+def _read_keras_h5(path: Path, h5py, max_bytes: int | None) -> list[dict]:
     """Legacy HDF5 (``model.save('x.h5')`` / ``save_weights``): groups named by layer, each with
     a ``weight_names`` attribute (``lstm/lstm_cell/kernel:0``, ``.../forward_lstm/...``)."""
     try:
@@ -246,6 +337,7 @@ def _read_keras_h5(path: Path, h5py) -> list[dict]:
     except OSError as exc:
         raise WeightsError(f"not a readable HDF5 file ({exc})", file=path) from None
     with f:
+        _check_hdf5(f, path, max_bytes)
         root = f["model_weights"] if "model_weights" in f else f
         if "layer_names" not in root.attrs:
             if "layers" in f:  # a Keras 3 ``.weights.h5`` file
@@ -304,7 +396,7 @@ def _class_from_shapes(tensors: dict[str, np.ndarray], path: Path, layer: str) -
                        field=layer)
 
 
-def _read_keras_zip(path: Path, h5py) -> list[dict]:
+def _read_keras_zip(path: Path, h5py, max_bytes: int | None) -> list[dict]:
     """A ``.keras`` zip: ``config.json`` plus ``model.weights.h5`` whose groups are named by class
     (``layers/lstm``, ``layers/lstm_1``, ``layers/bidirectional/forward_layer``) and whose
     variables are numbered in creation order (kernel, recurrent_kernel, bias)."""
@@ -312,12 +404,17 @@ def _read_keras_zip(path: Path, h5py) -> list[dict]:
 
     try:
         with zipfile.ZipFile(path) as z:
-            config = json.loads(z.read("config.json"))
-            weights = z.read("model.weights.h5")
+            # the members' sizes, from the zip's directory, before any is inflated (a zip bomb)
+            members = [z.getinfo(n) for n in ("config.json", "model.weights.h5")]
+            _check_size(path, sum(i.file_size for i in members), max_bytes, "inflates to")
+            # a member reads at most its directory's file_size (zipfile stops there)
+            config = json.loads(z.read(members[0]))
+            weights = z.read(members[1])
     except (zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:
         raise WeightsError(f"not a readable .keras file ({type(exc).__name__}: {exc})",
                            file=path) from None
     with h5py.File(io.BytesIO(weights), "r") as f:
+        _check_hdf5(f, path, max_bytes)
         return _keras3_layers(f, config, path)
 
 
@@ -365,11 +462,7 @@ def read_onnx(path: Path, case: Case, *, select: str | None = None
         from onnx import numpy_helper
     except ImportError as exc:
         raise WeightsError(f"reading an ONNX model needs onnx ({exc})", file=path) from None
-    try:
-        model = onnx.load(str(path))
-    except Exception as exc:
-        raise WeightsError(f"not a readable ONNX model ({str(exc).splitlines()[0][:200]})",
-                           file=path) from None
+    model = _load_onnx(path)
     graph = model.graph
     values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:  # weights folded into Constant nodes
@@ -419,6 +512,26 @@ def read_onnx(path: Path, case: Case, *, select: str | None = None
     return native, notes
 
 
+def _load_onnx(path: Path):
+    """The model, without its external data: a tensor stored in another file (``location``
+    may name any path) is refused, never read."""
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:
+        raise WeightsError(f"not a readable ONNX model ({type(exc).__name__}: "
+                           f"{(str(exc).splitlines() or [''])[0][:200]})", file=path) from None
+    tensors = list(model.graph.initializer) + [a.t for n in model.graph.node
+                                               for a in n.attribute if a.HasField("t")]
+    for t in tensors:
+        if uses_external_data(t):
+            raise WeightsError("stored as external data (in another file): refused (weights "
+                               "are read from the model file only)", file=path, field=t.name)
+    return model
+
+
 def _check_onnx_attrs(path: Path, node: str, attrs: dict, case: Case) -> None:
     def say(attr: str, got: object, want: object) -> None:
         raise WeightsError(f"node {node!r} has {attr}={got!r}, the case says {want!r}", file=path)
@@ -457,18 +570,18 @@ def infer_case(path: str | Path, *, select: str | None = None
     - ``.h5``/``.keras`` (``.weights.h5``): the recurrent layers' shapes, and their config where
       the file has one (recurrent_activation, reset_after, go_backwards)."""
     path = Path(path)
-    if not path.is_file():
-        raise WeightsError("weights file not found", file=path)
+    _check_file(path)
     suffix = path.suffix.lower()
-    if suffix in TORCH_SUFFIXES:
-        fields, layout, notes = _infer_torch(path, select)
-    elif suffix == ".onnx":
-        fields, layout, notes = _infer_onnx(path, select)
-    elif suffix in KERAS_SUFFIXES:
-        fields, layout, notes = _infer_keras(path, select)
-    else:
+    infer = {**dict.fromkeys(TORCH_SUFFIXES, _infer_torch), ".onnx": _infer_onnx,
+             **dict.fromkeys(KERAS_SUFFIXES, _infer_keras)}.get(suffix)
+    if infer is None:
         raise WeightsError(f"sizes cannot be read from a {suffix} file: give --case (an .npz "
                            "holds bare tensors)", file=path)
+    from harness.prepare import max_memory
+
+    limit = max_memory()
+    _check_size(path, path.stat().st_size, limit, "is")
+    fields, layout, notes = _one_line(path, lambda: infer(path, select, limit))
     name = re.sub(r"[^A-Za-z0-9_.=+-]", "-", path.name.split(".")[0]) or "weights"
     try:
         case = Case(name=name if name[0].isalnum() else "w" + name, **fields)
@@ -479,12 +592,18 @@ def infer_case(path: str | Path, *, select: str | None = None
     return case, layout, notes
 
 
-def _infer_torch(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
-    native, notes = read_torch(path, select=select)
+def _infer_torch(path: Path, select: str | None, max_bytes: int | None
+                 ) -> tuple[dict, str, list[str]]:
+    native, notes = read_torch(path, select=select, max_bytes=max_bytes)
     hh = native.get("weight_hh_l0")
     ih = native.get("weight_ih_l0")
     if hh is None or ih is None:
         raise WeightsError("no weight_ih_l0 / weight_hh_l0: cannot tell the sizes", file=path)
+    for name in ("weight_ih_l0", "weight_hh_l0", "weight_hr_l0"):
+        t = native.get(name)
+        if t is not None and (t.ndim != 2 or 0 in t.shape):
+            raise WeightsError(f"expected a matrix with rows and columns, got shape "
+                               f"{list(t.shape)}: cannot tell the sizes", file=path, field=name)
     hr = native.get("weight_hr_l0")
     H = hr.shape[1] if hr is not None else hh.shape[1]
     gates = hh.shape[0] // H
@@ -500,11 +619,12 @@ def _infer_torch(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
     return fields, "torch", notes
 
 
-def _infer_onnx(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
+def _infer_onnx(path: Path, select: str | None, max_bytes: int | None
+                ) -> tuple[dict, str, list[str]]:
     import onnx
     from onnx import numpy_helper
 
-    model = onnx.load(str(path))
+    model = _load_onnx(path)
     values = {t.name: t for t in model.graph.initializer}
     nodes = [n for n in model.graph.node if n.op_type in ("LSTM", "GRU")]
     if select is not None:
@@ -519,7 +639,13 @@ def _infer_onnx(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
     first = nodes[0]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in first.attribute}
     cell = first.op_type.lower()
-    W = first.input[1]
+    if "hidden_size" not in attrs:
+        raise WeightsError(f"node {first.name!r} has no hidden_size attribute: cannot tell the "
+                           "sizes", file=path)
+    W = first.input[1] if len(first.input) > 2 else ""
+    if not W or not first.input[2]:
+        raise WeightsError(f"node {first.name!r} has no W and R inputs: cannot tell the sizes",
+                           file=path)
     if W not in values:
         raise WeightsError(f"node {first.name!r} input W is computed, not an initializer",
                            file=path)
@@ -547,12 +673,10 @@ def _infer_onnx(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
     return fields, "onnx", []
 
 
-def _infer_keras(path: Path, select: str | None) -> tuple[dict, str, list[str]]:
-    import h5py
-
+def _infer_keras(path: Path, select: str | None, max_bytes: int | None
+                 ) -> tuple[dict, str, list[str]]:
     keras3 = path.suffix.lower() == ".keras" or path.name.lower().endswith(".weights.h5")
-    layers = _read_keras_zip(path, h5py) if path.suffix.lower() == ".keras" else \
-        _read_keras_h5(path, h5py)
+    layers = _keras_layers(path, max_bytes)
     if select is not None:
         wanted = [s.strip() for s in select.split(",")]
         layers = [la for la in layers if la["name"] in wanted]
