@@ -47,7 +47,7 @@ from harness.mistakes import (
     swap_layer_directions,
     where,
 )
-from harness.params import Canonical, block_shapes, key, layer_dirs
+from harness.params import DIRECTION_NAMES, Canonical, block_shapes, key, layer_dirs
 from harness.reference.functions import FLOAT64
 from harness.reference.layers import CELLS, reading_order
 from harness.spec import Case
@@ -433,7 +433,6 @@ class Doctor:
             return local.stopped
 
         fix: Hypothesis = ()
-        last: list[Place] = []
         for layer in range(first, L):
             layer_in = self._layer_input(self.trial(fix).canonical, layer)
             options = [False]
@@ -445,10 +444,12 @@ class Doctor:
                 self.evaluated += 2 * D
                 local.tried += 2 * D
                 options = sorted((False, True), key=lambda sw: -exact[sw])
-            done = False
+            done, failed = False, []
             for sw in options:
                 places: list[Place] = []
                 for k, d in enumerate(case.directions):
+                    if local.stopped or (sw and places and places[-1].status == "no fix"):
+                        break  # a swap must fit both directions
                     src = 1 - d if sw else d
                     hyps, n, stopped = self._search_place(fix, layer, k, sw, confined[(layer, src)],
                                                           layer_in, out_of_time)
@@ -456,15 +457,15 @@ class Doctor:
                     if not hyps:
                         places.append(Place(layer, d, "stopped" if stopped else "no fix", (), n,
                                             sw))
-                        break
+                        continue
                     best = min(hyps, key=len)
                     places.append(Place(layer, d, "exact" if not best and not sw else "fixed",
                                         best, n, sw))
                     whole = self._everywhere(best, sw)
                     if whole is not None and not fix and self.evaluate(whole).ok:
                         local.places += places
-                        local.note = (f"the mistake found at {where(layer, d, case)} is in "
-                                      "every layer and direction")
+                        local.note = (f"mistake found at {where(layer, d, case)} is made the "
+                                      "same way in every layer and direction")
                         return whole
                 if len(places) == D and all(p.status in ("exact", "fixed") for p in places):
                     fix += ((swap_layer_directions(layer, case),) if sw else ()) + tuple(
@@ -472,16 +473,15 @@ class Doctor:
                     local.places += places
                     done = True
                     break
+                failed += places
                 if local.stopped:
-                    local.places += places
                     break
-                last = places
             if not done:
-                if not local.stopped:
-                    local.places += last
+                local.places += failed
                 searched = {(p.layer, p.direction) for p in local.places}
-                local.places += [Place(la, d, "not searched") for la, d in layer_dirs(case)
-                                 if (la, d) not in searched and la >= first]
+                local.places += [Place(la, d, "stopped" if la == layer else "not searched")
+                                 for la, d in layer_dirs(case)
+                                 if (la, d) not in searched and la >= layer]
                 return None
         return fix
 
@@ -961,7 +961,7 @@ def diagnose(case: Case, layout: Layout, native: dict[str, np.ndarray], inputs: 
     closest = [f for f in closest if f.score.worst <= NEAR_MISS]
     dx = Diagnosis(case=case, layout=layout, source=source, claim=claim,
                    signature=explain(case, inputs, claim, expected), found=found,
-                   closest=closest, noops=_unique(doctor.catalogue.noops))
+                   closest=closest, noops=_unique(doctor.catalogue.noops), local=doctor.local)
     best = dx.best
     if best is not None and best.hypothesis and all(m.family != "data" for m in best.hypothesis):
         tr = doctor.trial(best.hypothesis)
@@ -1026,6 +1026,10 @@ def render(dx: Diagnosis) -> str:
                      f"max abs {_max_abs(best.score):.1e}):")
         lines.append("")
         lines += [f"{i}. {m.text}" for i, m in enumerate(best.hypothesis, 1)]
+        at = places_of(best.hypothesis, case)
+        if case.num_layers * case.num_directions > 1 and at != ["every layer and direction"]:
+            lines += ["", "Where: " + "; ".join(at) + ". Every other layer and direction is "
+                      "right as claimed."]
         if len(dx.found) > 1:
             lines += ["", "Other transformations that fit equally well (these weights cannot "
                       "tell them apart):"]
@@ -1047,10 +1051,90 @@ def render(dx: Diagnosis) -> str:
         if any(m.family == "data" for m in best.hypothesis):
             lines += ["", "This is a mistake in how the inputs were fed, not in the weights: no "
                       "corrected weights file can absorb it."]
+    if dx.local is not None:
+        lines += ["", "### Layer by layer", ""] + local_lines(dx)
     if dx.noops:
         lines += ["", "Mistakes these sizes cannot reveal (a case with other sizes would):"]
         lines += [f"- {text}: {why}" for text, why in dx.noops]
     return "\n".join(lines) + "\n"
+
+
+def places_of(hyp: Hypothesis, case: Case) -> list[str]:
+    """Where the mistakes of ``hyp`` are: ``layer 1, backward``, ``layer 0 (directions
+    swapped)``; ``every layer and direction`` for a mistake made everywhere."""
+    out: list[str] = []
+    for m in hyp:
+        base, _, at = m.id.partition("@")
+        if not at:
+            text = "every layer and direction"
+        elif base == "swap:directions":
+            text = f"layer {at} (directions swapped)"
+        else:
+            text = where(int(at[:-1]), "fb".index(at[-1]), case)
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def local_lines(dx: Diagnosis) -> list[str]:
+    """What the search of mistakes confined to one layer and direction did, in words."""
+    local, case = dx.local, dx.case
+    lines = []
+    if local.mode == "per-layer":
+        states = "h_n, c_n" if case.cell == "lstm" and "c_n" in _names(dx) else "h_n"
+        lines.append(
+            f"Each layer's final states ({states}) are in the expected outputs and depend only "
+            "on that layer and those below it, so each layer and direction was judged alone "
+            "(the last layer on y too), layer 0 first, each layer on what the fixed layers "
+            f"below give it: {_n(local.tried)}.")
+    else:
+        lines.append(
+            "The expected outputs hold only y, not the final states (h_n"
+            + (", c_n" if case.cell == "lstm" else "") + "): y shows the last layer only, so a "
+            "layer below it cannot be judged alone and the per-layer search is not possible. "
+            f"Searched instead: {local.note}, each judged on y of the whole stack "
+            f"({_n(local.joint)}; two mistakes in the lower layers at once were not searched)"
+            + (f", then the last layer alone on y, its lower layers as claimed "
+               f"({_n(local.tried)})" if local.places else "")
+            + ". Save h_n" + (" and c_n" if case.cell == "lstm" else "")
+            + " with y to search every layer alone.")
+    if local.note and local.mode == "per-layer":
+        lines.append(f"The {local.note}.")
+    lines.append("")
+    swapped = {p.layer for p in local.places if p.swapped and p.status in ("exact", "fixed")}
+    for la in sorted(swapped):
+        lines.append(f"- layer {la}: its forward and backward weights are swapped")
+    for p in local.places:
+        at = where(p.layer, p.direction, case)
+        read = " (read from the other direction's weights)" if p.swapped else ""
+        n = f" ({_n(p.tried)})" if p.tried else ""
+        if p.status == "exact":
+            lines.append(f"- {at}: right as claimed{n}")
+        elif p.status == "fixed" and not p.mistakes:
+            lines.append(f"- {at}: right once the directions are swapped{n}")
+        elif p.status == "fixed":
+            what = "; ".join(m.text.split(": ", 1)[1] for m in p.mistakes)
+            lines.append(f"- {at}{read}: {what}{n}")
+        elif p.status == "no fix":
+            lines.append(f"- {at}{read}: no mistake confined to it, alone or two or three "
+                         f"together (from the {BEAM_WIDTH} nearest), reproduces its outputs{n}")
+        elif p.status == "stopped":
+            lines.append(f"- {at}{read}: the search stopped at its time budget (--budget)"
+                         f"{n or ' before it'}")
+        else:
+            why = "the time budget ran out" if local.stopped else "a layer below it has no fix"
+            lines.append(f"- {at}: not searched ({why})")
+    if local.stopped:
+        lines += ["", "The search stopped at its time budget (--budget) before it was complete."]
+    return lines
+
+
+def _n(count: int) -> str:
+    return f"{count} hypothes{'i' if count == 1 else 'e'}s"
+
+
+def _names(dx: Diagnosis) -> set[str]:
+    return set(dx.claim.states)
 
 
 def _max_abs(s: Score) -> float:
@@ -1072,6 +1156,14 @@ def diagnosis_dict(dx: Diagnosis) -> dict:
         "found": [finding(f) for f in dx.found], "closest": [finding(f) for f in dx.closest],
         "hypotheses_tried": dx.evaluated, "seconds": dx.seconds, "stopped_at_budget": dx.stopped,
         "corrected_mapping": dx.mapping, "fixed_max_abs": dx.fixed_error,
+        "where": places_of(dx.best.hypothesis, dx.case) if dx.best else [],
+        "local_search": None if dx.local is None else {
+            "mode": dx.local.mode, "hypotheses_tried": dx.local.tried,
+            "joint_hypotheses_tried": dx.local.joint, "stopped_at_budget": dx.local.stopped,
+            "places": [{"layer": p.layer, "direction": DIRECTION_NAMES[p.direction],
+                        "status": p.status, "mistakes": [m.text for m in p.mistakes],
+                        "swapped": p.swapped, "hypotheses_tried": p.tried}
+                       for p in dx.local.places]},
     }
 
 
