@@ -54,6 +54,9 @@ from harness.spec import Case
 
 Hypothesis = tuple[Mistake, ...]
 BEAM_WIDTH = 8
+# one layer and direction alone runs in a fraction of the whole stack's time: the pairs there
+# grow from more of the nearest singles (two gate orders in one direction need 16)
+LOCAL_BEAM_WIDTH = 16
 MAX_FIXERS = 24
 # A hypothesis that misses is shown as a near miss only within this many tolerances: one at
 # 1e4x tolerance is no nearer the truth than any other, and would mislead.
@@ -372,7 +375,7 @@ class Doctor:
                       ) -> tuple[list[Hypothesis], int, bool]:
         """Hypotheses confined to one layer and direction that reproduce its outputs, given the
         lower layers' fix ``base`` (simplest first), the number tried, whether time ran out.
-        Singles, then a beam of pairs and triples ranked by the mean tolerance ratio."""
+        Singles, then pairs grown from the singles nearest by the mean tolerance ratio."""
         move = (swap_layer_directions(layer, self.case),) if swapped else ()
         tried = 0
 
@@ -395,22 +398,16 @@ class Doctor:
             if ok:
                 found.append((m,))
             frontier.append((rank, (m,)))
-        for _ in range(2):  # pairs, then triples, from the best-ranked so far
-            if found:
-                return found, tried, False
-            nxt = []
-            for _rank, h in sorted(frontier, key=lambda rh: rh[0])[:BEAM_WIDTH]:
+        if not found:  # pairs grown from the nearest singles
+            for _rank, h in sorted(frontier, key=lambda rh: rh[0])[:LOCAL_BEAM_WIDTH]:
                 for m in singles:
                     if not _compatible(h, m) or _key(h + (m,)) in seen:
                         continue
                     seen.add(_key(h + (m,)))
                     if out_of_time():
                         return found, tried, True
-                    ok, rank = ev(h + (m,))
-                    if ok:
+                    if ev(h + (m,))[0]:
                         found.append(h + (m,))
-                    nxt.append((rank, h + (m,)))
-            frontier = nxt
         return found, tried, False
 
     def search_local(self, start: float, budget_s: float, first: int = 0) -> Hypothesis | None:
@@ -1116,8 +1113,9 @@ def local_lines(dx: Diagnosis) -> list[str]:
             what = "; ".join(m.text.split(": ", 1)[1] for m in p.mistakes)
             lines.append(f"- {at}{read}: {what}{n}")
         elif p.status == "no fix":
-            lines.append(f"- {at}{read}: no mistake confined to it, alone or two or three "
-                         f"together (from the {BEAM_WIDTH} nearest), reproduces its outputs{n}")
+            lines.append(f"- {at}{read}: no mistake confined to it reproduces its outputs, "
+                         f"alone or two together (pairs grown from the {LOCAL_BEAM_WIDTH} "
+                         f"nearest singles){n}")
         elif p.status == "stopped":
             lines.append(f"- {at}{read}: the search stopped at its time budget (--budget)"
                          f"{n or ' before it'}")
