@@ -13,7 +13,12 @@ it. (With the adapter's own layout claimed, the doctor checks the layout descrip
    recurrent side from a zero state, a forget offset from c0 = 0) are set aside while the
    first step is wrong; the first step is run alone (one step from the initial state, cheap)
    to find the input-side hypotheses that make it exact, gate orders included; the recurrent
-   side is then searched on the full sequence.
+   side is then searched on the full sequence. Before that, in a stack of several layers or
+   directions, the mistakes confined to one layer and direction are searched layer by layer
+   (:meth:`Doctor.search_local`): each layer's final states (h_n, c_n) depend only on it and
+   the layers below, so layer 0 is fixed direction by direction first, then layer 1 on what
+   the fixed layer 0 gives it, and so on. With only y the lower layers cannot be judged alone
+   (:meth:`Doctor.search_joint` says what is searched instead).
 3. The transformation that reproduces the expected outputs is reported as a mapping table
    (claimed vs actual content of every slice) and as corrected weights in the claimed layout.
 """
