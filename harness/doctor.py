@@ -114,8 +114,10 @@ class LocalSearch:
     places: list[Place] = field(default_factory=list)
     tried: int = 0
     stopped: bool = False
-    note: str = ""
+    note: str = ""  # only y: what the joint search tried
     joint: int = 0  # only y: confined single mistakes judged on y of the whole stack
+    everywhere: str = ""  # where the mistake found is made in every layer and direction
+    whole_ok: bool | None = None  # whether the composed fix reproduces every expected output
 
 
 @dataclass
@@ -466,8 +468,7 @@ class Doctor:
                     whole = self._everywhere(best, sw)
                     if whole is not None and not fix and self.evaluate(whole).ok:
                         local.places += places
-                        local.note = (f"mistake found at {where(layer, d, case)} is made the "
-                                      "same way in every layer and direction")
+                        local.everywhere = where(layer, d, case)
                         return whole
                 if len(places) == D and all(p.status in ("exact", "fixed") for p in places):
                     fix += ((swap_layer_directions(layer, case),) if sw else ()) + tuple(
@@ -579,6 +580,7 @@ class Doctor:
                 fix = self.search_local(start, budget_s)
                 if fix is not None:
                     s = self.evaluate(fix)
+                    self.local.whole_ok = s.ok
                     if s.ok:
                         return [self._collapse(Finding(fix, s))], []
             else:  # only y: the lower layers jointly, then the last layer alone
@@ -588,6 +590,7 @@ class Doctor:
                 fix = self.search_local(start, budget_s, first=self.case.num_layers - 1)
                 if fix is not None:
                     s = self.evaluate(fix)
+                    self.local.whole_ok = s.ok
                     if s.ok:
                         return [self._collapse(Finding(fix, s))], []
 
@@ -1100,8 +1103,13 @@ def local_lines(dx: Diagnosis) -> list[str]:
                f"({_n(local.tried)})" if local.places else "")
             + ". Save h_n" + (" and c_n" if case.cell == "lstm" else "")
             + " with y to search every layer alone.")
-    if local.note and local.mode == "per-layer":
-        lines.append(f"The {local.note}.")
+    if local.everywhere:
+        lines.append(f"The mistake found at {local.everywhere} is made the same way in every "
+                     "layer and direction.")
+    if local.whole_ok is False:
+        lines.append("The fixes found layer by layer match each layer's final states but not "
+                     "every expected output together (a final state can hide a wrong step): "
+                     "the search went on over the whole stack.")
     lines.append("")
     swapped = {p.layer for p in local.places if p.swapped and p.status in ("exact", "fixed")}
     for la in sorted(swapped):
