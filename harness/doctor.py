@@ -13,7 +13,12 @@ it. (With the adapter's own layout claimed, the doctor checks the layout descrip
    recurrent side from a zero state, a forget offset from c0 = 0) are set aside while the
    first step is wrong; the first step is run alone (one step from the initial state, cheap)
    to find the input-side hypotheses that make it exact, gate orders included; the recurrent
-   side is then searched on the full sequence.
+   side is then searched on the full sequence. Before that, in a stack of several layers or
+   directions, the mistakes confined to one layer and direction are searched layer by layer
+   (:meth:`Doctor.search_local`): each layer's final states (h_n, c_n) depend only on it and
+   the layers below, so layer 0 is fixed direction by direction first, then layer 1 on what
+   the fixed layer 0 gives it, and so on. With only y the lower layers cannot be judged alone
+   (:meth:`Doctor.search_joint` says what is searched instead).
 3. The transformation that reproduces the expected outputs is reported as a mapping table
    (claimed vs actual content of every slice) and as corrected weights in the claimed layout.
 """
@@ -40,15 +45,23 @@ from harness.mistakes import (
     Trial,
     catalogue,
     kind_of,
+    local_catalogue,
     missing_bias_half,
     read_slice,
     reading_name,
+    swap_layer_directions,
+    where,
 )
-from harness.params import Canonical, block_shapes, key, layer_dirs
+from harness.params import DIRECTION_NAMES, Canonical, block_shapes, key, layer_dirs
+from harness.reference.functions import FLOAT64
+from harness.reference.layers import CELLS, reading_order
 from harness.spec import Case
 
 Hypothesis = tuple[Mistake, ...]
 BEAM_WIDTH = 8
+# one layer and direction alone runs in a fraction of the whole stack's time: the pairs there
+# grow from more of the nearest singles (two gate orders in one direction need 16)
+LOCAL_BEAM_WIDTH = 16
 MAX_FIXERS = 24
 # A hypothesis that misses is shown as a near miss only within this many tolerances: one at
 # 1e4x tolerance is no nearer the truth than any other, and would mislead.
@@ -79,6 +92,35 @@ class Finding:
 
 
 @dataclass
+class Place:
+    """What the layer-by-layer search found at one layer and direction."""
+
+    layer: int
+    direction: int
+    status: str  # exact | fixed | no fix | stopped | not searched
+    mistakes: Hypothesis = ()
+    tried: int = 0  # hypotheses evaluated on this layer and direction alone
+    swapped: bool = False  # its weights are read from the other direction's slot
+
+
+@dataclass
+class LocalSearch:
+    """The search for mistakes confined to one layer and direction. ``mode``: ``per-layer``
+    (each layer judged alone on its final states, y for the last: the expected outputs hold
+    h_n) or ``y-only`` (no final states: the last layer judged alone on y, the lower ones as
+    claimed; then each confined single mistake judged on y of the whole stack, ``joint``)."""
+
+    mode: str
+    places: list[Place] = field(default_factory=list)
+    tried: int = 0
+    stopped: bool = False
+    note: str = ""  # only y: what the joint search tried
+    joint: int = 0  # only y: confined single mistakes judged on y of the whole stack
+    everywhere: str = ""  # where the mistake found is made in every layer and direction
+    whole_ok: bool | None = None  # whether the composed fix reproduces every expected output
+
+
+@dataclass
 class Diagnosis:
     case: Case
     layout: Layout
@@ -95,6 +137,7 @@ class Diagnosis:
     fixed_case: Case | None = None
     fixed_error: float | None = None
     mapping: list[dict[str, str]] = field(default_factory=list)
+    local: LocalSearch | None = None
 
     @property
     def best(self) -> Finding | None:
@@ -141,6 +184,7 @@ class Doctor:
         self._step0 = self._step0_parts()
         self._step0_claim: list[np.ndarray] | None = None
         self._floor = self._noise_floor()
+        self.local: LocalSearch | None = None
 
     def _noise_floor(self) -> dict[str, np.ndarray] | None:
         """The claimed weights' noise floor (the reference in the case dtype's arithmetic,
@@ -160,13 +204,15 @@ class Doctor:
                 floor[name] = np.abs(low[name] - ref[name]).max()
         return floor
 
-    def _ratio(self, tol_ratio: np.ndarray, err: np.ndarray | float, name: str) -> np.ndarray:
+    def _ratio(self, tol_ratio: np.ndarray, err: np.ndarray | float, name: str,
+               row: int | None = None) -> np.ndarray:
         """``tol_ratio`` as :func:`harness.compare.effective_ratio` of it and the noise floor
-        of ``name`` (as is where the floor rule does not apply)."""
+        of ``name`` (row ``row`` of y's floor; as is where the floor rule does not apply)."""
         if self._floor is None:
             return tol_ratio
+        floor = self._floor[name] if row is None else self._floor[name][row]
         with np.errstate(divide="ignore", invalid="ignore"):
-            floor_ratio = np.asarray(err) / self._floor[name]
+            floor_ratio = np.asarray(err) / floor
         return effective_ratio(tol_ratio, floor_ratio, self.tol.floor_factor)
 
     # Applying and running ----------------------------------------------------------------------
@@ -283,12 +329,227 @@ class Doctor:
         return any(not np.allclose(a, b, rtol=0, atol=1e-13)
                    for a, b in zip(outs, self._step0_claim, strict=True))
 
+    # Mistakes confined to one layer and direction ---------------------------------------------
+    def per_layer_possible(self) -> bool:
+        """Whether each layer can be judged alone: its final states are in the expected outputs
+        (h_n; the last layer has y too). A one-layer case needs only y."""
+        return self.case.num_layers == 1 or "h_n" in self.expected
+
+    def _direction(self, canonical: dict[str, np.ndarray], layer: int, k: int,
+                   layer_in: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(y [B, T, F] in input time order, h, c) of one layer and direction on ``layer_in``,
+        as :func:`harness.reference.layers.forward` runs it."""
+        case, inp = self.case, self.inputs
+        d = case.directions[k]
+        valid, order = reading_order(Inputs(layer_in, inp.h0, inp.c0, inp.seq_lengths))
+        s = layer * case.num_directions + k
+        y, h, c = CELLS[case.cell](case, Canonical(canonical).block(layer, d), order(layer_in, d),
+                                   valid, inp.h0[s], None if inp.c0 is None else inp.c0[s],
+                                   FLOAT64)
+        return order(y, d), h, c
+
+    def _layer_input(self, canonical: dict[str, np.ndarray], layer: int) -> np.ndarray:
+        """What ``layer`` reads when the layers below it hold ``canonical``."""
+        layer_in = self.inputs.x
+        for la in range(layer):
+            layer_in = np.concatenate([self._direction(canonical, la, k, layer_in)[0]
+                                       for k in range(self.case.num_directions)], axis=-1)
+        return layer_in
+
+    def _place_score(self, out: tuple[np.ndarray, np.ndarray, np.ndarray | None], layer: int,
+                     k: int) -> tuple[bool, float]:
+        """(within tolerance, mean log10 tolerance ratio) of one layer and direction: its final
+        states against h_n / c_n, and (last layer) its half of y, step by step."""
+        case, tol, want = self.case, self.tol, self.expected
+        y, h, c = out
+        s = layer * case.num_directions + k
+        ratios = []
+        for name, got in (("h_n", h), ("c_n", c)):
+            if got is not None and name in want:
+                err = np.abs(got - want[name][s])
+                ratios.append(self._ratio(tol_ratios(got, want[name][s], tol), err, name).ravel())
+        if layer == case.num_layers - 1:
+            F = case.out_size
+            ye = want["y"][:, :, k * F:(k + 1) * F]
+            y_abs = np.abs(y - ye).max(axis=(0, 2))
+            ratios.append(self._ratio(tol_ratios(y, ye, tol).max(axis=(0, 2)), y_abs, "y", k))
+        allr = np.concatenate(ratios)
+        return (bool(within(allr.max())),
+                float(np.log10(np.maximum(allr, 1e-3)).mean()))
+
+    def _search_place(self, base: Hypothesis, layer: int, k: int, swapped: bool,
+                      singles: list[Mistake], layer_in: np.ndarray, out_of_time
+                      ) -> tuple[list[Hypothesis], int, bool]:
+        """Hypotheses confined to one layer and direction that reproduce its outputs, given the
+        lower layers' fix ``base`` (simplest first), the number tried, whether time ran out.
+        Singles, then pairs grown from the singles nearest by the mean tolerance ratio."""
+        move = (swap_layer_directions(layer, self.case),) if swapped else ()
+        tried = 0
+
+        def ev(hyp: Hypothesis) -> tuple[bool, float]:
+            nonlocal tried
+            tried += 1
+            self.evaluated += 1
+            tr = self.trial(base + move + hyp)
+            return self._place_score(self._direction(tr.canonical, layer, k, layer_in), layer, k)
+
+        if ev(())[0]:
+            return [()], tried, False
+        found: list[Hypothesis] = []
+        frontier: list[tuple[float, Hypothesis]] = []
+        seen: set[tuple[str, ...]] = set()
+        for m in singles:
+            if out_of_time():
+                return found, tried, True
+            ok, rank = ev((m,))
+            if ok:
+                found.append((m,))
+            frontier.append((rank, (m,)))
+        if not found:  # pairs grown from the nearest singles
+            for _rank, h in sorted(frontier, key=lambda rh: rh[0])[:LOCAL_BEAM_WIDTH]:
+                for m in singles:
+                    if not _compatible(h, m) or _key(h + (m,)) in seen:
+                        continue
+                    seen.add(_key(h + (m,)))
+                    if out_of_time():
+                        return found, tried, True
+                    if ev(h + (m,))[0]:
+                        found.append(h + (m,))
+        return found, tried, False
+
+    def search_local(self, start: float, budget_s: float, first: int = 0) -> Hypothesis | None:
+        """The layer-by-layer search (recorded in :attr:`local`): fix layer 0 direction by
+        direction on its final states, then layer 1 on what the fixed layer 0 gives it, and so
+        on. Each layer is first searched with its own directions' weights, and with the two
+        swapped where that already fits more directions. Returns the whole fix (the lower
+        layers' and every direction's mistakes together), or None. ``first`` > 0: the layers
+        below it are taken as claimed (only y: the last layer alone)."""
+        case = self.case
+        D, L = case.num_directions, case.num_layers
+        if first == 0 or self.local is None:
+            self.local = LocalSearch("per-layer" if first == 0 else "y-only")
+        local = self.local
+        confined = local_catalogue(case, self.layout, self.catalogue)
+
+        def out_of_time() -> bool:
+            if time.perf_counter() - start > budget_s:
+                local.stopped = self.stopped = True
+            return local.stopped
+
+        fix: Hypothesis = ()
+        for layer in range(first, L):
+            layer_in = self._layer_input(self.trial(fix).canonical, layer)
+            options = [False]
+            if D == 2:  # the swap first where it already makes more directions exact
+                swap = swap_layer_directions(layer, case)
+                exact = {sw: sum(self._place_score(self._direction(
+                    self.trial(fix + ((swap,) if sw else ())).canonical, layer, k, layer_in),
+                    layer, k)[0] for k in range(D)) for sw in (False, True)}
+                self.evaluated += 2 * D
+                local.tried += 2 * D
+                options = sorted((False, True), key=lambda sw: -exact[sw])
+            done, failed = False, []
+            for sw in options:
+                places: list[Place] = []
+                for k, d in enumerate(case.directions):
+                    if local.stopped or (sw and places and places[-1].status == "no fix"):
+                        break  # a swap must fit both directions
+                    src = 1 - d if sw else d
+                    hyps, n, stopped = self._search_place(fix, layer, k, sw, confined[(layer, src)],
+                                                          layer_in, out_of_time)
+                    local.tried += n
+                    if not hyps:
+                        places.append(Place(layer, d, "stopped" if stopped else "no fix", (), n,
+                                            sw))
+                        continue
+                    best = min(hyps, key=len)
+                    places.append(Place(layer, d, "exact" if not best and not sw else "fixed",
+                                        best, n, sw))
+                    whole = self._everywhere(best, sw)
+                    if whole is not None and not fix and self.evaluate(whole).ok:
+                        local.places += places
+                        local.everywhere = where(layer, d, case)
+                        return whole
+                if len(places) == D and all(p.status in ("exact", "fixed") for p in places):
+                    fix += ((swap_layer_directions(layer, case),) if sw else ()) + tuple(
+                        m for p in places for m in p.mistakes)
+                    local.places += places
+                    done = True
+                    break
+                failed += places
+                if local.stopped:
+                    break
+            if not done:
+                local.places += failed
+                searched = {(p.layer, p.direction) for p in local.places}
+                local.places += [Place(la, d, "stopped" if la == layer else "not searched")
+                                 for la, d in layer_dirs(case)
+                                 if (la, d) not in searched and la >= layer]
+                return None
+        return fix
+
+    def _everywhere(self, hyp: Hypothesis, swapped: bool) -> Hypothesis | None:
+        """The mistakes confined in ``hyp`` made in every layer and direction (None where
+        that is ``hyp`` or was tried already: one mistake alone)."""
+        by_id = {m.id: m for m in self.catalogue.mistakes}
+        whole = tuple(by_id[m.id.split("@")[0]] for m in hyp)
+        if swapped and "swap:directions" in by_id:
+            whole += (by_id["swap:directions"],)
+        return whole if len(whole) > 1 else None
+
+    def _collapse(self, f: Finding) -> Finding:
+        """A fix made of the same confined mistakes in every layer and direction (and the
+        directions swapped in every layer or none) as those mistakes made everywhere, where
+        that reproduces the outputs too: the simpler account."""
+        case = self.case
+        per: dict[tuple[int, int], set[str]] = {ld: set() for ld in layer_dirs(case)}
+        swaps = set()
+        for m in f.hypothesis:
+            base, _, at = m.id.partition("@")
+            if base == "swap:directions":
+                swaps.add(int(at))
+            elif at:
+                per[(int(at[:-1]), "fb".index(at[-1]))].add(base)
+        sets = list(per.values())
+        if len(swaps) not in (0, case.num_layers) or any(x != sets[0] for x in sets):
+            return f
+        by_id = {m.id: m for m in self.catalogue.mistakes}
+        whole = tuple(by_id[i] for i in sorted(sets[0]))
+        if swaps:
+            whole += (by_id["swap:directions"],)
+        s = self.evaluate(whole)
+        return Finding(whole, s) if s.ok else f
+
+    def search_joint(self, ev, start: float, budget_s: float) -> None:
+        """Without h_n a layer below the last cannot be judged alone: each single mistake
+        confined to one of those layers and one direction, and each one's swapped directions,
+        judged on y of the whole stack (recorded in :attr:`local`; the last layer is then
+        searched alone, :meth:`search_local`)."""
+        case = self.case
+        local = self.local = LocalSearch("y-only")
+        before = self.evaluated
+        confined = local_catalogue(case, self.layout, self.catalogue)
+        lower = range(case.num_layers - 1)
+        hyps: list[Hypothesis] = []
+        if case.num_directions == 2:
+            hyps += [(swap_layer_directions(la, case),) for la in lower]
+        hyps += [(m,) for la, d in layer_dirs(case) if la in lower for m in confined[(la, d)]]
+        for h in hyps:
+            if time.perf_counter() - start > budget_s:
+                local.stopped = self.stopped = True
+                break
+            ev(h)
+        local.joint = self.evaluated - before
+        local.note = (f"{len(hyps)} single mistakes, each confined to one layer below the last "
+                      "and one direction (or that layer's directions swapped)")
+
     # Search ------------------------------------------------------------------------------------
     def search(self, budget_s: float = 60.0) -> tuple[list[Finding], list[Finding]]:
         """(hypotheses that reproduce the expected outputs, simplest first; closest misses)."""
         start = time.perf_counter()
         singles = list(self.catalogue.mistakes)
         tried: dict[tuple[str, ...], Score] = {}
+        known: dict[str, Mistake] = {m.id: m for m in singles}
         found: list[Finding] = []
 
         def ev(hyp: Hypothesis) -> Score | None:
@@ -300,6 +561,7 @@ class Doctor:
                 return None
             s = self.evaluate(hyp)
             tried[ids] = s
+            known.update((m.id, m) for m in hyp)
             if s.ok:
                 found.append(Finding(hyp, s))
             return s
@@ -311,6 +573,26 @@ class Doctor:
             ev((m,))
         if found:
             return self._simplest(found), []
+
+        # a mistake in one layer or direction only: layer by layer where the final states allow
+        if self.case.num_layers * self.case.num_directions > 1:
+            if self.per_layer_possible():
+                fix = self.search_local(start, budget_s)
+                if fix is not None:
+                    s = self.evaluate(fix)
+                    self.local.whole_ok = s.ok
+                    if s.ok:
+                        return [self._collapse(Finding(fix, s))], []
+            else:  # only y: the lower layers jointly, then the last layer alone
+                self.search_joint(ev, start, budget_s)
+                if found:
+                    return self._simplest(found), []
+                fix = self.search_local(start, budget_s, first=self.case.num_layers - 1)
+                if fix is not None:
+                    s = self.evaluate(fix)
+                    self.local.whole_ok = s.ok
+                    if s.ok:
+                        return [self._collapse(Finding(fix, s))], []
 
         step_able = self._step0 is not None
         if step_able:
@@ -339,7 +621,8 @@ class Doctor:
                 if _compatible((m,), m2):
                     ev((m, m2))
         if not found:
-            frontier = sorted(((h, s) for h, s in self._as_hyps(tried, singles) if h),
+            frontier = sorted(((h, s) for h, s in self._as_hyps(tried, known)
+                               if h and not any("@" in m.id for m in h)),
                               key=lambda hs: hs[1].rank)[:BEAM_WIDTH]
             for _ in range(2):
                 nxt = []
@@ -356,7 +639,7 @@ class Doctor:
                 frontier = sorted(nxt, key=lambda hs: hs[1].rank)[:BEAM_WIDTH]
         if found:
             return self._simplest(found), []
-        closest = sorted(self._as_hyps(tried, singles), key=lambda hs: hs[1].rank)
+        closest = sorted(self._as_hyps(tried, known), key=lambda hs: hs[1].rank)
         return [], [Finding(h, s) for h, s in closest[:3] if h]
 
     def _fix_step0(self, acting: list[Mistake], start: float, budget_s: float) -> list[Hypothesis]:
@@ -393,8 +676,7 @@ class Doctor:
         return fixers
 
     @staticmethod
-    def _as_hyps(tried: dict, singles: list[Mistake]) -> list[tuple[Hypothesis, Score]]:
-        by_id = {m.id: m for m in singles}
+    def _as_hyps(tried: dict, by_id: dict[str, Mistake]) -> list[tuple[Hypothesis, Score]]:
         return [(tuple(by_id[i] for i in ids), s) for ids, s in tried.items()]
 
     def _simplest(self, found: list[Finding]) -> list[Finding]:
@@ -409,6 +691,10 @@ class Doctor:
             seen.append((sig, tr.canonical))
             out.append(f)
         return out
+
+
+def _key(h: Hypothesis) -> tuple[str, ...]:
+    return tuple(sorted(m.id for m in h))
 
 
 def _compatible(h: Hypothesis, m: Mistake) -> bool:
@@ -680,7 +966,7 @@ def diagnose(case: Case, layout: Layout, native: dict[str, np.ndarray], inputs: 
     closest = [f for f in closest if f.score.worst <= NEAR_MISS]
     dx = Diagnosis(case=case, layout=layout, source=source, claim=claim,
                    signature=explain(case, inputs, claim, expected), found=found,
-                   closest=closest, noops=_unique(doctor.catalogue.noops))
+                   closest=closest, noops=_unique(doctor.catalogue.noops), local=doctor.local)
     best = dx.best
     if best is not None and best.hypothesis and all(m.family != "data" for m in best.hypothesis):
         tr = doctor.trial(best.hypothesis)
@@ -745,6 +1031,10 @@ def render(dx: Diagnosis) -> str:
                      f"max abs {_max_abs(best.score):.1e}):")
         lines.append("")
         lines += [f"{i}. {m.text}" for i, m in enumerate(best.hypothesis, 1)]
+        at = places_of(best.hypothesis, case)
+        if case.num_layers * case.num_directions > 1 and at != ["every layer and direction"]:
+            lines += ["", "Where: " + "; ".join(at) + ". Every other layer and direction is "
+                      "right as claimed."]
         if len(dx.found) > 1:
             lines += ["", "Other transformations that fit equally well (these weights cannot "
                       "tell them apart):"]
@@ -766,10 +1056,96 @@ def render(dx: Diagnosis) -> str:
         if any(m.family == "data" for m in best.hypothesis):
             lines += ["", "This is a mistake in how the inputs were fed, not in the weights: no "
                       "corrected weights file can absorb it."]
+    if dx.local is not None:
+        lines += ["", "### Layer by layer", ""] + local_lines(dx)
     if dx.noops:
         lines += ["", "Mistakes these sizes cannot reveal (a case with other sizes would):"]
         lines += [f"- {text}: {why}" for text, why in dx.noops]
     return "\n".join(lines) + "\n"
+
+
+def places_of(hyp: Hypothesis, case: Case) -> list[str]:
+    """Where the mistakes of ``hyp`` are: ``layer 1, backward``, ``layer 0 (directions
+    swapped)``; ``every layer and direction`` for a mistake made everywhere."""
+    out: list[str] = []
+    for m in hyp:
+        base, _, at = m.id.partition("@")
+        if not at:
+            text = "every layer and direction"
+        elif base == "swap:directions":
+            text = f"layer {at} (directions swapped)"
+        else:
+            text = where(int(at[:-1]), "fb".index(at[-1]), case)
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def local_lines(dx: Diagnosis) -> list[str]:
+    """What the search of mistakes confined to one layer and direction did, in words."""
+    local, case = dx.local, dx.case
+    lines = []
+    if local.mode == "per-layer":
+        states = "h_n, c_n" if case.cell == "lstm" and "c_n" in _names(dx) else "h_n"
+        lines.append(
+            f"Each layer's final states ({states}) are in the expected outputs and depend only "
+            "on that layer and those below it, so each layer and direction was judged alone "
+            "(the last layer on y too), layer 0 first, each layer on what the fixed layers "
+            f"below give it: {_n(local.tried)}.")
+    else:
+        lines.append(
+            "The expected outputs hold only y, not the final states (h_n"
+            + (", c_n" if case.cell == "lstm" else "") + "): y shows the last layer only, so a "
+            "layer below it cannot be judged alone and the per-layer search is not possible. "
+            f"Searched instead: {local.note}, each judged on y of the whole stack "
+            f"({_n(local.joint)}; two mistakes in the lower layers at once were not searched)"
+            + (f", then the last layer alone on y, its lower layers as claimed "
+               f"({_n(local.tried)})" if local.places else "")
+            + ". Save h_n" + (" and c_n" if case.cell == "lstm" else "")
+            + " with y to search every layer alone.")
+    if local.everywhere:
+        lines.append(f"The mistake found at {local.everywhere} is made the same way in every "
+                     "layer and direction.")
+    if local.whole_ok is False:
+        lines.append("The fixes found layer by layer match each layer's final states but not "
+                     "every expected output together (a final state can hide a wrong step): "
+                     "the search went on over the whole stack.")
+    lines.append("")
+    swapped = {p.layer for p in local.places if p.swapped and p.status in ("exact", "fixed")}
+    for la in sorted(swapped):
+        lines.append(f"- layer {la}: its forward and backward weights are swapped")
+    for p in local.places:
+        at = where(p.layer, p.direction, case)
+        read = " (read from the other direction's weights)" if p.swapped else ""
+        n = f" ({_n(p.tried)})" if p.tried else ""
+        if p.status == "exact":
+            lines.append(f"- {at}: right as claimed{n}")
+        elif p.status == "fixed" and not p.mistakes:
+            lines.append(f"- {at}: right once the directions are swapped{n}")
+        elif p.status == "fixed":
+            what = "; ".join(m.text.split(": ", 1)[1] for m in p.mistakes)
+            lines.append(f"- {at}{read}: {what}{n}")
+        elif p.status == "no fix":
+            lines.append(f"- {at}{read}: no mistake confined to it reproduces its outputs, "
+                         f"alone or two together (pairs grown from the {LOCAL_BEAM_WIDTH} "
+                         f"nearest singles){n}")
+        elif p.status == "stopped":
+            lines.append(f"- {at}{read}: the search stopped at its time budget (--budget)"
+                         f"{n or ' before it'}")
+        else:
+            why = "the time budget ran out" if local.stopped else "a layer below it has no fix"
+            lines.append(f"- {at}: not searched ({why})")
+    if local.stopped:
+        lines += ["", "The search stopped at its time budget (--budget) before it was complete."]
+    return lines
+
+
+def _n(count: int) -> str:
+    return f"{count} hypothes{'i' if count == 1 else 'e'}s"
+
+
+def _names(dx: Diagnosis) -> set[str]:
+    return set(dx.claim.states)
 
 
 def _max_abs(s: Score) -> float:
@@ -791,6 +1167,14 @@ def diagnosis_dict(dx: Diagnosis) -> dict:
         "found": [finding(f) for f in dx.found], "closest": [finding(f) for f in dx.closest],
         "hypotheses_tried": dx.evaluated, "seconds": dx.seconds, "stopped_at_budget": dx.stopped,
         "corrected_mapping": dx.mapping, "fixed_max_abs": dx.fixed_error,
+        "where": places_of(dx.best.hypothesis, dx.case) if dx.best else [],
+        "local_search": None if dx.local is None else {
+            "mode": dx.local.mode, "hypotheses_tried": dx.local.tried,
+            "joint_hypotheses_tried": dx.local.joint, "stopped_at_budget": dx.local.stopped,
+            "places": [{"layer": p.layer, "direction": DIRECTION_NAMES[p.direction],
+                        "status": p.status, "mistakes": [m.text for m in p.mistakes],
+                        "swapped": p.swapped, "hypotheses_tried": p.tried}
+                       for p in dx.local.places]},
     }
 
 

@@ -21,6 +21,11 @@ the same file, as a transformation of that reading:
                 activation (P12): the case, not the weights, is what differs;
 - ``data``      batch-major input read as time-major, (h0, c0) swapped (P11).
 
+Each mistake acts on every layer and direction alike. In a real file a mistake is often in one
+tensor of one layer: :func:`local_catalogue` confines the weight mistakes (every family but
+``variant`` and ``data``) to one layer and direction (:func:`scoped`), and adds the swap of one
+layer's two directions (:func:`swap_layer_directions`); the doctor searches them layer by layer.
+
 Transformations are built from index maps computed on the claimed layout's own description,
 so a mistake that is a no-op at a case's sizes (a transpose of a [1, 1] block, a reshape of a
 [H, 1] slice) is recognised as such: the case cannot tell it from the claim (:attr:`noops`).
@@ -43,6 +48,12 @@ ACTIVATIONS = ("sigmoid", "hard_sigmoid_tf_keras", "hard_sigmoid_keras3")
 KIND_LABEL = {"W": "input-weight (W)", "R": "recurrent-weight (R)", "Wp": "projection (Wp)"}
 # stage order in which a hypothesis applies its mistakes
 STAGE_RESHAPE, STAGE_READING, STAGE_ORDER, STAGE_OTHER = 0, 1, 2, 3
+# one layer's directions swapped: after every mistake confined to that layer, which name the
+# slot the weights were read from (the other direction's)
+STAGE_MOVE = 4
+# the families a mistake confined to one layer and direction can come from: the case (variant)
+# and the data are not per layer
+LOCAL_FAMILIES = ("reshape", "reading", "order", "bias", "forget", "swap")
 
 
 @dataclass
@@ -515,3 +526,87 @@ def missing_bias_half(case: Case, delta: dict[str, np.ndarray]) -> Mistake:
                    "missing half, fitted to the expected outputs, is added in the corrected "
                    "weights", "bias", STAGE_OTHER, add,
                    short="one half of a split bias pair missing from the file")
+
+
+# Mistakes confined to one layer and direction ---------------------------------------------------
+
+def where(layer: int, direction: int, case: Case) -> str:
+    """``layer 1, backward`` (``layer 1`` where the case has one direction)."""
+    if case.num_directions == 1:
+        return f"layer {layer}"
+    return f"layer {layer}, {DIRECTION_NAMES[direction]}"
+
+
+def scoped(m: Mistake, layer: int, direction: int, case: Case,
+           owner: dict[str, set[tuple[int, int]]]) -> Mistake:
+    """``m`` confined to one layer and direction: the canonical blocks of the others keep the
+    claimed reading. A ``reshape`` acts on whole native tensors, so it keeps only its change to
+    the tensors that hold nothing but that layer and direction (``owner``: tensor -> the (layer,
+    direction) pairs it holds)."""
+    prefix = key(layer, direction, "")
+    mine = {(layer, direction)}
+
+    def apply(trial: Trial) -> None:
+        if m.stage == STAGE_RESHAPE:
+            before = trial.native
+            m.apply(trial)
+            trial.native = {n: (v if owner.get(n) == mine else before[n])
+                            for n, v in trial.native.items()}
+            return
+        before = trial.canonical
+        m.apply(trial)
+        after = trial.canonical
+        trial.canonical = {k: (after[k] if k.startswith(prefix) else v)
+                           for k, v in before.items()}
+
+    at = where(layer, direction, case)
+    return Mistake(f"{m.id}@{layer}{DIRECTION_NAMES[direction][0]}", m.family, f"{at}: {m.text}",
+                   f"{m.slot}@{layer}/{direction}", m.stage, apply, m.fixable,
+                   f"{at}: {m.brief}")
+
+
+def swap_layer_directions(layer: int, case: Case) -> Mistake:
+    """The forward and backward weights of one layer swapped (the others right)."""
+    def apply(trial: Trial) -> None:
+        c = dict(trial.canonical)
+        for d in (0, 1):
+            prefix, other = key(layer, d, ""), key(layer, 1 - d, "")
+            for k in trial.canonical:
+                if k.startswith(prefix):
+                    c[k] = trial.canonical[other + k[len(prefix):]]
+        trial.canonical = c
+
+    text = f"layer {layer}: forward and backward weights are swapped"
+    return Mistake(f"swap:directions@{layer}", "swap", text, f"swap:directions@{layer}",
+                   STAGE_MOVE, apply)
+
+
+def owners(case: Case, layout: Layout) -> dict[str, set[tuple[int, int]]]:
+    """Native tensor -> the (layer, direction) pairs whose blocks it holds."""
+    out: dict[str, set[tuple[int, int]]] = {}
+    for t in layout.tensors(case):
+        for pl in t.placements:
+            for src in pl.sources:
+                layer, direction, _ = src.split("/")
+                out.setdefault(t.name, set()).add(
+                    (int(layer[len("layer"):]), DIRECTION_NAMES.index(direction)))
+    return out
+
+
+def local_catalogue(case: Case, layout: Layout, cat: Catalogue
+                    ) -> dict[tuple[int, int], list[Mistake]]:
+    """(layer, direction) -> the catalogue's weight mistakes confined to it. A reshape is kept
+    only where a native tensor holds that layer and direction alone (else it cannot be
+    confined); the swap of the directions is per layer (:func:`swap_layer_directions`)."""
+    owner = owners(case, layout)
+    out: dict[tuple[int, int], list[Mistake]] = {}
+    for layer, d in layer_dirs(case):
+        ms = []
+        for m in cat.mistakes:
+            if m.family not in LOCAL_FAMILIES or m.id == "swap:directions":
+                continue
+            if m.stage == STAGE_RESHAPE and not any(v == {(layer, d)} for v in owner.values()):
+                continue
+            ms.append(scoped(m, layer, d, case, owner))
+        out[(layer, d)] = ms
+    return out
