@@ -173,9 +173,9 @@ def _join(*reasons: str) -> str:
 def _add_step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executor,
                    r: PairResult, tol: compare.Tolerance) -> None:
     """Run the adapter on each layer's derived step case (:mod:`harness.steplocal`) through the
-    pair's executor, add the step rows and decide the pair from both modes
-    (:func:`harness.compare.pair_verdict`). An adapter that cannot run a derived case (no
-    initial states, ...) or fails on it keeps its free-running verdict and says why."""
+    pair's executor, add the step rows and say what they show
+    (:func:`harness.compare.pair_verdict`: they never change the verdict). An adapter that
+    cannot run a derived case (no initial states, ...) or fails on it says why."""
     case = prep.case
     B, T = case.batch, case.seq_len
     frames = []
@@ -344,9 +344,8 @@ def _time_left(finished: list[float], total: int) -> str:
 def describe(r: PairResult) -> str:
     if r.status == compare.PASS:
         w = r.worst
-        step = f" ({compare.AMPLIFIED})" if compare.AMPLIFIED in r.reason else ""
         return (f"pass  max_abs {w['max_abs']:.2e} ({w['tol_ratio']:.2g}x tolerance) "
-                f"{r.seconds:.2f}s{step}")
+                f"{r.seconds:.2f}s")
     if r.status == compare.DIVERGED:
         f = r.first_diverging
         return (f"DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} "

@@ -158,10 +158,8 @@ def summary_markdown(result: RunResult) -> str:
                  "Worst max_abs: the forward outputs (y, h_n, c_n); worst gradient (cases with "
                  "`gradients: true`): dx, dh0, dc0 and the parameter gradients d<block>. "
                  "Step-local: the one-step error of each layer run one step at a time from "
-                 "the reference's own states (docs/equations.md, Step-local divergence); a pair "
-                 "whose "
-                 "free-running error is beyond tolerance while every one-step error is within "
-                 "it passes (rounding amplified by the recurrence).")
+                 "the reference's own states (docs/equations.md, Step-local divergence); it "
+                 "explains a verdict (cell or state carrying), never changes it.")
     return "\n".join(lines) + "\n"
 
 
