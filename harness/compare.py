@@ -42,6 +42,9 @@ from harness.spec import Case, Tol
 
 PASS, DIVERGED = "pass", "DIVERGED"
 NOT_APPLICABLE, UNAVAILABLE, ERROR, BASELINE = "not applicable", "unavailable", "error", "baseline"
+# a pair the case expects to diverge (``expected:``, an open upstream bug): as expected, or not
+KNOWN_BUG, LOOKS_FIXED = "known upstream bug", "looks fixed"
+COMPARED = (PASS, DIVERGED, KNOWN_BUG, LOOKS_FIXED)  # statuses of a pair that compared outputs
 
 COLUMNS = ["case", "adapter", "mode", "output", "layer", "direction", "t", "max_abs", "max_rel",
            "mean_abs", "max_ulp", "tol_ratio", "atol", "rtol", "noise_floor", "floor_ratio",
@@ -167,6 +170,23 @@ def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None,
         first = _first(free_rows[~free_ok])
         return DIVERGED, f"{DIVERGED} at {where(first)}; {STATE_NOT_CELL}"
     return PASS, ""
+
+
+def as_expected(status: str, reason: str, case: Case, adapter: str) -> tuple[str, str]:
+    """A compared pair's (status, reason) read against the case's ``expected:`` entry for the
+    adapter (none: unchanged). DIVERGED as expected: KNOWN_BUG, which does not fail a run;
+    PASS: LOOKS_FIXED, which does, so that the stale expectation is removed."""
+    known = case.expected.get(adapter)
+    if known is None or status not in (PASS, DIVERGED):
+        return status, reason
+    if status == DIVERGED:
+        return KNOWN_BUG, _join(f"known upstream bug {known.upstream}", reason)
+    return LOOKS_FIXED, _join(f"expected DIVERGED (upstream {known.upstream}) but passes: the "
+                              f"bug looks fixed; remove expected.{adapter} from the case", reason)
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
 
 
 STATE_NOT_CELL = ("every one-step error within tolerance: the cell is right, the error builds "
