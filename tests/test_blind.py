@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import params, runner
+from harness import blind, params, runner
 from harness.adapters import get_adapter
-from harness import blind
 from harness.blind import blind_note, blind_spots
 from harness.cases import load_cases
 from harness.npz import save_npz
