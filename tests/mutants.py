@@ -7,10 +7,11 @@ around the module's forward (:data:`FORWARD_BUGS`). The harness itself is not ch
 that cannot apply to a case (h/c swapped in a GRU, padding without lengths) leaves the run as
 it is: such a pair does not move the outputs and is not counted.
 
-Measure the kill rate (from the repository root, whichever checkout's ``harness`` is on the
-path; uses only ``prepare`` and ``run_pair``, so it also runs on a checkout from before them)::
+Measure the kill rate of a checkout's ``harness`` (it uses only ``prepare`` and ``run_pair``,
+so it also measures checkouts from before this file)::
 
-    python tests/mutants.py
+    PYTHONPATH=. python tests/mutants.py                    # this checkout
+    PYTHONPATH=/path/to/other/checkout python tests/mutants.py
 """
 
 from __future__ import annotations
