@@ -1,4 +1,4 @@
-"""Blind spots of a case: layout mistakes its weights and inputs could not reveal.
+"""Blind spots of a case: layout mistakes its weights, inputs and tolerances could not reveal.
 
 A conformance case only proves a layout right if every plausible mistake
 (:mod:`harness.mistakes`) would push the divergence past ``k`` times the tolerance. This module
@@ -8,33 +8,46 @@ and lists the ones that stay below that, with why:
 - the mistake is a no-op at the case's sizes (a transpose of a [1, 1] block, a reshape of an
   [H, 1] slice, swapped initial states that are zero): "the same either way";
 - it changes the weights but not the outputs enough (constant weights, zero biases, two
-  gates with equal blocks): "changes the outputs by only 3.2x tolerance".
+  gates with equal blocks, a tolerance so loose nothing could exceed it): "changes the
+  outputs by only 3.2x tolerance".
 
-Each mistake is one reference run, so a case with ``hidden_size x num_layers`` above
-:data:`MAX_SIZE` is skipped (and says so), and the probes run on a truncated copy of the case
-(:func:`truncated`: at most :data:`MAX_STEPS` timesteps and :data:`MAX_BATCH` sequences of its
-own weights and inputs): a layout mistake is a permutation or reshape of the weights, which
-shows, or not, in the first steps of the first sequences just as in all of them, so the copy has
-the same blind spots while the check stays bounded whatever seq_len and batch are.
+"Tolerance" is each adapter's effective tolerance (:func:`harness.compare.tolerance_for`: a
+per-adapter ``atol: 1e300`` is judged as such), one check per distinct tolerance among the
+adapters compared (:func:`check`). A case blind to some mistakes gets a warning in every
+report format; a case blind to every one is a case error ("vacuous: no plausible mistake could
+fail here"), unless it says ``allow_vacuous: true``.
+
+The cost is bounded without skipping anything: the probes run on a truncated copy of the case
+(:func:`truncated`): at most :data:`MAX_STEPS` timesteps and :data:`MAX_BATCH` sequences, and
+as many of the bottom layers as fit :data:`BUDGET` (at least one). A layout mistake is a
+permutation or reshape of the weights, which shows, or not, in the first steps of the first
+sequences just as in all of them; and every layer's final states (h_n, c_n) are compared and
+depend only on that layer and those below it, so a mistake the bottom layers show is one the
+whole case shows. What was probed is said in the note.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from harness import reference
-from harness.compare import tolerance_for
+from harness.compare import COMPARED, Tolerance, tolerance_for
 from harness.data import Inputs
 from harness.layouts import get_layout
-from harness.params import Canonical
+from harness.params import Canonical, block_shapes, layer_dirs
 from harness.spec import Case
 
 K = 10.0
-MAX_SIZE = 400
 MAX_STEPS = 16
 MAX_BATCH = 2
+BUDGET = 4e7
+"""mistakes x weight elements probed: each mistake is one reference run, whose cost is the
+weights' size (the copy runs a few steps of one or two sequences). trained-like (two layers of
+128 units, 105 mistakes) fits whole; seed000's five layers of 320 units get their bottom
+layer."""
+VACUOUS = "vacuous: no plausible mistake could fail here"
 
 
 @dataclass(frozen=True)
@@ -44,65 +57,188 @@ class BlindSpot:
     why: str
 
 
-def too_big(case: Case) -> str | None:
-    size = case.hidden_size * case.num_layers
-    if size > MAX_SIZE:
-        return f"skipped: hidden_size x num_layers = {size} > {MAX_SIZE}"
-    return None
+@dataclass(frozen=True)
+class Judged:
+    """The check under one tolerance, shared by ``adapters``."""
+
+    adapters: tuple[str, ...]
+    tol: Tolerance
+    spots: list[BlindSpot]
+    probed: int  # mistakes run (no-ops not counted)
+
+    @property
+    def blind(self) -> list[BlindSpot]:
+        return [s for s in self.spots if s.mistake]
+
+    @property
+    def vacuous(self) -> bool:
+        """Not one plausible mistake would fail the case."""
+        return len(self.blind) == self.probed
 
 
-def truncated(case: Case, inputs: Inputs) -> tuple[Case, Inputs]:
-    """The case and its inputs cut to the first :data:`MAX_STEPS` timesteps and
-    :data:`MAX_BATCH` sequences (forward only: the blind-spot check compares outputs)."""
+@dataclass(frozen=True)
+class BlindCheck:
+    """The blind-spot check of one case, as data; reports render it, :func:`check` makes it."""
+
+    case: str
+    judged: list[Judged] = field(default_factory=list)
+    probed_on: str = ""  # the truncated copy, e.g. "layer 0 of 5, 12 steps, 2 sequences"
+    allow_vacuous: bool = False  # the case says it means to be blind to everything
+    not_run: str = ""  # why the check could not run
+
+    @property
+    def vacuous(self) -> list[Judged]:
+        return [j for j in self.judged if j.vacuous]
+
+    @property
+    def error(self) -> str:
+        """The case error of a vacuous case (empty when it is not one, or says it may be)."""
+        if not self.vacuous or self.allow_vacuous:
+            return ""
+        who = "; ".join(_tol_text(j) for j in self.vacuous)
+        return (f"{VACUOUS} ({who}); fix the weights, inputs or tolerance, or set "
+                f"allow_vacuous: true")
+
+    @property
+    def warning(self) -> str:
+        """One line for every report format: what the case is blind to (empty: nothing)."""
+        if self.not_run:
+            return f"Blind-spot check not run ({self.not_run})."
+        parts = []
+        for j in self.judged:
+            spots = j.spots if len(self.judged) == 1 else j.blind
+            if spots:
+                who = f" [{_tol_text(j)}]" if len(self.judged) > 1 else ""
+                parts.append("; ".join(_group(spots)) + who)
+        if not parts:
+            return ""
+        head = (f"Blind to (mistakes that move the outputs by less than {K:g}x tolerance"
+                + (", intended: allow_vacuous" if self.vacuous and self.allow_vacuous else "")
+                + "): ")
+        return head + " | ".join(parts) + "."
+
+    @property
+    def note(self) -> str:
+        """summary.md's line: the warning, or that the case sees every mistake."""
+        probed = f" Probed on {self.probed_on}." if self.probed_on else ""
+        return (self.warning or f"Blind to: nothing (every plausible layout mistake moves the "
+                                f"outputs by more than {K:g}x tolerance).") + probed
+
+
+def _tol_text(j: Judged) -> str:
+    who = ", ".join(j.adapters) or "default tolerance"
+    return f"{who}: atol {j.tol.atol:g}, rtol {j.tol.rtol:g}"
+
+
+def _weights(case: Case, layers: int) -> int:
+    return sum(int(np.prod(shape)) for layer, _ in layer_dirs(case) if layer < layers
+               for shape in block_shapes(case, layer).values())
+
+
+def probe_layers(case: Case, mistakes: int) -> int:
+    """How many bottom layers the probes run on: as many as :data:`BUDGET` allows, at least
+    one."""
+    n = case.num_layers
+    while n > 1 and mistakes * _weights(case, n) > BUDGET:
+        n -= 1
+    return n
+
+
+def truncated(case: Case, inputs: Inputs, layers: int | None = None) -> tuple[Case, Inputs]:
+    """The case and its inputs cut to the first :data:`MAX_STEPS` timesteps,
+    :data:`MAX_BATCH` sequences and ``layers`` bottom layers (forward only: the blind-spot
+    check compares outputs)."""
     T, B = min(case.seq_len, MAX_STEPS), min(case.batch, MAX_BATCH)
+    L = case.num_layers if layers is None else layers
+    S = L * case.num_directions  # initial states of the kept layers
     lengths = None
     if inputs.seq_lengths is not None:
         lengths = np.minimum(np.asarray(inputs.seq_lengths)[:B], T)
     small = case.model_copy(update={
-        "seq_len": T, "batch": B, "gradients": False,
+        "seq_len": T, "batch": B, "gradients": False, "num_layers": L,
         "seq_lengths": [int(n) for n in lengths] if lengths is not None else None})
-    return small, Inputs(x=inputs.x[:B, :T], h0=inputs.h0[:, :B],
-                         c0=inputs.c0[:, :B] if inputs.c0 is not None else None,
+    return small, Inputs(x=inputs.x[:B, :T], h0=inputs.h0[:S, :B],
+                         c0=inputs.c0[:S, :B] if inputs.c0 is not None else None,
                          seq_lengths=lengths)
 
 
 def blind_spots(case: Case, canonical: Canonical | None = None, inputs: Inputs | None = None,
-                k: float = K) -> list[BlindSpot]:
-    """The single mistakes ``case`` cannot tell from the truth by at least ``k`` x tolerance
-    (probed on :func:`truncated` copies of the case and its inputs)."""
+                k: float = K, tol: Tolerance | None = None) -> list[BlindSpot]:
+    """The single mistakes ``case`` cannot tell from the truth by at least ``k`` x ``tol``
+    (default: the case's tolerance for an adapter without defaults of its own), probed on
+    :func:`truncated` copies of the case and its inputs."""
+    return _judge(case, canonical, inputs, k, [tol or tolerance_for(case, "")])[0][0][0]
+
+
+def _judge(case: Case, canonical: Canonical | None, inputs: Inputs | None, k: float,
+           tols: list[Tolerance]) -> tuple[list[tuple[list[BlindSpot], int]], str]:
+    """(spots, mistakes probed) per tolerance, and what the copy probed was."""
     from harness.doctor import Doctor
+    from harness.mistakes import catalogue
     from harness.prepare import load_inputs, load_weights
 
     canonical = canonical if canonical is not None else load_weights(case)
     inputs = inputs if inputs is not None else load_inputs(case)
-    case, inputs = truncated(case, inputs)
-    truth = reference.run(case, canonical, inputs).named()
-    doctor = Doctor(case, get_layout("canonical"), canonical.tensors, inputs, truth,
-                    tolerance_for(case, ""))
-    spots = [BlindSpot("", text, f"the same at these sizes: {why}")
-             for text, why in doctor.catalogue.noops]
-    for m in doctor.catalogue.mistakes:
-        s = doctor.evaluate((m,))
-        if s.worst < k:
-            spots.append(BlindSpot(m.id, m.brief,
-                                   f"changes the outputs by only {s.worst:.2g}x tolerance"))
-    return spots
+    layout = get_layout("canonical")
+    layers = probe_layers(case, len(catalogue(case, layout).mistakes))
+    full = case
+    case, inputs = truncated(case, inputs, layers)
+    kept = {k2: v for k2, v in canonical.tensors.items()
+            if int(k2.split("/")[0].removeprefix("layer")) < layers}
+    probed_on = (f"{'layer 0' if layers == 1 else f'layers 0-{layers - 1}'} of "
+                 f"{full.num_layers}, " if layers < full.num_layers else "")
+    probed_on += f"{case.seq_len} of {full.seq_len} steps, {case.batch} of {full.batch} sequences"
+    truth = reference.run(case, Canonical(kept), inputs).named()
+    out = []
+    for tol in tols:
+        doctor = Doctor(case, layout, kept, inputs, truth, tol)
+        spots = [BlindSpot("", text, f"the same at these sizes: {why}")
+                 for text, why in doctor.catalogue.noops]
+        for m in doctor.catalogue.mistakes:
+            s = doctor.evaluate((m,))
+            if s.worst < k:
+                spots.append(BlindSpot(m.id, m.brief,
+                                       f"changes the outputs by only {s.worst:.2g}x tolerance"))
+        out.append((spots, len(doctor.catalogue.mistakes)))
+    return out, probed_on
+
+
+def check(case: Case, adapters: list | None = None, k: float = K) -> BlindCheck:
+    """The blind-spot check of ``case`` judged with each of ``adapters``' effective tolerance
+    (:func:`harness.compare.tolerance_for`; adapters sharing one are judged once; none: the
+    case's tolerance for an adapter without defaults of its own)."""
+    groups: dict[Tolerance, list[str]] = {}
+    for a in adapters or []:
+        groups.setdefault(tolerance_for(case, a.name, a.tolerances), []).append(a.name)
+    if not groups:
+        groups[tolerance_for(case, "")] = []
+    allow = bool(getattr(case, "allow_vacuous", False))
+    try:
+        found, probed_on = _judge(case, None, None, k, list(groups))
+    except Exception as exc:  # a case that cannot be prepared is reported elsewhere
+        return BlindCheck(case.name, allow_vacuous=allow,
+                          not_run=f"{type(exc).__name__}: {str(exc)[:120]}")
+    judged = [Judged(tuple(names), tol, spots, n)
+              for (tol, names), (spots, n) in zip(groups.items(), found, strict=True)]
+    return BlindCheck(case.name, judged, probed_on, allow)
+
+
+def of_result(result, case: Case) -> BlindCheck | None:
+    """The check a run made of ``case`` (``RunResult.blind``), or, for a result that has none
+    (a merged report), the check made now with the adapters its pairs compared; None for a
+    case that compared nothing or could not be prepared."""
+    made = getattr(result, "blind", {}).get(case.name)
+    if made is not None or case.name in result.case_errors:
+        return made
+    by_name = {a.name: a for a in result.adapters}
+    compared = [by_name[p.adapter] for p in result.pairs if p.case == case.name
+                and p.status in COMPARED and p.adapter in by_name]
+    return check(case, compared) if compared else None
 
 
 def blind_note(case: Case, k: float = K) -> str:
-    """One line for summary.md: what the case is blind to (empty when nothing)."""
-    skipped = too_big(case)
-    if skipped:
-        return f"Blind-spot check {skipped}."
-    try:
-        spots = blind_spots(case, k=k)
-    except Exception as exc:  # a case that cannot be prepared is reported elsewhere
-        return f"Blind-spot check not run ({type(exc).__name__}: {str(exc)[:120]})."
-    if not spots:
-        return (f"Blind to: nothing (every plausible layout mistake moves the outputs by more "
-                f"than {k:g}x tolerance).")
-    return f"Blind to (mistakes that move the outputs by less than {k:g}x tolerance): " + \
-        "; ".join(_group(spots)) + "."
+    """One line for summary.md: what the case is blind to under its default tolerance."""
+    return check(case, k=k).note
 
 
 def _group(spots: list[BlindSpot]) -> list[str]:

@@ -211,10 +211,15 @@ def _check_references(case: Case, file: str, node: yaml.Node | None) -> None:
             if name not in known:
                 fail((key, i), f"unknown adapter {name!r}" + _did_you_mean(name, known)
                      + f" (known: {', '.join(known)})")
-    for name in case.tolerance.adapters:
-        if name not in ADAPTERS:
-            fail(("tolerance", "adapters", name), f"unknown adapter {name!r}"
-                 + _did_you_mean(name, list(ADAPTERS)) + f" (known: {', '.join(ADAPTERS)})")
+    for key in (("tolerance", "adapters"), ("expected",)):
+        holder = case.tolerance.adapters if key[0] == "tolerance" else case.expected
+        for name in holder:
+            if name not in ADAPTERS:
+                fail((*key, name), f"unknown adapter {name!r}"
+                     + _did_you_mean(name, list(ADAPTERS)) + f" (known: {', '.join(ADAPTERS)})")
+            elif key == ("expected",) and ADAPTERS[name].baseline:
+                fail((*key, name), f"{name} is the baseline every adapter is compared with: it "
+                     "has no verdict to expect")
 
 
 def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:

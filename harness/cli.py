@@ -158,9 +158,9 @@ def _report_progress(line: str) -> None:
 def _compared_anything(pairs: list) -> bool:
     """A run in which no pair compared anything (every pair a baseline, not applicable or
     unavailable, or no pair at all) tested nothing: it says so and exits 1, never 0."""
-    from harness.compare import DIVERGED, PASS
+    from harness.compare import COMPARED
 
-    if any(p.status in (PASS, DIVERGED) for p in pairs):
+    if any(p.status in COMPARED for p in pairs):
         return True
     statuses = sorted({p.status for p in pairs})
     print(f"rnn-harness: nothing was compared: {len(pairs)} pair(s)"
@@ -206,10 +206,8 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged {len(args.shards)} report(s) ({', '.join(merged.shards) or 'not shards'}): "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f"; report in {merged.out}/")
-    if merged.result.failed:
-        return 1
-    # the merged report is the whole run's: the rule of an unsharded `run`
-    return 0 if _compared_anything(merged.result.pairs) else 1
+    # a merge that compared nothing tested nothing, as a run that compared nothing
+    return 1 if merged.result.failed or not _compared_anything(merged.result.pairs) else 0
 
 
 _FEATURES = ("peepholes", "projection", "cell_clip", "proj_clip", "gate_clip", "input_forget",

@@ -22,7 +22,8 @@ with e = |a − r| for the adapter's value a and the reference's r:
 A row is within tolerance when its ``tol_ratio`` is at most 1, or, in a case of a lower
 precision than float64 judged by the default tolerances, when its ``floor_ratio`` is at most
 :data:`NOISE_FLOOR_FACTOR` (:func:`within`, the one place that says so; docs/equations.md
-says why); a pair passes when all of its rows are (:attr:`Divergence.passed`). Everything that
+says why); a pair passes when all of its free-running rows are (:attr:`Divergence.passed`,
+:func:`pair_verdict`: step-local rows explain a verdict, never change it). Everything that
 shows a verdict takes it from here.
 """
 
@@ -41,6 +42,9 @@ from harness.spec import Case, Tol
 
 PASS, DIVERGED = "pass", "DIVERGED"
 NOT_APPLICABLE, UNAVAILABLE, ERROR, BASELINE = "not applicable", "unavailable", "error", "baseline"
+# a pair the case expects to diverge (``expected:``, an open upstream bug): as expected, or not
+KNOWN_BUG, LOOKS_FIXED = "known upstream bug", "looks fixed"
+COMPARED = (PASS, DIVERGED, KNOWN_BUG, LOOKS_FIXED)  # statuses of a pair that compared outputs
 
 COLUMNS = ["case", "adapter", "mode", "output", "layer", "direction", "t", "max_abs", "max_rel",
            "mean_abs", "max_ulp", "tol_ratio", "atol", "rtol", "noise_floor", "floor_ratio",
@@ -49,8 +53,6 @@ METRICS = ("max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floo
 
 # the ``mode`` of a row: free-running, or step-local (harness.steplocal)
 FREE, STEP = "free", "step"
-AMPLIFIED = ("free-running error amplified by the recurrence; every one-step error within "
-             "tolerance")
 
 PER_STEP = ("y", "dx")  # outputs with a row per timestep
 FORWARD = ("y", "h_n", "c_n")  # every other output is a gradient
@@ -146,27 +148,52 @@ def of_mode(rows: pd.DataFrame | None, mode: str) -> pd.DataFrame | None:
 
 def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None,
                  floor_factor: float | None = None) -> tuple[str, str]:
-    """(verdict, reason) of a pair from its free-running rows and its step-local rows (None or
-    empty: step mode not run), each row judged by :func:`within` (``floor_factor``: the pair's
-    :attr:`Tolerance.floor_factor`). Step rows beyond tolerance: DIVERGED, a one-step mistake,
-    named in the reason. Free rows beyond tolerance in ``y`` (and maybe the final states) while
-    every step row is within tolerance: PASS, the error is rounding amplified by the
-    recurrence. A gradient row beyond tolerance is never excused (step mode checks the
-    forward only), nor final states wrong while every step of ``y`` is right (no recurrence
-    amplifies that). Otherwise the free rows decide."""
+    """(verdict, reason) of a pair. The verdict is its free-running rows' alone, each row
+    judged by :func:`within` (``floor_factor``: the pair's :attr:`Tolerance.floor_factor`):
+    PASS when all are within. Step-local rows (None or empty: step mode not run) never change
+    it, only the reason says what they show. They inject the reference's state at every step,
+    so they test the cell function and are blind to everything that goes wrong in how state
+    travels along the sequence (chunks, padded steps, initial state, lengths, direction
+    reversal): excusing a free-running divergence by them let exactly those bugs pass."""
     free_ok = _rows_within(free_rows, floor_factor)
-    if step_rows is not None and not step_rows.empty:
-        step_ok = _rows_within(step_rows, floor_factor)
-        if not step_ok.all():
-            bad = step_rows[~step_ok].sort_values(["t", "layer", "direction"], kind="stable")
-            f = bad.iloc[0]
-            return DIVERGED, (f"one-step error beyond tolerance from the reference's state, "
-                              f"first at {where(f)}: max_abs {f['max_abs']:.2e} "
-                              f"({f['tol_ratio']:.3g}x tolerance)")
-        failing = set(free_rows["output"][~free_ok])
-        if failing and failing <= set(FORWARD) and "y" in failing:
-            return PASS, AMPLIFIED
-    return (PASS if free_ok.all() else DIVERGED), ""
+    status = PASS if free_ok.all() else DIVERGED
+    if step_rows is None or step_rows.empty:
+        return status, ""
+    step_ok = _rows_within(step_rows, floor_factor)
+    if not step_ok.all():
+        bad = step_rows[~step_ok].sort_values(["t", "layer", "direction"], kind="stable")
+        f = bad.iloc[0]
+        return status, (f"one-step error beyond tolerance from the reference's state, "
+                        f"first at {where(f)}: max_abs {f['max_abs']:.2e} "
+                        f"({f['tol_ratio']:.3g}x tolerance): the cell itself differs")
+    forward_bad = free_rows[~free_ok & free_rows["output"].isin(FORWARD).to_numpy()]
+    if not forward_bad.empty:  # step mode checks the forward only: it says nothing of gradients
+        return DIVERGED, f"{DIVERGED} at {where(_first(forward_bad))}; {STATE_NOT_CELL}"
+    return status, ""
+
+
+def as_expected(status: str, reason: str, case: Case, adapter: str) -> tuple[str, str]:
+    """A compared pair's (status, reason) read against the case's ``expected:`` entry for the
+    adapter (none: unchanged). DIVERGED as expected: KNOWN_BUG, which does not fail a run;
+    PASS: LOOKS_FIXED, which does, so that the stale expectation is removed."""
+    known = case.expected.get(adapter)
+    if known is None or status not in (PASS, DIVERGED):
+        return status, reason
+    if status == DIVERGED:
+        return KNOWN_BUG, _join(f"known upstream bug {known.upstream}", reason)
+    return LOOKS_FIXED, _join(f"expected DIVERGED (upstream {known.upstream}) but passes: the "
+                              f"bug looks fixed; remove expected.{adapter} from the case", reason)
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+STATE_NOT_CELL = ("every one-step error within tolerance: the cell is right, the error builds "
+                  "along the sequence: check state carrying (chunks, padding, initial state, "
+                  "lengths) or rounding amplified by the recurrence")
+"""What step mode learned from a free-running divergence whose every one-step error is within
+tolerance (:func:`pair_verdict`)."""
 
 
 def _rows_within(rows: pd.DataFrame, floor_factor: float | None) -> np.ndarray:
@@ -404,14 +431,17 @@ def where(row: pd.Series) -> str:
 
 def first_divergence(rows: pd.DataFrame | None) -> pd.Series | None:
     """The earliest diverging y row (lowest t, then layer, then direction), or else the first
-    diverging row of another output; None when no row diverged. Free-running rows first; a
-    step-local row only where no free-running row diverged."""
+    diverging row of another output; None when no row diverged. Free-running rows only: they
+    alone decide a verdict (:func:`pair_verdict`), a step-local row beyond tolerance is named
+    in the reason."""
     if rows is None:
         return None
-    bad = rows[diverged(rows["verdict"])]
-    free = of_mode(bad, FREE)
-    bad = free if not free.empty else bad
-    if bad.empty:
-        return None
+    bad = of_mode(rows[diverged(rows["verdict"])], FREE)
+    return None if bad.empty else _first(bad)
+
+
+def _first(bad: pd.DataFrame) -> pd.Series:
+    """The earliest of rows beyond tolerance: the lowest y step (then layer, then direction),
+    else the first row of another output."""
     y = bad[bad["output"] == "y"].sort_values(["t", "layer", "direction"], kind="stable")
     return (y if not y.empty else bad).iloc[0]

@@ -15,6 +15,7 @@ from typing import TextIO
 import pandas as pd
 
 from harness import attribution, compare, isolation, steplocal
+from harness import blind as blind_check
 from harness.adapters import Adapter, get_adapter
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
@@ -69,6 +70,7 @@ class RunResult:
     jobs: int = 1  # worker processes that ran the cases (``run --jobs``)
     shard: str | None = None  # "K/N" when this run is one shard of a larger one (harness.shard)
     shard_of: dict | None = None  # the whole run a shard is part of: its "cases" and "adapters"
+    blind: dict[str, blind_check.BlindCheck] = field(default_factory=dict)  # per case name
 
     @property
     def divergence(self) -> pd.DataFrame:
@@ -80,8 +82,9 @@ class RunResult:
 
     @property
     def failed(self) -> bool:
-        return bool(self.case_errors) or any(p.status in (compare.DIVERGED, compare.ERROR)
-                                             for p in self.pairs)
+        return bool(self.case_errors) or any(
+            p.status in (compare.DIVERGED, compare.ERROR, compare.LOOKS_FIXED)
+            for p in self.pairs)
 
 
 def selected_by_case(case: Case, adapter: Adapter) -> bool:
@@ -153,6 +156,8 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
         _add_step_rows(prep, adapter, executor, r, tol)
     if attribute and r.status == compare.DIVERGED and adapter.device == "gpu" and adapter.reruns:
         r.attribution = _attribution(prep, adapter, executor)
+    if attribute:  # not for an attribution's reruns, judged as plain pairs
+        r.status, r.reason = compare.as_expected(r.status, r.reason, case, adapter.name)
     return r
 
 
@@ -173,9 +178,9 @@ def _join(*reasons: str) -> str:
 def _add_step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executor,
                    r: PairResult, tol: compare.Tolerance) -> None:
     """Run the adapter on each layer's derived step case (:mod:`harness.steplocal`) through the
-    pair's executor, add the step rows and decide the pair from both modes
-    (:func:`harness.compare.pair_verdict`). An adapter that cannot run a derived case (no
-    initial states, ...) or fails on it keeps its free-running verdict and says why."""
+    pair's executor, add the step rows and say what they show
+    (:func:`harness.compare.pair_verdict`: they never change the verdict). An adapter that
+    cannot run a derived case (no initial states, ...) or fails on it says why."""
     case = prep.case
     B, T = case.batch, case.seq_len
     frames = []
@@ -263,7 +268,7 @@ class StderrProgress:
     left; DIVERGED and error results are printed above it as lines of their own.
     """
 
-    ATTENTION = (compare.DIVERGED, compare.ERROR)
+    ATTENTION = (compare.DIVERGED, compare.ERROR, compare.LOOKS_FIXED)
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream  # None: sys.stderr when called, so redirection and capture work
@@ -344,12 +349,12 @@ def _time_left(finished: list[float], total: int) -> str:
 def describe(r: PairResult) -> str:
     if r.status == compare.PASS:
         w = r.worst
-        step = f" ({compare.AMPLIFIED})" if compare.AMPLIFIED in r.reason else ""
         return (f"pass  max_abs {w['max_abs']:.2e} ({w['tol_ratio']:.2g}x tolerance) "
-                f"{r.seconds:.2f}s{step}")
-    if r.status == compare.DIVERGED:
+                f"{r.seconds:.2f}s")
+    if r.status in (compare.DIVERGED, compare.KNOWN_BUG):
         f = r.first_diverging
-        return (f"DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} "
+        known = f"{r.status}: " if r.status == compare.KNOWN_BUG else ""
+        return (f"{known}DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} "
                 f"({f['tol_ratio']:.3g}x tolerance)")
     return f"{r.status}" + (f": {r.reason}" if r.reason else "")
 
@@ -635,5 +640,23 @@ def run(
         if hasattr(progress, "close"):
             progress.close()
     collector.fill(result)
+    check_blind_spots(result)
     result.seconds = time.perf_counter() - collector.start
     return result
+
+
+def check_blind_spots(result: RunResult) -> None:
+    """The blind-spot check of every case that compared something (:mod:`harness.blind`),
+    judged with the tolerance of each adapter it compared; a vacuous case (blind to every
+    plausible mistake, and not marked ``allow_vacuous``) becomes a case error."""
+    by_name = {a.name: a for a in result.adapters}
+    for case in result.cases:
+        if case.name in result.case_errors:
+            continue
+        compared = [by_name[p.adapter] for p in result.pairs if p.case == case.name
+                    and p.status in compare.COMPARED and p.adapter in by_name]
+        if not compared:
+            continue
+        check = result.blind[case.name] = blind_check.check(case, compared)
+        if check.error:
+            result.case_errors[case.name] = check.error

@@ -88,6 +88,16 @@ class Tolerance(_Strict):
                                      description="adapter name -> tolerance for that adapter")
 
 
+class Expected(_Strict):
+    """What an adapter is known to do on a case because of a bug upstream (in the framework,
+    not in the harness): reported as a known upstream bug, not a failure, until it is fixed."""
+
+    verdict: Literal["DIVERGED"] = Field(
+        description="the verdict the open upstream bug gives: DIVERGED")
+    upstream: str = Field(min_length=1, pattern=r"\S",
+        description="the upstream issue, e.g. pytorch/pytorch#12345 or its URL")
+
+
 class Case(_Strict):
     """One RNN configuration plus how to obtain its data, and its tolerances."""
 
@@ -146,6 +156,12 @@ class Case(_Strict):
         description="overrides of the per-dtype default tolerances (docs/cases.md, Tolerances)")
     gradients: StrictBool = Field(False,
         description="also compare gradients of the outputs w.r.t. inputs, states and weights")
+    expected: dict[str, Expected] = Field(default_factory=dict,
+        description="adapter name -> {verdict: DIVERGED, upstream: ISSUE}: a known upstream bug "
+                    "(docs/cases.md, Known upstream bugs)")
+    allow_vacuous: StrictBool = Field(False,
+        description="true: the case is meant to be blind to every plausible layout mistake "
+                    "(otherwise that is a case error; docs/cases.md, Blind spots)")
     # Where the case came from (not a YAML key): the file, for paths and messages.
     source: str | None = Field(None, exclude=True, json_schema_extra={"readOnly": True})
 

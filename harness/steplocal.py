@@ -10,8 +10,12 @@ reverse: after t + 1 within the sequence's length, h0/c0 at its last valid step)
 y of that case, scattered back to [B, T, D·O], is then the one-step prediction from the exact
 state, compared with the reference's y of the layer (:func:`harness.compare.step_divergence`).
 
-A large one-step error is a mistake; small one-step errors under a large free-running error are
-rounding amplified by the recurrence (:func:`harness.compare.pair_verdict`). See
+A large one-step error is a mistake in the cell; small one-step errors under a large
+free-running error say the cell is right and the error builds along the sequence: how state is
+carried (chunks, padded steps, initial state, lengths, direction reversal) or rounding amplified
+by the recurrence. The rows only explain: the free-running rows alone decide the verdict
+(:func:`harness.compare.pair_verdict`), since injecting the reference's state hides every
+state-carrying bug. See
 docs/equations.md, "Step-local divergence".
 """
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import params, runner
+from harness import blind, params, runner
 from harness.adapters import get_adapter
-from harness.blind import MAX_SIZE, blind_note, blind_spots
+from harness.blind import blind_note, blind_spots
 from harness.cases import load_cases
 from harness.npz import save_npz
 from harness.params import Canonical
@@ -72,9 +72,15 @@ def test_seed001_cases_are_blind_where_the_seed_was(tmp_path: Path) -> None:
     assert "C-order reshaped" in h2 and "each W slice is 2x1" in h2
 
 
-def test_huge_cases_are_skipped_and_say_so(make_case) -> None:
-    case = make_case(hidden_size=MAX_SIZE + 1)
-    assert "skipped" in blind_note(case) and str(MAX_SIZE) in blind_note(case)
+def test_a_big_stack_is_probed_on_its_bottom_layers_and_says_so(make_case, monkeypatch) -> None:
+    """Nothing is skipped for its size: a stack beyond the budget is probed on as many bottom
+    layers as fit (at least one), and the note says what was probed."""
+    case = make_case(num_layers=3, hidden_size=4, input_size=3)
+    assert "Probed on 6 of 6 steps" in blind_note(case)
+    monkeypatch.setattr(blind, "BUDGET", 1.0)
+    assert blind.probe_layers(case, 100) == 1
+    note = blind_note(case)
+    assert "Probed on layer 0 of 3, 6 of 6 steps" in note and note.startswith("Blind to")
 
 
 def test_summary_md_has_a_blind_note_per_case(tmp_path: Path, make_case) -> None:
@@ -83,13 +89,15 @@ def test_summary_md_has_a_blind_note_per_case(tmp_path: Path, make_case) -> None
                     source=str(tmp_path / "c.yaml"))
     save_npz(tmp_path / "w.npz", {k: np.full(v.shape, 0.2) for k, v in
                                   params.generate(constant).tensors.items()})
-    result = runner.run([good, constant], [get_adapter("reference")], progress=None)
+    result = runner.run([good, constant],
+                        [get_adapter("reference"), get_adapter("noise-floor")], progress=None)
     text = summary_markdown(result)
     sections = text.split("\n## ")[1:]
-    assert len(sections) == 2
     assert "Blind to: nothing" in sections[0]
-    assert "Blind to (mistakes that move the outputs by less than 10x tolerance)" in sections[1]
-    assert "gate orders" in sections[1]
+    # constant weights: blind to every gate order, a warning (or, blind to everything, an error)
+    constant_text = "\n## ".join(sections[1:])
+    assert ("**Warning**: Blind to (mistakes that move the outputs by less than 10x tolerance)"
+            in constant_text and "gate orders" in constant_text) or "vacuous" in constant_text
 
 
 def test_the_check_is_bounded_whatever_seq_len_and_batch():

@@ -86,7 +86,9 @@ def _run(cases: list[str], out: Path, *extra: str) -> int:
 def test_run_atol_rtol_replace_every_tolerance(case_file, tmp_path, capsys):
     # noise-floor: the reference rounded to float32, a few ulp from the float64 one
     assert _run([str(case_file)], tmp_path / "zero", "--atol", "0", "--rtol", "0") == 1
-    assert _run([str(case_file)], tmp_path / "loose", "--atol", "1", "--rtol", "0") == 0
+    assert _run([str(case_file)], tmp_path / "loose", "--atol", "1e-3", "--rtol", "0") == 0
+    # so loose that no plausible mistake could fail (|y| < 1): a vacuous case, exit 1
+    assert _run([str(case_file)], tmp_path / "vacuous", "--atol", "1", "--rtol", "0") == 1
     assert _run([str(case_file)], tmp_path / "bad", "--atol", "-1") == 2
     run = json.loads((tmp_path / "zero" / "run.json").read_text())
     assert [p["status"] for p in run["pairs"] if p["adapter"] == "noise-floor"] == ["DIVERGED"]

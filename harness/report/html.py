@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import compare
+from harness import blind, compare
 from harness.report.folder import plot_stem, read_run, slug
 from harness.report.layouts_md import mapping_markdown
 from harness.report.plots import draw_pair
@@ -28,6 +28,7 @@ from harness.runner import PairResult, RunResult
 STATUS_CLASS = {
     compare.PASS: "pass", compare.DIVERGED: "diverged", compare.ERROR: "error",
     compare.NOT_APPLICABLE: "na", compare.UNAVAILABLE: "unavailable", compare.BASELINE: "baseline",
+    compare.KNOWN_BUG: "na", compare.LOOKS_FIXED: "error",
 }
 
 CSS = """
@@ -41,7 +42,8 @@ table { border-collapse: collapse; margin: .4em 0 1em; font-size: 13px; }
 th, td { border: 1px solid #d0d5dc; padding: .2em .5em; text-align: left; vertical-align: top; }
 th { background: #eef1f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pass { background: #d8f0dc; } .diverged { background: #f6c9cc; font-weight: 600; }
-.error { background: #e7a1a6; font-weight: 600; } .na { background: #eceef0; color: #555; }
+.error { background: #e7a1a6; font-weight: 600; }
+.warning { background: #fff3cd; padding: 4px; } .na { background: #eceef0; color: #555; }
 .unavailable { background: #fbeec6; } .baseline { background: #dde8f7; }
 .meta { color: #555; } .badge { display: inline-block; padding: 0 .5em; margin-right: .3em;
   border-radius: 3px; border: 1px solid #c5cad1; }
@@ -336,7 +338,7 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
             '<a href="#layouts">Layout mapping tables</a><a href="#environment">Environment</a>'
             '<a href="summary.md">summary.md</a><a href="divergence.csv">divergence.csv</a></nav>']
     if result.case_errors:
-        body.append("<h2>Cases that could not be prepared</h2><ul>"
+        body.append("<h2>Case errors</h2><ul>"
                     + "".join(f"<li><code>{escape(n)}</code>: {escape(e)}</li>"
                               for n, e in result.case_errors.items()) + "</ul>")
     if (out / "errors.log").is_file() or any(p.detail for p in result.pairs):
@@ -374,6 +376,9 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
         classes = [["", STATUS_CLASS.get(p.status, ""), "num", "num", ""]
                    + (["num"] if case.gradients else []) + ["num", "reason"] for p in pairs]
         body.append(_table(headers(case.gradients), rows, classes))
+        check = blind.of_result(result, case)
+        if check is not None and check.warning:  # a pass here proves less: say so by the table
+            body.append(f'<p class="warning">Warning: {escape(check.warning)}</p>')
         for p in pairs:
             body.append(_plots(p, jobs.get(id(p)), drawn.get(id(p), ())))
         body.append("</section>")

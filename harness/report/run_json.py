@@ -69,6 +69,9 @@ def run_record(result) -> RunRecord:
                            "spec": c.model_dump(mode="json")}
                   for c in result.cases},
         "case_errors": dict(result.case_errors),
+        # the blind-spot warning of each case that has one (harness.blind)
+        "blind_spots": {n: c.warning for n, c in getattr(result, "blind", {}).items()
+                        if c.warning},
         "pairs": [{"case": p.case, "adapter": p.adapter, "status": p.status,
                    "seconds": round(p.seconds, 4), "reason": p.reason,
                    **({"attribution": p.attribution} if getattr(p, "attribution", "") else {})}

@@ -11,8 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from tabulate import tabulate
 
-from harness import compare
-from harness.blind import blind_note
+from harness import blind, compare
 from harness.runner import RunResult
 
 
@@ -134,7 +133,7 @@ def summary_markdown(result: RunResult) -> str:
     lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                  + f" — {result.seconds:.1f} s")
     if result.case_errors:
-        lines += ["", "## Cases that could not be prepared", ""]
+        lines += ["", "## Case errors", ""]
         lines += [f"- `{name}`: {err}" for name, err in result.case_errors.items()]
     by_case: dict[str, list] = {}
     for p in result.pairs:
@@ -150,18 +149,17 @@ def summary_markdown(result: RunResult) -> str:
         if any(text for _, text in steps):
             lines += ["", "Step-local (each step from the reference's state, `--step-mode`):", ""]
             lines += [f"- `{a}`: {text}" for a, text in steps if text]
-        if case.name not in result.case_errors:
-            lines += ["", blind_note(case)]
+        check = blind.of_result(result, case)
+        if check is not None:
+            lines += ["", ("**Warning**: " if check.warning else "") + check.note]
     lines.append("")
     lines.append(f"Verdicts: `{compare.PASS}` within tolerance at every row; `{compare.DIVERGED}` "
                  "beyond it somewhere; first diverging = earliest output step beyond tolerance. "
                  "Worst max_abs: the forward outputs (y, h_n, c_n); worst gradient (cases with "
                  "`gradients: true`): dx, dh0, dc0 and the parameter gradients d<block>. "
                  "Step-local: the one-step error of each layer run one step at a time from "
-                 "the reference's own states (docs/equations.md, Step-local divergence); a pair "
-                 "whose "
-                 "free-running error is beyond tolerance while every one-step error is within "
-                 "it passes (rounding amplified by the recurrence).")
+                 "the reference's own states (docs/equations.md, Step-local divergence); it "
+                 "explains a verdict (cell or state carrying), never changes it.")
     return "\n".join(lines) + "\n"
 
 
