@@ -540,7 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     previous = None
-    if threading.current_thread() is threading.main_thread():
+    # an inherited "ignore" (nohup-style wrappers) is kept, as Python keeps an ignored SIGINT
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) != signal.SIG_IGN):
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return _main(args)
