@@ -73,6 +73,8 @@ def run_json(result) -> str:
         "seconds": round(result.seconds, 3),
         "jobs": getattr(result, "jobs", 1),
     }
+    if getattr(result, "memory_limits", None):  # host and GPU limits the cases were held to
+        doc["memory_limits"] = result.memory_limits
     if getattr(result, "shard", None):
         # one shard of a larger run (harness.shard): which one, the pairs it ran, and the whole
         # run's cases and adapters in their order, which `rnn-harness merge` restores
