@@ -28,13 +28,15 @@ from harness.spec import Case, Tol
 ALL_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16"})
 
 
-# The lowest version of each framework the adapters are known to work with: the bounds declared
-# in pyproject.toml (tests/test_cli_conventions.py checks they agree) and pinned by
-# constraints/minimum.txt (``tox -e minimum``). onnx 1.17 is the first with opset 22 / IR 10,
-# which the onnxruntime adapter emits; onnxruntime 1.18 .. 1.20 reject opset 22 ("Opset 22 is
-# under development").
+# The lowest version of each framework the adapters need: the bounds declared in pyproject.toml
+# (tests/test_cli_conventions.py checks they agree) and pinned by constraints/minimum.txt
+# (``tox -e minimum``). torch 2.4 is the first built against NumPy 2 (an older one cannot be
+# imported beside numpy 2.x); the adapters' newer torch APIs have fallbacks (cuDNN's
+# ``rnn.fp32_precision``, 2.9, else the legacy ``allow_tf32``: adapters/torch_cudnn.py). onnx
+# 1.17 is the first with opset 22 / IR 10, which the onnxruntime adapter emits; onnxruntime
+# 1.18 .. 1.20 reject opset 22 ("Opset 22 is under development").
 MINIMUM_VERSIONS = {
-    "torch": "2.13",
+    "torch": "2.4",
     "tensorflow": "2.21",
     "tf_keras": "2.21",
     "keras": "3.15",
