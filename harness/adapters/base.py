@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -196,6 +197,32 @@ class Adapter:
     def versions(self) -> dict[str, str]:
         """Framework versions for run.json (only called when available)."""
         return {}
+
+    def precision_flags(self) -> dict[str, object]:
+        """This process's settings that change the adapter's arithmetic (TF32 and the like),
+        for run.json (only called when available); the adapter's own pinning inside ``_run`` is
+        in its versions. The TensorFlow and Keras adapters share TensorFlow's TF32 switch (read
+        only where this process has imported TensorFlow); torch's adapters override this."""
+        tf = sys.modules.get("tensorflow") if self.framework in ("tensorflow", "keras") else None
+        if tf is None:
+            return {}
+        return {"tf.tensor_float_32_execution":
+                tf.config.experimental.tensor_float_32_execution_enabled()}
+
+    def environment(self) -> dict:
+        """Availability, versions and precision flags, taken in this process: the runner asks
+        for it where the adapter runs (:mod:`harness.isolation`) and records it
+        (``PairResult.environment``, ``RunResult.environments``), so nothing is imported in a
+        parent process for its versions."""
+        reason = self.unavailable_reason()
+        env: dict = {"available": reason is None, "reason": reason}
+        if reason is None:
+            try:
+                env["versions"] = self.versions()
+                env["precision_flags"] = self.precision_flags()
+            except Exception as exc:  # a version query must not lose the report
+                env["versions_error"] = f"{type(exc).__name__}: {exc}"
+        return env
 
     # Applicability -------------------------------------------------------------------------
     def not_applicable_reason(self, case: Case) -> str | None:
