@@ -19,6 +19,7 @@ import pytest
 from harness import compare
 
 CASES_DIR = Path(__file__).parent / "cases"
+CASE_DIRS = (CASES_DIR, Path(__file__).parent / "cases-gpu")  # cases-gpu: tox -e gpu
 _PREPARED: dict[str, object] = {}
 SHARD = pytest.StashKey[object]()  # the harness.shard.Shard of --shard, or None
 
@@ -62,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path):
-    if file_path.suffix in (".yaml", ".yml") and CASES_DIR in file_path.parents:
+    if file_path.suffix in (".yaml", ".yml") and any(d in file_path.parents for d in CASE_DIRS):
         return CaseFile.from_parent(parent, path=file_path)
     return None
 

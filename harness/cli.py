@@ -123,7 +123,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not args.timeout >= 0:  # also refuses nan
         raise HarnessError(f"expected seconds >= 0 (0: no limit), got {args.timeout:g}",
                            field="--timeout")
-    limit = prepare.max_memory(args.max_memory)
+    # the limits follow the machine: RAM for the host, free GPU memory where GPU adapters run
+    limit = prepare.max_memory(args.max_memory, gpu_work=any(a.device == "gpu" for a in chosen))
     # before the run, not after it: every name the report writes
     check_writable(args.out, names=report_names([(c.name, a.name) for c in cases for a in chosen],
                                                 outputs=args.save_outputs))
@@ -133,6 +134,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = runner.run(cases, chosen, progress=progress, keep_outputs=args.save_outputs,
                         timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
                         shard=shard, jobs=jobs, step_mode=args.step_mode)
+    result.memory_limits = limit.record()  # run.json
     report_progress = None if args.quiet else _report_progress
     out = write_report(result, args.out, outputs=args.save_outputs, plots=args.plots,
                        progress=report_progress)
@@ -415,8 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--isolate", action="store_true",
                    help="run each adapter in a worker process, restarted after a crash or timeout")
     r.add_argument("--max-memory", metavar="SIZE",
-                   help="refuse cases whose tensors need more (default: $RNN_HARNESS_MAX_MEMORY "
-                        "or 4GiB)")
+                   help="refuse cases whose tensors need more, on the host and on the GPU "
+                        "(default: $RNN_HARNESS_MAX_MEMORY, else what the machine has: "
+                        "min(50%% of RAM, available RAM), and 80%% of free GPU memory)")
     r.add_argument("--shard", metavar="K/N",
                    help="run only shard K of N (1 <= K <= N): the case::adapter pair ids, in "
                         "the order of their SHA-256 digests, are dealt round-robin, so every "
@@ -586,7 +589,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     previous = None
-    if threading.current_thread() is threading.main_thread():
+    # an inherited "ignore" (nohup-style wrappers) is kept, as Python keeps an ignored SIGINT
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) != signal.SIG_IGN):
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     stdout = sys.stdout
     sys.stdout = _Stdout(stdout)

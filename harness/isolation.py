@@ -115,6 +115,7 @@ class InProcess:
         self.timeout = _limit(timeout)
         self._lanes: dict[str, _Lane] = {}
         self._hung: dict[str, str] = {}  # adapter -> the case it was running when it timed out
+        self._environments: dict[str, dict] = {}
 
     def _run(self, adapter: Adapter, what: str, fn: Callable[[], Any]) -> Any:
         if adapter.name in self._hung:
@@ -138,6 +139,12 @@ class InProcess:
         # in the main thread, untimed: a framework's import may install signal handlers,
         # which only the main thread can do
         return adapter.unavailable_reason()
+
+    def environment(self, adapter: Adapter) -> dict:
+        """The adapter's environment (:meth:`Adapter.environment`), here, where it runs."""
+        if adapter.name not in self._environments:
+            self._environments[adapter.name] = adapter.environment()
+        return self._environments[adapter.name]
 
     def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs, *,
              check_finite: bool = True) -> tuple[Outputs, float]:
@@ -165,10 +172,12 @@ class _AdapterJob:
     def ready(self) -> tuple:
         self.adapter._availability = False  # check here, in the process that will run it
         try:
-            reason = self.adapter.unavailable_reason()
+            environment = self.adapter.environment()
+            reason = environment["reason"]
         except BaseException as exc:
             reason = f"{type(exc).__name__}: {exc}"
-        return ("ready", reason)
+            environment = {"available": False, "reason": reason}
+        return ("ready", reason, environment)
 
     def handle(self, message: tuple) -> Iterator[tuple]:
         _, case, canonical, inputs, check_finite = message
@@ -199,6 +208,7 @@ class Isolated:
         self.context = multiprocessing.get_context(context)
         self._workers: dict[str, Worker] = {}
         self._reasons: dict[str, str | None] = {}
+        self._environments: dict[str, dict] = {}  # as the adapter's worker process saw it
 
     def _worker(self, adapter: Adapter) -> Worker:
         w = self._workers.get(adapter.name)
@@ -212,11 +222,10 @@ class Isolated:
             raise PairFailure(f"cannot start a worker process for {adapter.name}: "
                               f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
         startup = max(self.timeout, STARTUP_SECONDS) if self.timeout else None
-        _, reason = self._request(adapter, w, None, startup)
+        _, reason, environment = self._request(adapter, w, None, startup)
         self._workers[adapter.name] = w
         self._reasons[adapter.name] = reason
-        # the report asks the parent's adapter; answer from the worker without importing here
-        adapter._availability = reason
+        self._environments.setdefault(adapter.name, environment)
         return w
 
     @staticmethod
@@ -240,6 +249,12 @@ class Isolated:
         if adapter.name not in self._reasons:
             self._worker(adapter)
         return self._reasons[adapter.name]
+
+    def environment(self, adapter: Adapter) -> dict:
+        """The adapter's environment as its worker process took it when it started."""
+        if adapter.name not in self._environments:
+            self._worker(adapter)
+        return self._environments[adapter.name]
 
     def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs, *,
              check_finite: bool = True) -> tuple[Outputs, float]:

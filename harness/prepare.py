@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -64,15 +65,120 @@ def parse_size(text: str | int, *, what: str = "--max-memory") -> int:
     return size
 
 
-def max_memory(value: str | int | None = None) -> int:
-    """The memory limit in bytes: ``value`` (the --max-memory option), else the environment
-    variable RNN_HARNESS_MAX_MEMORY, else 4 GiB."""
+class MemoryLimit(int):
+    """The host memory limit in bytes (an int, as every reader of ``max_memory()`` takes it),
+    with where it came from and the limit for GPU work (None: no GPU work, or no GPU seen)."""
+
+    why: str
+    gpu: int | None
+    gpu_why: str
+
+    def __new__(cls, host: int, why: str, gpu: int | None = None,
+                gpu_why: str = "no GPU work") -> MemoryLimit:
+        self = super().__new__(cls, host)
+        self.why, self.gpu, self.gpu_why = why, gpu, gpu_why
+        return self
+
+    def __reduce__(self):  # pickled to worker processes (run --jobs) with its attributes
+        return (MemoryLimit, (int(self), self.why, self.gpu, self.gpu_why))
+
+    def describe(self) -> str:
+        gpu = (f"{_gib(self.gpu)}: {self.gpu_why}" if self.gpu is not None
+               else f"none, {self.gpu_why}")
+        return f"host limit {_gib(int(self))}: {self.why}; GPU limit {gpu}"
+
+    def record(self) -> dict:
+        """For run.json: both limits and where they came from."""
+        return {"host_bytes": int(self), "host": self.why, "gpu_bytes": self.gpu,
+                "gpu": self.gpu_why}
+
+
+HOST_SHARE = 0.5  # of RAM, and never more than is available now
+GPU_SHARE = 0.8  # of the GPU memory free now (cuDNN workspaces, the allocator's caching)
+
+
+def _cgroup_bytes(name: str) -> int | None:
+    try:
+        text = (Path("/sys/fs/cgroup") / name).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no limit
+
+
+def host_memory() -> tuple[int, int] | None:
+    """(RAM, available) bytes of this machine, or of its container where a cgroup limits it:
+    /proc/meminfo (MemTotal, MemAvailable), else ``os.sysconf``; None where neither says."""
+    total = available = None
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines()
+                    if ":" in line)
+        total = int(info["MemTotal"].split()[0]) * 1024
+        available = int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        try:
+            page = os.sysconf("SC_PAGE_SIZE")
+            total = os.sysconf("SC_PHYS_PAGES") * page
+            available = os.sysconf("SC_AVPHYS_PAGES") * page
+        except (OSError, ValueError, AttributeError):
+            return None
+    cap = _cgroup_bytes("memory.max")
+    if cap is not None:
+        used = _cgroup_bytes("memory.current") or 0
+        total, available = min(total, cap), min(available, max(cap - used, 0))
+    return total, available
+
+
+def gpu_free_memory() -> int | None:
+    """Free bytes of the first visible GPU, from ``nvidia-smi`` (no CUDA context is made here);
+    None where there is no GPU or no way to ask."""
+    import shutil
+    import subprocess
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and not visible.strip():
+        return None
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    cmd = [smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"]
+    if visible:
+        cmd += ["-i", visible.split(",")[0].strip()]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout
+        return int(float(out.split()[0])) * 2**20  # MiB
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def max_memory(value: str | int | None = None, *, gpu_work: bool = False) -> MemoryLimit:
+    """The memory limits: ``value`` (the --max-memory option), else the environment variable
+    RNN_HARNESS_MAX_MEMORY, for host and GPU alike; else what the machine has: on the host
+    min(50 % of RAM, available RAM), and for GPU work (``gpu_work``) 80 % of the GPU memory
+    free now (4 GiB where the machine says nothing)."""
     if value is not None:
-        return parse_size(value)
+        size = parse_size(value)
+        return MemoryLimit(size, "set by --max-memory", size if gpu_work else None,
+                           "set by --max-memory" if gpu_work else "no GPU work")
     env = os.environ.get(MAX_MEMORY_ENV)
     if env:
-        return parse_size(env, what=MAX_MEMORY_ENV)
-    return DEFAULT_MAX_MEMORY
+        size = parse_size(env, what=MAX_MEMORY_ENV)
+        why = f"set by {MAX_MEMORY_ENV}"
+        return MemoryLimit(size, why, size if gpu_work else None,
+                           why if gpu_work else "no GPU work")
+    host = host_memory()
+    if host is None:
+        limit = MemoryLimit(DEFAULT_MAX_MEMORY, "the default (this machine's RAM is unknown)")
+    else:
+        total, available = host
+        limit = MemoryLimit(min(int(total * HOST_SHARE), available),
+                            f"min(50 % of RAM {_gib(total)}, available {_gib(available)})")
+    if gpu_work:
+        free = gpu_free_memory()
+        if free is None:
+            limit.gpu_why = "unknown (no GPU seen by nvidia-smi)"
+        else:
+            limit.gpu, limit.gpu_why = int(free * GPU_SHARE), f"80 % of free {_gib(free)}"
+    return limit
 
 
 def _cast_itemsize(case: Case) -> int:
@@ -135,20 +241,39 @@ def _gib(n: int) -> str:
     return f"{Decimal(n) / 2**30:.3g} GiB"  # beyond a float's range
 
 
+def estimate_device_bytes(case: Case) -> int:
+    """Bytes GPU work on one case needs on the device, the largest of what runs there: the
+    float64 reference on the GPU (``reference-cuda``: every tensor in float64, one pass, its
+    gradients), which is more than a framework's own run in the case dtype. Python objects
+    stay on the host."""
+    parts = estimate_bytes(case.model_copy(update={"dtype": "float64"}))
+    return sum(v for k, v in parts.items() if k != "Python objects")
+
+
 def check_memory(case: Case, limit: int | None = None) -> None:
-    """Refuse a case whose tensors would exceed ``limit`` bytes, before allocating anything."""
+    """Refuse a case whose tensors would exceed ``limit`` bytes on the host, or, with a
+    :class:`MemoryLimit` for GPU work, its ``gpu`` bytes on the device, before allocating
+    anything. The refusal names both limits and the override."""
     limit = max_memory() if limit is None else limit
     parts = estimate_bytes(case)
     total = sum(parts.values())
-    if total <= limit:
+    gpu = getattr(limit, "gpu", None)
+    device = estimate_device_bytes(case) if gpu is not None else 0
+    if total <= limit and (gpu is None or device <= gpu):
         return
     sizes = {k: getattr(case, k) for k in ("hidden_size", "input_size", "seq_len", "batch",
                                            "num_layers")}
     biggest = max(sizes, key=sizes.get)
-    detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items())
+    limits = f" ({limit.describe()})" if isinstance(limit, MemoryLimit) else ""
+    if total > limit:
+        detail = ", ".join(f"{k} {_gib(v)}" for k, v in parts.items())
+        need = f"needs an estimated {_gib(total)} ({detail}), more than the memory limit of " \
+               f"{_gib(limit)}"
+    else:
+        need = f"needs an estimated {_gib(device)} on the GPU (the float64 reference there), " \
+               f"more than the GPU memory limit of {_gib(gpu)}"
     raise CaseError(
-        f"case {case.name} needs an estimated {_gib(total)} ({detail}), more than the "
-        f"memory limit of {_gib(limit)}; make the case smaller or raise --max-memory / "
+        f"case {case.name} {need}{limits}; make the case smaller or raise --max-memory / "
         f"{MAX_MEMORY_ENV}", file=case.source, field=biggest,
         line=field_line(case.source, (biggest,)))
 

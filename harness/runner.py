@@ -37,6 +37,9 @@ class PairResult:
     outputs: Outputs | None = None
     detail: str = ""  # traceback of an error, for errors.log
     attribution: str = ""  # a DIVERGED GPU pair: what its reruns say caused it (attribution.py)
+    # the adapter's availability, versions and precision flags, taken in the process it ran in
+    # (Adapter.environment); gathered into RunResult.environments for run.json
+    environment: dict | None = None
 
     @property
     def has_rows(self) -> bool:
@@ -71,6 +74,7 @@ class RunResult:
     shard: str | None = None  # "K/N" when this run is one shard of a larger one (harness.shard)
     shard_of: dict | None = None  # the whole run a shard is part of: its "cases" and "adapters"
     blind: dict[str, blind_check.BlindCheck] = field(default_factory=dict)  # per case name
+    environments: dict[str, dict] = field(default_factory=dict)  # adapter -> where it ran
 
     @property
     def divergence(self) -> pd.DataFrame:
@@ -118,9 +122,11 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     prepared = _prepared(prep, adapter)
     if prepared is not None:
         out, r.seconds = prepared
+        r.environment = adapter.environment()  # computed by prepare, in this process
     else:
         try:
             reason = executor.unavailable_reason(adapter)
+            r.environment = executor.environment(adapter)
         except isolation.PairFailure as exc:
             r.reason, r.detail = str(exc), exc.detail
             return r
@@ -432,6 +438,9 @@ class _Collector:
                 result.prepare_seconds[case.name] = self.prepare_seconds[index]
             order = {a.name: k for k, a in enumerate(adapters)}
             result.pairs.extend(sorted(self.pairs[index], key=lambda p: order[p.adapter]))
+        for p in result.pairs:
+            if p.environment is not None:
+                result.environments.setdefault(p.adapter, p.environment)
 
 
 def _case_events(case: Case, adapters: list[Adapter], executor: isolation.Executor,
@@ -485,8 +494,6 @@ class _CaseJob:
                               self.options.get("step_mode", "auto"))
         try:
             for event in events:
-                if event[0] == "pair":  # with what this worker found out about availability
-                    event = (*event, self.by_name[event[1].adapter]._availability)
                 yield (self.index, event)
         except GeneratorExit:
             raise
@@ -515,7 +522,6 @@ def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter
                   collector: _Collector, options: dict) -> None:
     """Run the plan's cases in ``jobs`` worker processes, a case at a time each, the next case
     to the first worker free."""
-    by_name = {a.name: a for a in adapters}
     # the biggest cases first, so that the last ones to finish are small
     waiting = deque(sorted(range(len(plan)), key=lambda i: -_cost(plan[i][0])))
     running: dict[Worker, int | None] = {}  # worker -> the case it runs (None: starting, idle)
@@ -571,11 +577,6 @@ def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter
                     raise RuntimeError(f"a --jobs worker failed on case {plan[index][0].name}:\n"
                                        f"{event[1]}")
                 else:
-                    if event[0] == "pair":
-                        adapter = by_name[event[1].adapter]
-                        if adapter._availability is False:  # the report asks the parent's copy
-                            adapter._availability = event[2]
-                        event = event[:2]
                     collector.event(index, event)
         finished = True
     finally:
@@ -603,7 +604,7 @@ def run(
     ``timeout``: seconds a pair may run before it is an error row (None: no limit);
     ``isolate``: run each adapter in a worker process (:mod:`harness.isolation`), so a hang
     or a crash of the process costs one pair; ``max_memory``: bytes a case may need (default:
-    $RNN_HARNESS_MAX_MEMORY or 4 GiB); ``shard``: run only this shard's pairs
+    :func:`harness.prepare.max_memory`); ``shard``: run only this shard's pairs
     (:mod:`harness.shard`); ``jobs``: worker processes running cases side by side (1: all in
     this process). A worker prepares each case it gets and runs all of that case's pairs;
     it imports each framework once, at its first pair of that framework. A worker that dies

@@ -156,3 +156,15 @@ class Offset(Correct):
         out = super()._run(case, native, inputs)
         out.h_n = out.h_n + self.offset
         return out
+
+
+class TellsItsProcess(Correct):
+    """Its versions and precision flags say which process took them (test_environment.py)."""
+
+    name = "tells-its-process"
+
+    def versions(self) -> dict[str, str]:
+        return {"tells-its-process": str(os.getpid())}
+
+    def precision_flags(self) -> dict[str, object]:
+        return {"tells-its-process.pid": os.getpid()}

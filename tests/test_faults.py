@@ -263,6 +263,11 @@ def _hidden_leftovers(folder: Path) -> list[str]:
                          ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
 def test_an_interrupted_run_leaves_the_previous_report_intact(tmp_path, sig, code, isolate):
+    if signal.getsignal(sig) == signal.SIG_IGN:
+        # nohup, a background job, some CI wrappers: the run inherits the "ignore" and rightly
+        # keeps it (harness/cli.py), so the signal cannot interrupt it
+        pytest.skip(f"{sig.name} is ignored in this test run (inherited at start); a run "
+                    f"started so keeps ignoring it")
     out = tmp_path / "report"
     cmd, before = _after_an_earlier_report(out)
     marker = uuid.uuid4().hex
@@ -354,3 +359,20 @@ def test_a_run_with_an_abandoned_adapter_call_exits_without_interpreter_shutdown
     assert "1 error" in proc.stdout and "report in" in proc.stdout, proc.stdout
     assert "interpreter shutdown" not in proc.stdout
     assert (tmp_path / "r" / "run.json").exists()
+
+
+def test_an_inherited_sigterm_ignore_is_kept(monkeypatch):
+    """As Python keeps an ignored SIGINT, the CLI keeps an ignored SIGTERM (nohup-style
+    wrappers); otherwise SIGTERM interrupts the run like Ctrl-C."""
+    from harness import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "_main", lambda args: seen.append(signal.getsignal(signal.SIGTERM)))
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        cli.main(["adapters"])
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        cli.main(["adapters"])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [signal.SIG_IGN, cli._on_sigterm]

@@ -73,15 +73,19 @@ def test_tf32_setting_is_restored():
     torch = pytest.importorskip("torch")
     from harness.adapters.torch_cudnn import cudnn_rnn_tf32
 
-    rnn = torch.backends.cudnn.rnn
-    before = rnn.fp32_precision
+    rnn = getattr(torch.backends.cudnn, "rnn", None)
+    if rnn is not None and hasattr(rnn, "fp32_precision"):  # torch >= 2.9
+        where, name, off, on = rnn, "fp32_precision", "ieee", "tf32"
+    else:  # older torch: the legacy flag
+        where, name, off, on = torch.backends.cudnn, "allow_tf32", False, True
+    before = getattr(where, name)
     with cudnn_rnn_tf32(torch, allow=False):
-        assert rnn.fp32_precision == "ieee"
-    assert rnn.fp32_precision == before
+        assert getattr(where, name) == off
+    assert getattr(where, name) == before
     with pytest.raises(RuntimeError, match="boom"), cudnn_rnn_tf32(torch, allow=True):
-        assert rnn.fp32_precision == "tf32"
+        assert getattr(where, name) == on
         raise RuntimeError("boom")
-    assert rnn.fp32_precision == before
+    assert getattr(where, name) == before
 
 
 def test_tf32_adapter_declares_its_tolerance_and_dtype():

@@ -1,41 +1,70 @@
 """``run --require-gpu``: a GPU job must not pass without GPU work. Where a selected GPU adapter
 cannot run, the run exits 1 before running anything, one line per such adapter with its reason
-(without the option those pairs are "unavailable" rows and the run exits 0)."""
+(without the option those pairs are "unavailable" rows and the run exits 0).
+
+Both machines are stood in for, so each test says the same on a CPU machine and on a GPU
+runner: ``no_gpu`` makes every GPU adapter unavailable; ``gpu`` replaces them by stand-ins
+that run the float64 reference (the GPU-present path of the command line, on any machine)."""
 
 from __future__ import annotations
 
 import pytest
+from fault_adapters import Correct
 
 from harness import adapters as registry
 from harness.cli import main
 
 CASE = "cases/reverse.yaml"
+NO_GPU = "stand-in: no CUDA device"
 
 
-def unavailable_gpu_adapters() -> dict[str, str]:
-    return {a.name: a.unavailable_reason() for a in registry.select(None, "gpu")
-            if a.unavailable_reason()}
+class StandInGPU(Correct):
+    """A GPU adapter that runs here: the reference, on the CPU."""
+
+    device = "gpu"
 
 
-def test_require_gpu_names_each_missing_gpu_adapter(tmp_path, capsys):
-    missing = unavailable_gpu_adapters()
-    if not missing:
-        pytest.skip("every GPU adapter is available here")
+@pytest.fixture
+def no_gpu(monkeypatch) -> dict[str, str]:
+    gpu = [a for a in registry.select(None, "gpu") if not a.baseline]
+    for adapter in gpu:
+        monkeypatch.setattr(adapter, "unavailable_reason", lambda: NO_GPU)
+    return {a.name: NO_GPU for a in gpu}
+
+
+@pytest.fixture
+def gpu(monkeypatch) -> list[str]:
+    names = [a.name for a in registry.select(None, "gpu") if not a.baseline]
+    for name in names:
+        stand_in = StandInGPU()
+        stand_in.name = name
+        monkeypatch.setitem(registry.ADAPTERS, name, stand_in)
+    return names
+
+
+def test_require_gpu_names_each_missing_gpu_adapter(no_gpu, tmp_path, capsys):
     out = tmp_path / "report"
     assert main(["run", CASE, "--device", "gpu", "--require-gpu", "--out", str(out),
                  "--quiet"]) == 1
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("--require-gpu")]
     assert lines == [f"--require-gpu: {name} unavailable: {reason}"
-                     for name, reason in missing.items()]
+                     for name, reason in no_gpu.items()]
     assert not out.exists()  # refused before running
 
 
 def test_without_it_unavailable_gpu_adapters_are_rows_and_a_run_that_compared_nothing_fails(
-        tmp_path, capsys):
-    if not unavailable_gpu_adapters():
-        pytest.skip("every GPU adapter is available here")
+        no_gpu, tmp_path, capsys):
     assert main(["run", CASE, "--device", "gpu", "--out", str(tmp_path), "--quiet"]) == 1
     assert "nothing was compared" in capsys.readouterr().err
+
+
+def test_with_a_gpu_the_gpu_run_compares_and_passes(gpu, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["run", CASE, "--device", "gpu", "--require-gpu", "--out", str(out),
+                 "--quiet"]) == 0
+    summary = capsys.readouterr().out
+    assert f"{len(gpu) + 1} adapter(s)" in summary and " pass" in summary, summary
+    assert "unavailable" not in summary and "error" not in summary, summary
 
 
 def test_require_gpu_with_no_gpu_adapter_selected(tmp_path, capsys):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,13 +29,15 @@ from harness.spec import Case, Tol
 ALL_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16"})
 
 
-# The lowest version of each framework the adapters are known to work with: the bounds declared
-# in pyproject.toml (tests/test_cli_conventions.py checks they agree) and pinned by
-# constraints/minimum.txt (``tox -e minimum``). onnx 1.17 is the first with opset 22 / IR 10,
-# which the onnxruntime adapter emits; onnxruntime 1.18 .. 1.20 reject opset 22 ("Opset 22 is
-# under development").
+# The lowest version of each framework the adapters need: the bounds declared in pyproject.toml
+# (tests/test_cli_conventions.py checks they agree) and pinned by constraints/minimum.txt
+# (``tox -e minimum``). torch 2.4 is the first built against NumPy 2 (an older one cannot be
+# imported beside numpy 2.x); the adapters' newer torch APIs have fallbacks (cuDNN's
+# ``rnn.fp32_precision``, 2.9, else the legacy ``allow_tf32``: adapters/torch_cudnn.py). onnx
+# 1.17 is the first with opset 22 / IR 10, which the onnxruntime adapter emits; onnxruntime
+# 1.18 .. 1.20 reject opset 22 ("Opset 22 is under development").
 MINIMUM_VERSIONS = {
-    "torch": "2.13",
+    "torch": "2.4",
     "tensorflow": "2.21",
     "tf_keras": "2.21",
     "keras": "3.15",
@@ -194,6 +197,32 @@ class Adapter:
     def versions(self) -> dict[str, str]:
         """Framework versions for run.json (only called when available)."""
         return {}
+
+    def precision_flags(self) -> dict[str, object]:
+        """This process's settings that change the adapter's arithmetic (TF32 and the like),
+        for run.json (only called when available); the adapter's own pinning inside ``_run`` is
+        in its versions. The TensorFlow and Keras adapters share TensorFlow's TF32 switch (read
+        only where this process has imported TensorFlow); torch's adapters override this."""
+        tf = sys.modules.get("tensorflow") if self.framework in ("tensorflow", "keras") else None
+        if tf is None:
+            return {}
+        return {"tf.tensor_float_32_execution":
+                tf.config.experimental.tensor_float_32_execution_enabled()}
+
+    def environment(self) -> dict:
+        """Availability, versions and precision flags, taken in this process: the runner asks
+        for it where the adapter runs (:mod:`harness.isolation`) and records it
+        (``PairResult.environment``, ``RunResult.environments``), so nothing is imported in a
+        parent process for its versions."""
+        reason = self.unavailable_reason()
+        env: dict = {"available": reason is None, "reason": reason}
+        if reason is None:
+            try:
+                env["versions"] = self.versions()
+                env["precision_flags"] = self.precision_flags()
+            except Exception as exc:  # a version query must not lose the report
+                env["versions_error"] = f"{type(exc).__name__}: {exc}"
+        return env
 
     # Applicability -------------------------------------------------------------------------
     def not_applicable_reason(self, case: Case) -> str | None:

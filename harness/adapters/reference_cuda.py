@@ -35,7 +35,8 @@ def import_cupy() -> Any:
     try:
         import cupy
     except ImportError as exc:
-        raise Unavailable(f"cupy is not installed ({exc}); pip install cupy-cuda12x") from None
+        raise Unavailable(f"cupy is not installed ({exc}); pip install cupy-cuda13x (CUDA 13) "
+                          "or cupy-cuda12x (CUDA 12)") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError without a driver

@@ -11,50 +11,27 @@ from harness import __version__
 from harness.report.record import SCHEMA_VERSION, RunRecord
 
 
-def torch_flags() -> dict:
-    """TF32 and determinism flags of torch, only when torch is already imported by an adapter."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return {}
-    flags = {
-        "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
-        "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "torch.deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "cuda_available": torch.cuda.is_available(),
-    }
-    try:
-        flags["torch.backends.cudnn.rnn.fp32_precision"] = torch.backends.cudnn.rnn.fp32_precision
-    except AttributeError:
-        pass
-    if torch.cuda.is_available():
-        flags["gpu"] = torch.cuda.get_device_name()
-        flags["cuda"] = torch.version.cuda
-        flags["cudnn"] = torch.backends.cudnn.version()
-    return flags
-
-
-def tf_flags() -> dict:
-    tf = sys.modules.get("tensorflow")
-    if tf is None:
-        return {}
-    return {
-        "tf.tensor_float_32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
-        "tf.gpus": [d.name for d in tf.config.list_physical_devices("GPU")],
-    }
-
-
 def run_record(result) -> RunRecord:
     """The run record of a RunResult (run.json, written by harness.report.folder.write_run)."""
     versions = {"python": sys.version.split()[0], "rnn-harness": __version__}
-    adapters = {}
+    adapters, flags = {}, {}
+    environments = getattr(result, "environments", None) or {}
     for a in result.adapters:
-        reason = a.unavailable_reason()
-        adapters[a.name] = {"available": reason is None, "reason": reason, "device": a.device}
-        if reason is None:
-            try:
-                versions.update(a.versions())
-            except Exception as exc:  # a version query must not lose the report
-                adapters[a.name]["versions_error"] = str(exc)
+        # taken where the adapter ran, by the runner (Adapter.environment); an adapter no pair
+        # reached is only asked whether it is available, here
+        env = environments.get(a.name)
+        if env is None:
+            reason = a.unavailable_reason()
+            env = {"available": reason is None, "reason": reason}
+        adapters[a.name] = {"available": env["available"], "reason": env["reason"],
+                            "device": a.device}
+        if "versions" in env:
+            adapters[a.name]["environment"] = {"versions": env["versions"],
+                                               "precision_flags": env["precision_flags"]}
+            versions.update(env["versions"])
+            flags.update(env["precision_flags"])
+        if "versions_error" in env:
+            adapters[a.name]["versions_error"] = env["versions_error"]
     doc = {
         "schema_version": SCHEMA_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -62,7 +39,7 @@ def run_record(result) -> RunRecord:
         "machine": platform.machine(),
         "versions": versions,
         "adapters": adapters,
-        "precision_flags": {**torch_flags(), **tf_flags()},
+        "precision_flags": flags,
         # "spec": the case as validated, so `rnn-harness merge` can render it without the file
         "cases": {c.name: {"seed": c.seed, "dtype": c.dtype, "file": c.source,
                            "prepare_seconds": round(result.prepare_seconds.get(c.name, 0.0), 4),
@@ -79,6 +56,8 @@ def run_record(result) -> RunRecord:
         "seconds": round(result.seconds, 3),
         "jobs": getattr(result, "jobs", 1),
     }
+    if getattr(result, "memory_limits", None):  # host and GPU limits the cases were held to
+        doc["memory_limits"] = result.memory_limits
     if getattr(result, "shard", None):
         # one shard of a larger run (harness.shard): which one, the pairs it ran, and the whole
         # run's cases and adapters in their order, which `rnn-harness merge` restores
