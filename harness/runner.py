@@ -148,7 +148,7 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
     d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
     r.outputs, r.rows, r.status = out, d.rows, d.verdict
-    r.reason = adapter.gradient_note(case) or ""
+    r.reason = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "")
     if wants_step_mode(step_mode, case, d.passed):
         _add_step_rows(prep, adapter, executor, r, tol)
     if attribute and r.status == compare.DIVERGED and adapter.device == "gpu" and adapter.reruns:

@@ -123,3 +123,35 @@ def test_cuda_kernels_match_the_reference(name: str, graphs: bool):
     errors = worst_errors(out, ref, cupy.asnumpy)
     bad = {k: e for k, e in errors.items() if e > TOL}
     assert not bad, f"{name}: the CUDA kernels differ from the reference: {bad}"
+
+
+# The reference-cuda adapter's choice of route -----------------------------------------------------
+
+@pytest.mark.parametrize("fields, fused", [
+    (dict(cell="lstm", num_layers=2, direction="bidirectional", seq_lengths=[7, 3, 1, 5]), True),
+    (dict(cell="gru", reset_after=False), True),
+    (dict(cell="lstm", peepholes=True), False),
+], ids=["lstm-fused", "gru-fused", "peepholes-generic"])
+def test_reference_cuda_runs_the_fused_steps_where_they_cover_the_case(monkeypatch, fields,
+                                                                      fused):
+    """With a CuPy backend (here NumPy arrays and the kernels' twin standing in) the adapter
+    runs the fused steps for a case they cover, the generic reference otherwise, and says so on
+    the pair; either way the NumPy reference's results to 1e-12."""
+    from harness.adapters import reference_cuda
+
+    ran = []
+    stand_in = reference_cuda.Backend("cupy", np.asarray, np.asarray, lambda: {})
+    monkeypatch.setattr(reference_cuda, "backend", lambda: stand_in)
+    monkeypatch.setattr(reference_cuda, "fast_device", lambda: ran.append(1) or NumpyDevice())
+    adapter = reference_cuda.ReferenceCUDA()
+    case = make(**fields)
+    canonical, inputs = params.generate(case), data.generate(case)
+    out, _ = adapter.run(case, canonical, inputs)
+    ref = reference.run(case, canonical, inputs)
+    ref.grads = reference.gradients(case, canonical, inputs)
+    assert bool(ran) == fused
+    note = adapter.route_note(case)
+    assert (note is None) == fused, note
+    if not fused:
+        assert "peepholes" in note
+    assert max(worst_errors(out, ref).values()) <= TOL

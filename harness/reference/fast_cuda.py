@@ -63,9 +63,11 @@ class CupyDevice:
 
     def __init__(self) -> None:
         import cupy
+        import cupy.cublas  # not imported by ``import cupy``
 
         self.xp = cupy
         self._cupy = cupy
+        self._gemm = cupy.cublas.gemm
         module = cupy.RawModule(code=STEPS_SOURCE.read_text(), options=("--fmad=false",))
         self._kernels = {name: module.get_function(name) for name in KERNELS}
 
@@ -86,7 +88,7 @@ class CupyDevice:
     def gemm(self, a: Any, b: Any, out: Any, beta: float = 0.0) -> None:
         """out = a @ b + beta out, in one cuBLAS call on the current stream (C-contiguous
         operands: no copies, so it may be captured in a graph)."""
-        self._cupy.cublas.gemm("N", "N", a, b, out=out, beta=beta)
+        self._gemm("N", "N", a, b, out=out, beta=beta)
 
     def step(self, name: str, B: int, H: int, *args: Any) -> None:
         """Launch kernel ``name`` over a step's [B, H] on the current stream (ints as C int)."""
