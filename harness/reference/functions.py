@@ -96,6 +96,22 @@ def on_device_of(like: Array, a: np.ndarray) -> Array:
     return xp.asarray(a, device=array_api_compat.device(like))
 
 
+def arange(n: int, like: Array) -> Array:
+    """0, 1, ..., n − 1 on ``like``'s kind and device (torch makes new tensors on its default
+    device, the CPU, unless told)."""
+    return on_device_of(like, np.arange(n))
+
+
+def zeros(shape: tuple[int, ...], like: Array) -> Array:
+    """Zeros of ``like``'s dtype, kind and device."""
+    if _numpy_like(like):
+        return array_namespace(like).zeros(shape, dtype=like.dtype)
+    import array_api_compat
+
+    return array_namespace(like).zeros(shape, dtype=like.dtype,
+                                       device=array_api_compat.device(like))
+
+
 @dataclass(frozen=True)
 class Precision:
     """The arithmetic of the reference: ``round`` rounds an element-wise result, ``matmul``
