@@ -175,7 +175,7 @@ def generic_route(bench: Bench, case: Case, canonical: Canonical, inputs: Inputs
 
     fwd_case = case.model_copy(update={"gradients": False})
     out = bench.measure("generic (torch)", "forward",
-                        lambda: reference.run(fwd_case, can, inp), repeat=1, min_left=30)
+                        lambda: reference.run(fwd_case, can, inp), repeat=0, min_left=30)
     forward = to_numpy(out) if out is not None else None
 
     def both() -> Outputs:
@@ -183,12 +183,12 @@ def generic_route(bench: Bench, case: Case, canonical: Canonical, inputs: Inputs
         o.grads = reference.gradients(case, can, inp)
         return o
 
-    out = None
-    if bench.rows[-1].get("first_s", 1e9) < bench.left() / 4:  # the backward costs ~3 forwards
+    out, first = None, bench.rows[-1].get("first_s")
+    if first is not None and first < bench.left() / 4:  # the backward costs ~3 forwards
         out = bench.measure("generic (torch)", "forward+backward", both, repeat=0, min_left=30)
     else:
         bench.rows.append({"route": "generic (torch)", "what": "forward+backward",
-                           "note": "skipped: time budget"})
+                           "note": "skipped: " + ("time budget" if first else "forward failed")})
     return forward, (to_numpy(out) if out is not None else None)
 
 
@@ -296,6 +296,22 @@ def small_checks(bench: Bench, device: Any, to: Callable, to_numpy: Callable) ->
                           to_numpy=lambda out: named(out, to_numpy))
 
 
+def prepare_route(bench: Bench, model: dict) -> None:
+    """What a GPU run's ``prepare`` costs on the model as its case has it (float32: the float64
+    reference and the float32 noise floor, the generic code on torch tensors of the GPU)."""
+    from harness import prepare
+
+    case = Case(**model | {"dtype": "float32", "gradients": False})
+    device = "gpu" if bench.cuda else "cpu"
+    prep = bench.measure(f"prepare, --device {device} (float32 case)", "reference + noise floor",
+                         lambda: prepare.prepare(case, limit=2**40, device=device), repeat=0,
+                         min_left=45)
+    if prep is not None:
+        bench.rows[-1]["note"] = (f"on {prep.baseline_on}: reference "
+                                  f"{prep.reference_seconds:.2f} s, noise floor "
+                                  f"{prep.noise_floor_seconds:.2f} s")
+
+
 def fast_device(bench: Bench) -> tuple[Any, Callable, Callable]:
     """The fused routes' device, and the moves of arrays to it and back."""
     if bench.cuda:
@@ -362,6 +378,7 @@ def main() -> None:
                          label)
         if cell == "lstm" and device is not None:
             small_checks(bench, device, to, to_numpy)
+    prepare_route(bench, model)
 
     peers = {(r["what"], "GRU" in r["route"]): r.get("steady_s") for r in bench.rows
              if r["route"].startswith(("cuDNN", "torch CPU nn."))}
