@@ -34,7 +34,7 @@ def _split(a: np.ndarray, t: int, n: int) -> list[np.ndarray]:
 class NumpyDevice:
     xp = np
 
-    def new_stream(self) -> _Stream:
+    def stream(self, k: int) -> _Stream:
         return _Stream()
 
     def current_stream(self) -> _Stream:

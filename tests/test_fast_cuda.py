@@ -81,6 +81,28 @@ def test_what_the_kernels_do_not_cover_is_named():
         "recurrent activation hard_sigmoid_keras3"]
 
 
+def column_major_dgemm(M, N, K, A, lda, B, ldb, beta, C, ldc):
+    """BLAS dgemm without transposes, as cuBLAS reads its flat, column-major buffers."""
+    for i in range(M):
+        for j in range(N):
+            total = sum(A[i + l * lda] * B[l + j * ldb] for l in range(K))
+            C[i + j * ldc] = total + beta * C[i + j * ldc]
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+@pytest.mark.parametrize("m, n, k", [(3, 5, 4), (1, 4, 2), (4, 1, 3), (2, 3, 1)])
+def test_the_row_major_product_as_cublas_is_called(m, n, k, beta):
+    """CupyDevice.gemm's arguments: b's buffer first, then a's (row-major is column-major
+    transposed)."""
+    rng = np.random.default_rng(0)
+    a, b, out = rng.random((m, k)), rng.random((k, n)), rng.random((m, n))
+    want = a @ b + beta * out
+    M, N, K, lda, ldb, ldc = fast_cuda.row_major_gemm(m, n, k)
+    flat = out.ravel()  # a view: C-contiguous
+    column_major_dgemm(M, N, K, b.ravel(), lda, a.ravel(), ldb, beta, flat, ldc)
+    np.testing.assert_allclose(out, want, rtol=1e-15)
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_kernels_compile(tmp_path):
     """The kernels' source compiles as CuPy compiles it (no fused multiply-add)."""

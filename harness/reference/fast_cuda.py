@@ -20,6 +20,7 @@ checks their bookkeeping (buffers, directions, lengths, layers) without a GPU.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -57,22 +58,103 @@ def unsupported(case: Case) -> list[str]:
     return why
 
 
+def row_major_gemm(m: int, n: int, k: int) -> tuple[int, int, int, int, int, int]:
+    """cuBLAS's (m, n, k, lda, ldb, ldc) for the row-major, C-contiguous out [m, n] = a [m, k]
+    @ b [k, n], called with b first: cuBLAS is column-major, and a row-major array is its
+    transpose in column-major, so it computes outᵀ [n, m] = bᵀ [n, k] aᵀ [k, m], no
+    transposes, each leading dimension a row's length."""
+    return n, m, k, n, k, n
+
+
+class CuBLAS:
+    """cuBLAS's C API through ctypes, for the products of a step: CuPy's own cuBLAS bindings
+    refuse to run while a stream is captured (NotImplementedError, cupy_backends'
+    ``cublas.setStream``), though cuBLAS supports it (its "CUDA Graphs support"). Loaded
+    from the libcublas CuPy loaded (``/proc/self/maps``), else by its usual names."""
+
+    OP_N = 0  # CUBLAS_OP_N
+
+    def __init__(self) -> None:
+        lib = ctypes.CDLL(self._path())
+        c_int, ptr = ctypes.c_int, ctypes.c_void_p
+        self._create = lib.cublasCreate_v2
+        self._create.argtypes = [ctypes.POINTER(ptr)]
+        self._set_stream = lib.cublasSetStream_v2
+        self._set_stream.argtypes = [ptr, ptr]
+        self._dgemm = lib.cublasDgemm_v2
+        self._dgemm.argtypes = [ptr, c_int, c_int, c_int, c_int, c_int, ptr, ptr, c_int, ptr,
+                                c_int, ptr, ptr, c_int]
+        for f in (self._create, self._set_stream, self._dgemm):
+            f.restype = c_int
+
+    @staticmethod
+    def _path() -> str:
+        try:
+            with open("/proc/self/maps") as maps:
+                loaded = {line.split()[-1] for line in maps if "/libcublas.so" in line}
+        except OSError:
+            loaded = set()
+        for path in sorted(loaded):
+            return path
+        for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
+            try:
+                ctypes.CDLL(name)
+            except OSError:
+                continue
+            return name
+        raise OSError("libcublas is not loaded and not found by name")
+
+    @staticmethod
+    def _check(status: int, what: str) -> None:
+        if status != 0:
+            raise RuntimeError(f"{what} failed: cuBLAS status {status}")
+
+    def create(self) -> int:
+        handle = ctypes.c_void_p()
+        self._check(self._create(ctypes.byref(handle)), "cublasCreate")
+        return handle.value
+
+    def set_stream(self, handle: int, stream: int) -> None:
+        self._check(self._set_stream(handle, stream), "cublasSetStream")
+
+    def dgemm(self, handle: int, m: int, n: int, k: int, alpha: int, A: int, lda: int, B: int,
+              ldb: int, beta: int, C: int, ldc: int) -> None:
+        self._check(self._dgemm(handle, self.OP_N, self.OP_N, m, n, k, alpha, A, lda, B, ldb,
+                                beta, C, ldc), "cublasDgemm")
+
+
 class CupyDevice:
     """CuPy arrays, cuBLAS products and the kernels of ``fast_cuda_steps.cu`` (compiled once,
-    with --fmad=false: the reference's roundings, see there)."""
+    with --fmad=false: the reference's roundings, see there).
+
+    Each direction has a stream of its own (:meth:`stream`), kept for the device's life, and a
+    cuBLAS handle of its own: products of two directions run at once, and one handle's
+    workspace shared by two streams at once would be a race."""
 
     def __init__(self) -> None:
         import cupy
-        import cupy.cublas  # not imported by ``import cupy``
 
         self.xp = cupy
         self._cupy = cupy
-        self._gemm = cupy.cublas.gemm
+        try:  # CuPy loads libcublas, which :class:`CuBLAS` then finds
+            cupy.cuda.device.get_cublas_handle()
+        except Exception:  # it finds one by name
+            pass
+        self._cublas = CuBLAS()
         module = cupy.RawModule(code=STEPS_SOURCE.read_text(), options=("--fmad=false",))
         self._kernels = {name: module.get_function(name) for name in KERNELS}
+        self._streams: list[Any] = []
+        self._handles: dict[int, int] = {}  # stream pointer -> its cuBLAS handle
+        # alpha and beta: host scalars, which cuBLAS reads at the call (also when captured)
+        self._scalars = {0.0: np.zeros(1), 1.0: np.ones(1)}
 
-    def new_stream(self) -> Any:
-        return self._cupy.cuda.Stream(non_blocking=True)
+    def stream(self, k: int) -> Any:
+        """Direction k's stream (and cuBLAS handle)."""
+        while len(self._streams) <= k:
+            stream = self._cupy.cuda.Stream(non_blocking=True)
+            self._streams.append(stream)
+            self._handles[stream.ptr] = self._cublas.create()
+        return self._streams[k]
 
     def current_stream(self) -> Any:
         return self._cupy.cuda.get_current_stream()
@@ -86,9 +168,19 @@ class CupyDevice:
         stream.wait_event(other.record())
 
     def gemm(self, a: Any, b: Any, out: Any, beta: float = 0.0) -> None:
-        """out = a @ b + beta out, in one cuBLAS call on the current stream (C-contiguous
-        operands: no copies, so it may be captured in a graph)."""
-        self._gemm("N", "N", a, b, out=out, beta=beta)
+        """out = a @ b + beta out (beta 0 or 1), one cuBLAS call on the current stream, which is
+        a direction's (:meth:`stream`). C-contiguous float64 operands: no copies, nothing
+        allocated, so it may be captured in a graph."""
+        (m, k), n = a.shape, b.shape[1]
+        assert b.shape[0] == k and out.shape == (m, n)
+        assert a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
+        assert a.dtype == b.dtype == out.dtype == np.float64
+        stream = self.current_stream().ptr
+        handle = self._handles[stream]
+        self._cublas.set_stream(handle, stream)
+        cm, cn, ck, lda, ldb, ldc = row_major_gemm(m, n, k)
+        self._cublas.dgemm(handle, cm, cn, ck, self._scalars[1.0].ctypes.data, b.data.ptr, lda,
+                           a.data.ptr, ldb, self._scalars[beta].ctypes.data, out.data.ptr, ldc)
 
     def step(self, name: str, B: int, H: int, *args: Any) -> None:
         """Launch kernel ``name`` over a step's [B, H] on the current stream (ints as C int)."""
@@ -129,11 +221,12 @@ class _Loop:
     """One direction's step loop over buffers it owns: every layer loads its values into the
     same buffers, so a loop captured as a CUDA graph replays for each of them."""
 
-    def __init__(self, dev: Any, case: Case, B: int, T: int, lengths: Any, graphs: bool) -> None:
+    def __init__(self, dev: Any, case: Case, B: int, T: int, lengths: Any, graphs: bool,
+                 k: int) -> None:
         self.dev, self.case, self.B, self.T, self.lengths = dev, case, B, T, lengths
         self.H = case.hidden_size
         self.G = len(case.gates)
-        self.stream = dev.new_stream()
+        self.stream = dev.stream(k)
         self.graphs = graphs
         self._replay: Callable[[], None] | None = None
 
@@ -183,8 +276,9 @@ class ForwardLoop(_Loop):
     h, c [T + 1, B, H], y [T, B, H]; GRU: u [T, B, H] (what R_n multiplies' product, or its
     input: the backward's)."""
 
-    def __init__(self, dev: Any, case: Case, B: int, T: int, lengths: Any, graphs: bool) -> None:
-        super().__init__(dev, case, B, T, lengths, graphs)
+    def __init__(self, dev: Any, case: Case, B: int, T: int, lengths: Any, graphs: bool,
+                 k: int) -> None:
+        super().__init__(dev, case, B, T, lengths, graphs, k)
         H, G = self.H, self.G
         self.gates = self.empty(T, B, G * H)
         self.h = self.empty(T + 1, B, H)
@@ -208,7 +302,7 @@ class ForwardLoop(_Loop):
         return range(self.T)
 
     def load(self, p: dict[str, Any], x: Any, h0: Any, c0: Any | None) -> None:
-        """Layer values into the buffers, on this direction's stream: x [T, B, in] in reading
+        """Layer values into the buffers (on the current stream): x [T, B, in] in reading
         order, the canonical blocks ``p`` by name, the initial states."""
         xp, gates = self.dev.xp, self.case.gates
         W = _concat(p, "W", gates, xp)
@@ -263,8 +357,9 @@ class BackwardLoop(_Loop):
     pre-activations' gradients), dh, dc [B, H] (the state's gradient carried back); GRU:
     d_rec, the recurrent side's (reset_after: [T, B, 3H]; reset_before: d_rz [B, 2H] a step)."""
 
-    def __init__(self, dev: Any, case: Case, B: int, T: int, lengths: Any, graphs: bool) -> None:
-        super().__init__(dev, case, B, T, lengths, graphs)
+    def __init__(self, dev: Any, case: Case, B: int, T: int, lengths: Any, graphs: bool,
+                 k: int) -> None:
+        super().__init__(dev, case, B, T, lengths, graphs, k)
         H, G = self.H, self.G
         self.gates = self.empty(T, B, G * H)
         self.h = self.empty(T + 1, B, H)
@@ -374,43 +469,48 @@ class FastReference:
         self._backward_loops: list[BackwardLoop] | None = None
 
     def _loops(self, kind: type[_Loop]) -> list[Any]:
-        return [kind(self.dev, self.case, self.B, self.T, self.lengths, self.graphs)
-                for _ in self.case.directions]
+        return [kind(self.dev, self.case, self.B, self.T, self.lengths, self.graphs, k)
+                for k in range(self.case.num_directions)]
+
+    def _run(self, loops: list[Any]) -> None:
+        """The loops on their streams, after the work queued so far on the current stream (the
+        loads), and before what is queued on it next (reading their results). Everything but
+        the loops runs on the current stream: big products on two streams at once would share
+        its cuBLAS handle."""
+        main = self.dev.current_stream()
+        for loop in loops:
+            self.dev.after(loop.stream, main)
+        run_loops(loops)
+        for loop in loops:
+            self.dev.after(main, loop.stream)
 
     def forward(self, canonical: Canonical, inputs: Inputs, tapes: list | None = None
                 ) -> Outputs:
         """Every layer and direction, layer by layer; ``tapes``: a list each direction's tape
         is appended to (index layer × D + k), for :meth:`gradients`."""
-        dev, xp, case, T = self.dev, self.dev.xp, self.case, self.T
+        xp, case, T = self.dev.xp, self.case, self.T
         if self._forward_loops is None:
             self._forward_loops = self._loops(ForwardLoop)
-        loops, main = self._forward_loops, dev.current_stream()
-        D = case.num_directions
+        loops, D = self._forward_loops, case.num_directions
         layer_in = xp.ascontiguousarray(xp.transpose(inputs.x, (1, 0, 2)))  # [T, B, in]
         y_layers, h_n, c_n = [], [], []
         for layer in range(case.num_layers):
-            xs = []
+            xs = [self.order(layer_in, d) for d in case.directions]
             for k, d in enumerate(case.directions):
                 s = layer * D + k
-                dev.after(loops[k].stream, main)  # the layer's input is ready
-                with dev.on(loops[k].stream):
-                    x = self.order(layer_in, d)
-                    c0 = inputs.c0[s] if case.cell == "lstm" else None
-                    loops[k].load(canonical.block(layer, d), x, inputs.h0[s], c0)
-                xs.append(x)
-            run_loops(loops)
+                c0 = inputs.c0[s] if case.cell == "lstm" else None
+                loops[k].load(canonical.block(layer, d), xs[k], inputs.h0[s], c0)
+            self._run(loops)
             ys = []
             for k, d in enumerate(case.directions):
                 loop = loops[k]
-                with dev.on(loop.stream):
-                    y = self.order(loop.y, d)
-                    ys.append(y.copy() if y is loop.y else y)
-                    h_n.append(loop.h[T].copy())
-                    if case.cell == "lstm":
-                        c_n.append(loop.c[T].copy())
-                    if tapes is not None:
-                        tapes.append(loop.tape(xs[k]))
-                dev.after(main, loop.stream)
+                y = self.order(loop.y, d)
+                ys.append(y.copy() if y is loop.y else y)
+                h_n.append(loop.h[T].copy())
+                if case.cell == "lstm":
+                    c_n.append(loop.c[T].copy())
+                if tapes is not None:
+                    tapes.append(loop.tape(xs[k]))
             layer_in = xp.concatenate(ys, axis=-1)
             y_layers.append(layer_in)
         batch_major = [xp.ascontiguousarray(xp.transpose(y, (1, 0, 2))) for y in y_layers]
@@ -420,10 +520,10 @@ class FastReference:
     def gradients(self, canonical: Canonical, inputs: Inputs, tapes: list) -> Gradients:
         """The backward of the loss in ``harness.data`` (``backward.py``'s), from the tapes of
         :meth:`forward`."""
-        dev, xp, case = self.dev, self.dev.xp, self.case
+        xp, case = self.dev.xp, self.case
         if self._backward_loops is None:
             self._backward_loops = self._loops(BackwardLoop)
-        loops, main = self._backward_loops, dev.current_stream()
+        loops = self._backward_loops
         B, D, H = self.B, case.num_directions, case.hidden_size
         n = case.num_layers * D
         dh_n = inputs.dh_n if inputs.dh_n is not None else xp.zeros((n, B, H))
@@ -435,24 +535,20 @@ class FastReference:
         for layer in reversed(range(case.num_layers)):
             for k, d in enumerate(case.directions):
                 s = layer * D + k
-                dev.after(loops[k].stream, main)
-                with dev.on(loops[k].stream):
-                    dy = self.order(d_out[..., k * H:(k + 1) * H], d)
-                    loops[k].load(canonical.block(layer, d), tapes[s], dy, dh_n[s],
-                                  dc_n[s] if case.cell == "lstm" else None)
-            run_loops(loops)
+                dy = self.order(d_out[..., k * H:(k + 1) * H], d)
+                loops[k].load(canonical.block(layer, d), tapes[s], dy, dh_n[s],
+                              dc_n[s] if case.cell == "lstm" else None)
+            self._run(loops)
             dxs = []
             for k, d in enumerate(case.directions):
                 s, loop = layer * D + k, loops[k]
-                with dev.on(loop.stream):
-                    dx, grads = loop.parameter_gradients(canonical.block(layer, d), tapes[s])
-                    dxs.append(self.order(dx, d))
-                    dh0[s] = loop.dh.copy()
-                    if case.cell == "lstm":
-                        dc0[s] = loop.dc.copy()
-                    for name, g in grads.items():
-                        params[key(layer, d, name)] = g
-                dev.after(main, loop.stream)
+                dx, grads = loop.parameter_gradients(canonical.block(layer, d), tapes[s])
+                dxs.append(self.order(dx, d))
+                dh0[s] = loop.dh.copy()
+                if case.cell == "lstm":
+                    dc0[s] = loop.dc.copy()
+                for name, g in grads.items():
+                    params[key(layer, d, name)] = g
             d_out = dxs[0] if len(dxs) == 1 else dxs[0] + dxs[1]
         return Gradients(
             dx=xp.ascontiguousarray(xp.transpose(d_out, (1, 0, 2))),
