@@ -35,7 +35,6 @@ from harness.data import Gradients, Inputs, Outputs
 from harness.dtypes import DTYPES
 from harness.errors import Unavailable
 from harness.params import Canonical
-from harness.reference import fast_cuda
 from harness.spec import Case, Tol
 
 # Each direction's step loop captured as a CUDA graph once and replayed for every layer: the
@@ -108,6 +107,8 @@ def torch_backend() -> Backend:
 @functools.cache
 def fast_device() -> Any:
     """The fused steps' device (CuPy, the kernels compiled once per process)."""
+    from harness.reference import fast_cuda
+
     return fast_cuda.CupyDevice()
 
 
@@ -115,6 +116,8 @@ def fast_path_gaps(framework: str, case: Case) -> list[str]:
     """Why the fused steps do not run ``case`` on backend ``framework`` (empty: they do)."""
     if framework != "cupy":
         return [f"the fused steps need CuPy, the backend is {framework}"]
+    from harness.reference import fast_cuda  # imported when a GPU case runs
+
     return fast_cuda.unsupported(case)
 
 
@@ -171,6 +174,8 @@ class ReferenceCUDA(Adapter):
         if fast_path_gaps(b.framework, case):
             out = forward_backward(case, canonical, on_gpu, "float64")
         else:
+            from harness.reference import fast_cuda
+
             out = fast_cuda.run(fast_device(), case, canonical, on_gpu,
                                 graphs=case.num_layers >= GRAPHS_FROM_LAYERS)
 

@@ -230,7 +230,7 @@ class _Loop:
         self.graphs = graphs
         self._replay: Callable[[], None] | None = None
 
-    def empty(self, *shape: int) -> Any:
+    def zeros(self, *shape: int) -> Any:
         return self.dev.xp.zeros(shape, dtype=np.float64)
 
     def steps(self) -> None:
@@ -245,7 +245,7 @@ class _Loop:
             return
         if self._replay is None:
             with self.dev.on(self.stream):  # cuBLAS sets up its workspace for this stream
-                self.dev.gemm(*(self.empty(self.H, self.H) for _ in range(3)))  # outside a capture
+                self.dev.gemm(*(self.zeros(self.H, self.H) for _ in range(3)))  # outside a capture
             self._replay = self.dev.capture(self.stream, self.steps)
         self._replay()
 
@@ -280,23 +280,23 @@ class ForwardLoop(_Loop):
                  k: int) -> None:
         super().__init__(dev, case, B, T, lengths, graphs, k)
         H, G = self.H, self.G
-        self.gates = self.empty(T, B, G * H)
-        self.h = self.empty(T + 1, B, H)
-        self.y = self.empty(T, B, H)
+        self.gates = self.zeros(T, B, G * H)
+        self.h = self.zeros(T + 1, B, H)
+        self.y = self.zeros(T, B, H)
         if case.cell == "lstm":
-            self.c = self.empty(T + 1, B, H)
-            self.RT = self.empty(H, G * H)
+            self.c = self.zeros(T + 1, B, H)
+            self.RT = self.zeros(H, G * H)
         else:
-            self.u = self.empty(T, B, H)
-            self.bR = self.empty(G * H)
+            self.u = self.zeros(T, B, H)
+            self.bR = self.zeros(G * H)
             if case.reset_after:
-                self.RT = self.empty(H, G * H)
-                self.rec = self.empty(B, G * H)
+                self.RT = self.zeros(H, G * H)
+                self.rec = self.zeros(B, G * H)
             else:
-                self.RT_rz = self.empty(H, 2 * H)
-                self.RT_n = self.empty(H, H)
-                self.rec = self.empty(B, 2 * H)
-                self.rec_n = self.empty(B, H)
+                self.RT_rz = self.zeros(H, 2 * H)
+                self.RT_n = self.zeros(H, H)
+                self.rec = self.zeros(B, 2 * H)
+                self.rec_n = self.zeros(B, H)
 
     def times(self) -> range:
         return range(self.T)
@@ -361,26 +361,26 @@ class BackwardLoop(_Loop):
                  k: int) -> None:
         super().__init__(dev, case, B, T, lengths, graphs, k)
         H, G = self.H, self.G
-        self.gates = self.empty(T, B, G * H)
-        self.h = self.empty(T + 1, B, H)
-        self.dy = self.empty(T, B, H)
-        self.dh = self.empty(B, H)
-        self.dA = self.empty(T, B, G * H)
+        self.gates = self.zeros(T, B, G * H)
+        self.h = self.zeros(T + 1, B, H)
+        self.dy = self.zeros(T, B, H)
+        self.dh = self.zeros(B, H)
+        self.dA = self.zeros(T, B, G * H)
         if case.cell == "lstm":
-            self.c = self.empty(T + 1, B, H)
-            self.dc = self.empty(B, H)
-            self.R = self.empty(G * H, H)
+            self.c = self.zeros(T + 1, B, H)
+            self.dc = self.zeros(B, H)
+            self.R = self.zeros(G * H, H)
         else:
-            self.u = self.empty(T, B, H)
+            self.u = self.zeros(T, B, H)
             if case.reset_after:
-                self.R = self.empty(G * H, H)
-                self.d_rec = self.empty(T, B, G * H)
+                self.R = self.zeros(G * H, H)
+                self.d_rec = self.zeros(T, B, G * H)
             else:
-                self.R_rz = self.empty(2 * H, H)
-                self.R_n = self.empty(H, H)
-                self.da_n = self.empty(B, H)
-                self.du = self.empty(B, H)
-                self.d_rz = self.empty(B, 2 * H)
+                self.R_rz = self.zeros(2 * H, H)
+                self.R_n = self.zeros(H, H)
+                self.da_n = self.zeros(B, H)
+                self.du = self.zeros(B, H)
+                self.d_rz = self.zeros(B, 2 * H)
 
     def times(self) -> range:
         return range(self.T - 1, -1, -1)
