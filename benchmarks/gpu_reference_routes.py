@@ -11,7 +11,11 @@ against the generic reference (issue 35):
    (capture counted: a run captures once) and replays it for every layer, ``graphs replayed``
    replays graphs captured at the first call (what a second run of the same shapes would cost);
 4. ``check ...``: the fused routes on small cases (LSTM, GRU reset after and before, two
-   bidirectional layers, variable lengths, forward and backward) against the NumPy reference.
+   bidirectional layers, variable lengths, forward and backward) against the NumPy reference;
+5. the same model as a GRU (``--no-gru``: not);
+6. ``reference-cuda adapter``: the adapter as a run calls it, on the model's float32 case
+   (transfers included); ``prepare, --device gpu``: a GPU run's float64 reference and float32
+   noise floor on the model's float32 case (the generic code on torch CUDA tensors).
 
 Every time: torch and CuPy synchronised before and after; ``first`` is the first call (NVRTC
 compilation, cuDNN plans, capture), ``steady`` the minimum of ``--repeat`` more. ``max|diff|``:
@@ -312,6 +316,22 @@ def prepare_route(bench: Bench, model: dict) -> None:
                                   f"{prep.noise_floor_seconds:.2f} s")
 
 
+def adapter_route(bench: Bench, model: dict) -> None:
+    """The reference-cuda adapter as a GPU run calls it, on the model's float32 case (weights
+    and inputs rounded to float32, computed in float64; moved to the GPU and back)."""
+    if not bench.cuda:
+        return
+    from harness.adapters import get_adapter
+
+    case = Case(**model | {"dtype": "float32", "gradients": False})
+    adapter = get_adapter("reference-cuda")
+    canonical, inputs = params.generate(case), data.generate(case)
+    out = bench.measure("reference-cuda adapter (float32 case)", "forward",
+                        lambda: adapter.run(case, canonical, inputs)[0], repeat=1)
+    if out is not None:
+        bench.rows[-1]["note"] = adapter.route_note(case) or "fused CUDA steps"
+
+
 def fast_device(bench: Bench) -> tuple[Any, Callable, Callable]:
     """The fused routes' device, and the moves of arrays to it and back."""
     if bench.cuda:
@@ -378,6 +398,7 @@ def main() -> None:
                          label)
         if cell == "lstm" and device is not None:
             small_checks(bench, device, to, to_numpy)
+    adapter_route(bench, model)
     prepare_route(bench, model)
 
     peers = {(r["what"], "GRU" in r["route"]): r.get("steady_s") for r in bench.rows
