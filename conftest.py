@@ -115,7 +115,8 @@ class PairItem(pytest.Item):
 
         prep = _PREPARED.get(self.case.name)
         if prep is None:
-            prep = _PREPARED[self.case.name] = prepare(self.case)
+            prep = _PREPARED[self.case.name] = prepare(
+                self.case, device=self.config.getoption("--device"))  # gpu: baseline there
         r = run_pair(prep, self.adapter)
         self.user_properties += pair_properties(r)
         if r.status == compare.NOT_APPLICABLE:

@@ -133,7 +133,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else runner.plain_progress
     result = runner.run(cases, chosen, progress=progress, keep_outputs=args.save_outputs,
                         timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
-                        shard=shard, jobs=jobs, step_mode=args.step_mode)
+                        shard=shard, jobs=jobs, step_mode=args.step_mode, device=args.device)
     result.memory_limits = limit.record()  # run.json
     report_progress = None if args.quiet else _report_progress
     out = write_report(result, args.out, outputs=args.save_outputs, plots=args.plots,

@@ -1,22 +1,29 @@
-"""A case made ready to run: canonical parameters, inputs, the reference and the noise floor."""
+"""A case made ready to run: canonical parameters, inputs, the reference and the noise floor.
+
+The reference and the noise floor are NumPy's, or, in a run on the GPU (``--device gpu``) where
+torch sees one, the same generic reference code on torch CUDA tensors (:func:`baseline_arrays`):
+then the NumPy ``reference`` adapter is judged against that baseline like any other adapter.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from harness import data, params, reference
 from harness.cases import field_line
-from harness.data import Inputs, Outputs, state_shapes
+from harness.data import Gradients, Inputs, Outputs, state_shapes
 from harness.dtypes import FORMATS, native_numpy, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
 from harness.layouts import get_layout
@@ -42,6 +49,7 @@ class Prepared:
     reference_seconds: float = 0.0  # of which computing the reference (and its gradients)
     noise_floor_seconds: float = 0.0  # and the noise floor (a float64 case's: the reference's)
     steps: list | None = None  # harness.steplocal.step_cases, made for the first pair needing them
+    baseline_on: str = "numpy"  # where the reference and the noise floor were computed
 
 
 # Resource guard ------------------------------------------------------------------------------
@@ -465,38 +473,120 @@ def _check_reference(case: Case, canonical: Canonical, out: Outputs, what: str) 
                     file=case.source, field="weights")
 
 
-def prepare(case: Case, limit: int | None = None) -> Prepared:
+def prepare(case: Case, limit: int | None = None, device: str = "cpu") -> Prepared:
     """Canonical parameters, inputs, the reference and the noise floor of one case: what every
     adapter of the case shares. The float64 reference is computed once; in a float64 case it is
-    also the noise floor. ``limit``: the memory limit in bytes (default: :func:`max_memory`)."""
+    also the noise floor. ``limit``: the memory limit in bytes (default: :func:`max_memory`).
+    ``device``: the run's (``--device``): ``gpu`` computes the reference and the noise floor on
+    the GPU where torch sees one (:func:`baseline_arrays`)."""
     start = time.perf_counter()
     check_memory(case, limit)
     canonical = with_file_context(case, "weights", lambda: load_weights(case, limit))
     inputs = with_file_context(case, "inputs", lambda: load_inputs(case, limit))
     case = with_inputs_lengths(case, inputs)
+    on = baseline_arrays(device)
     computing = time.perf_counter()
     # overflow in the reference is refused below, as an error of the case, not a warning
     with np.errstate(over="ignore", invalid="ignore"):
-        ref, floor, reference_seconds, floor_seconds = _reference_and_floor(case, canonical,
-                                                                            inputs, computing)
+        ref, floor, reference_seconds, floor_seconds = _reference_and_floor(
+            case, canonical, inputs, computing, on)
     _check_reference(case, canonical, ref, "the float64 reference")
     _check_reference(case, canonical, floor, f"the {case.dtype} noise floor")
     return Prepared(case, canonical, inputs, ref, floor, time.perf_counter() - start,
-                    reference_seconds, floor_seconds)
+                    reference_seconds, floor_seconds,
+                    baseline_on=on.name if on is not None else "numpy")
 
 
-def _reference_and_floor(case: Case, canonical: Canonical, inputs: Inputs, computing: float
-                         ) -> tuple[Outputs, Outputs, float, float]:
-    ref = reference.run(case, canonical, inputs)
-    if case.gradients:
-        ref.grads = reference.gradients(case, canonical, inputs)
+def _reference_and_floor(case: Case, canonical: Canonical, inputs: Inputs, computing: float,
+                         on: ArraysOn | None = None) -> tuple[Outputs, Outputs, float, float]:
+    """The reference and the noise floor, with NumPy or (``on``) on the device."""
+    compute = _reference_outputs if on is None else on.reference_outputs
+    ref = compute(case, canonical, inputs, "float64")
     reference_seconds = time.perf_counter() - computing
     if case.dtype == "float64":
         floor, floor_seconds = ref, reference_seconds
     else:
         computing = time.perf_counter()
-        floor = reference.run(case, canonical, inputs, dtype=case.dtype)
-        if case.gradients:
-            floor.grads = reference.gradients(case, canonical, inputs, dtype=case.dtype)
+        floor = compute(case, canonical, inputs, case.dtype)
         floor_seconds = time.perf_counter() - computing
     return ref, floor, reference_seconds, floor_seconds
+
+
+def _reference_outputs(case: Case, canonical: Canonical, inputs: Inputs, dtype: str) -> Outputs:
+    """The reference in ``dtype``'s arithmetic, with its gradients in a gradient case."""
+    out = reference.run(case, canonical, inputs, dtype=dtype)
+    if case.gradients:
+        out.grads = reference.gradients(case, canonical, inputs, dtype=dtype)
+    return out
+
+
+# The reference on the GPU --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ArraysOn:
+    """Torch tensors on ``device``: where :func:`prepare` computes the reference and the noise
+    floor in a GPU run (the same generic reference code as on NumPy arrays). Tests use it with
+    ``device="cpu"``."""
+
+    torch: Any
+    device: str
+
+    @property
+    def name(self) -> str:
+        return f"torch {self.device}"
+
+    def to(self, a: np.ndarray | None) -> Any:
+        return None if a is None else self.torch.from_numpy(
+            np.ascontiguousarray(a, dtype=np.float64)).to(self.device)
+
+    def back(self, a: Any) -> np.ndarray | None:
+        return None if a is None else a.detach().cpu().numpy()
+
+    def reference_outputs(self, case: Case, canonical: Canonical, inputs: Inputs, dtype: str
+                          ) -> Outputs:
+        """:func:`_reference_outputs` on this device, with NumPy arrays in and out."""
+        on = Canonical({k: self.to(v) for k, v in canonical.tensors.items()})
+        moved = Inputs(x=self.to(inputs.x), h0=self.to(inputs.h0), c0=self.to(inputs.c0),
+                       seq_lengths=inputs.seq_lengths, dy=self.to(inputs.dy),
+                       dh_n=self.to(inputs.dh_n), dc_n=self.to(inputs.dc_n))
+        with self.ieee_float32_products():
+            out = _reference_outputs(case, on, moved, dtype)
+        grads = None
+        if out.grads is not None:
+            g = out.grads
+            grads = Gradients(dx=self.back(g.dx), dh0=self.back(g.dh0), dc0=self.back(g.dc0),
+                              params={k: self.back(v) for k, v in g.params.items()})
+        out = Outputs(y=self.back(out.y), h_n=self.back(out.h_n), c_n=self.back(out.c_n),
+                      y_layers=[self.back(y) for y in out.y_layers or []], grads=grads)
+        if self.device == "cuda":  # the tapes' memory back to the GPU, for the adapters
+            self.torch.cuda.empty_cache()
+        return out
+
+    @contextlib.contextmanager
+    def ieee_float32_products(self) -> Iterator[None]:
+        """No TF32 in float32 products (the noise floor's arithmetic is float32's, as on the
+        CPU), for the duration; the previous setting comes back."""
+        matmul = self.torch.backends.cuda.matmul
+        if hasattr(matmul, "fp32_precision"):  # torch >= 2.9
+            before, matmul.fp32_precision = matmul.fp32_precision, "ieee"
+        else:
+            before, matmul.allow_tf32 = matmul.allow_tf32, False
+        try:
+            yield
+        finally:
+            if hasattr(matmul, "fp32_precision"):
+                matmul.fp32_precision = before
+            else:
+                matmul.allow_tf32 = before
+
+
+def baseline_arrays(device: str) -> ArraysOn | None:
+    """Torch CUDA tensors for a run on the GPU (``device`` ``gpu``) where torch sees one;
+    None (NumPy) otherwise."""
+    if device != "gpu":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return ArraysOn(torch, "cuda") if torch.cuda.is_available() else None

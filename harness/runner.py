@@ -116,6 +116,8 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
         r.status, r.reason = compare.NOT_APPLICABLE, "not selected by the case (adapters/exclude)"
         return r
     reason = adapter.not_applicable_reason(case)
+    if reason is None and type(adapter) is Reference and prep.baseline_on != "numpy":
+        reason = adapter.beside_a_gpu_baseline(case)
     if reason:
         r.status, r.reason = compare.NOT_APPLICABLE, reason
         return r
@@ -150,14 +152,16 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
             r.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
             r.detail = traceback.format_exc()
             return r
-    if adapter.baseline:
+    if adapter.baseline and prep.baseline_on == "numpy":
         r.outputs = out
         r.status, r.reason = compare.BASELINE, "the float64 reference all others are compared with"
         return r
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
     d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
     r.outputs, r.rows, r.status = out, d.rows, d.verdict
-    r.reason = adapter.gradient_note(case) or ""
+    r.reason = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "")
+    if adapter.baseline:  # the NumPy reference beside a baseline computed on the GPU
+        r.reason = _join(r.reason, f"judged against the float64 reference on {prep.baseline_on}")
     if wants_step_mode(step_mode, case, d.passed):
         _add_step_rows(prep, adapter, executor, r, tol)
     if attribute and r.status == compare.DIVERGED and adapter.device == "gpu" and adapter.reruns:
@@ -242,7 +246,7 @@ def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:
     """The outputs of the reference adapters, which :func:`harness.prepare.prepare` computed
     already (a float64 case's noise floor is its reference), and the seconds that took; None
     for any other adapter, which runs."""
-    if type(adapter) is Reference:
+    if type(adapter) is Reference and prep.baseline_on == "numpy":  # else it runs: judged
         return prep.reference, prep.reference_seconds
     if type(adapter) is NoiseFloor:
         return prep.noise_floor, prep.noise_floor_seconds
@@ -444,12 +448,13 @@ class _Collector:
 
 
 def _case_events(case: Case, adapters: list[Adapter], executor: isolation.Executor,
-                 max_memory: int | None, keep_outputs: bool, step_mode: str = "auto"
-                 ) -> Iterator[tuple]:
+                 max_memory: int | None, keep_outputs: bool, step_mode: str = "auto",
+                 device: str = "all") -> Iterator[tuple]:
     """Prepare one case and run its pairs, as events for :class:`_Collector`. The same code
-    runs in this process (``--jobs 1``) and in the worker processes of ``--jobs N``."""
+    runs in this process (``--jobs 1``) and in the worker processes of ``--jobs N``.
+    ``device``: the run's (``--device``; gpu: the baseline on the GPU, :func:`prepare`)."""
     try:
-        prep = prepare(case, max_memory)
+        prep = prepare(case, max_memory, device)
     except HarnessError as exc:
         yield ("case_error", str(exc))
         return
@@ -491,7 +496,8 @@ class _CaseJob:
         _, self.index, case, names = message
         events = _case_events(case, [self.by_name[n] for n in names], self.executor,
                               self.options["max_memory"], self.options["keep_outputs"],
-                              self.options.get("step_mode", "auto"))
+                              self.options.get("step_mode", "auto"),
+                              self.options.get("device", "all"))
         try:
             for event in events:
                 yield (self.index, event)
@@ -597,6 +603,7 @@ def run(
     shard: Shard | None = None,
     jobs: int = 1,
     step_mode: str = "auto",
+    device: str = "all",
 ) -> RunResult:
     """Run every case through every adapter. Pairs are ordered case-major, adapters in the
     order given, whatever ``jobs`` is.
@@ -610,7 +617,10 @@ def run(
     it imports each framework once, at its first pair of that framework. A worker that dies
     costs the pairs of its case that had not finished (error rows), and is replaced.
     ``step_mode``: auto | on | off, when pairs also get step-local rows
-    (:func:`wants_step_mode`, :mod:`harness.steplocal`)."""
+    (:func:`wants_step_mode`, :mod:`harness.steplocal`). ``device``: the run's (cpu | gpu |
+    all, as ``--device``): on gpu, each case's float64 reference and noise floor are computed
+    on the GPU where torch sees one, and the NumPy reference is judged against them
+    (:func:`harness.prepare.prepare`)."""
     cases = list(cases)
     if jobs < 1:
         raise HarnessError(f"expected a number of worker processes >= 1, got {jobs}",
@@ -622,7 +632,7 @@ def run(
         result.shard_of = {"cases": [c.name for c in cases], "adapters": [a.name for a in adapters]}
     collector = _Collector(plan, progress)
     options = {"timeout": timeout, "isolate": isolate, "max_memory": max_memory,
-               "keep_outputs": keep_outputs, "step_mode": step_mode}
+               "keep_outputs": keep_outputs, "step_mode": step_mode, "device": device}
     try:
         if jobs > 1 and len(plan) > 1:
             _run_parallel(plan, adapters, jobs, collector, options)
@@ -631,7 +641,7 @@ def run(
             try:
                 for index, (case, chosen) in enumerate(plan):
                     for event in _case_events(case, chosen, executor, max_memory, keep_outputs,
-                                              step_mode):
+                                              step_mode, device):
                         collector.event(index, event)
             finally:
                 # on an exception the workers go too: daemon processes and threads end with

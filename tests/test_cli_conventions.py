@@ -5,6 +5,7 @@ descriptions, and no TensorFlow C++ start-up line on the terminal."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -224,7 +225,13 @@ def test_every_package_and_the_bundled_cases_are_packaged():
     folders = {"harness._cases" + "".join(f".{part}" for part in p.relative_to(
         ROOT / "cases").parts) for p in (ROOT / "cases").rglob("*") if p.is_dir()}
     assert folders | {"harness._cases"} <= set(tool["packages"])
-    assert set(tool["package-data"]) == folders | {"harness._cases"}
+    assert set(tool["package-data"]) == folders | {"harness._cases", "harness.reference"}
+    # and every file of harness/ that is not Python (the fused GPU steps' .cu) is package data
+    for f in (ROOT / "harness").rglob("*"):
+        if f.is_file() and f.suffix not in (".py", ".pyc"):
+            package = ".".join(f.parent.relative_to(ROOT).parts)
+            patterns = tool["package-data"].get(package, [])
+            assert any(fnmatch.fnmatch(f.name, pat) for pat in patterns), f
     assert _pyproject()["project"]["license"] == "MIT"
     assert (ROOT / "LICENSE").is_file()
 

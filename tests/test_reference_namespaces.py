@@ -88,3 +88,28 @@ def test_numpy_keeps_numpy_itself() -> None:
     assert xp is not np and hasattr(xp, "permute_dims")
     with pytest.raises(TypeError):
         array_namespace(np.zeros(2), torch.zeros(2))
+
+
+@pytest.fixture
+def new_tensors_elsewhere():
+    """New tensors made without a device go to the meta device: the reference must make every
+    tensor on its inputs' device (on a GPU runner: CUDA tensors beside CPU-made ones fail)."""
+    torch.set_default_device("meta")
+    yield
+    torch.set_default_device(None)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+@pytest.mark.parametrize("name", ["varlen-bidirectional", "reverse-varlen-gru",
+                                  "peepholes-projection-clips", "gru-reset-before"])
+def test_every_tensor_is_made_on_the_inputs_device(make_case, new_tensors_elsewhere, name: str,
+                                                   dtype: str) -> None:
+    case = make_case(**CASES[name]).model_copy(update={"dtype": dtype})
+    canonical, inputs = generate_params(case), with_upstream(case, generate(case))
+    t_canonical = Canonical({k: on_torch(v) for k, v in canonical.tensors.items()})
+    # no dh_n, dc_n: the backward makes their zeros, where the inputs are
+    t_inputs = Inputs(x=on_torch(inputs.x), h0=on_torch(inputs.h0), c0=on_torch(inputs.c0),
+                      seq_lengths=inputs.seq_lengths, dy=on_torch(inputs.dy))
+    out = reference.run(case, t_canonical, t_inputs, dtype=dtype)
+    grads = reference.gradients(case, t_canonical, t_inputs, dtype=dtype)
+    assert out.y.device.type == "cpu" and grads.dx.device.type == "cpu"

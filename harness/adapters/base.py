@@ -248,6 +248,11 @@ class Adapter:
                 return None
         return f"gradients not applicable ({why}); forward compared only"
 
+    def route_note(self, case: Case) -> str | None:
+        """A note for the pair on how the adapter computes ``case`` where that differs from its
+        usual way (reference-cuda: the generic code where its fused kernels do not reach)."""
+        return None
+
     def computes_gradients(self, case: Case) -> bool:
         return case.gradients and self.gradient_note(case) is None
 

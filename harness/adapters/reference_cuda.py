@@ -11,10 +11,18 @@ float64), hence its own tolerance.
 The backend is CuPy when it is installed (the ``gpu`` extra), else torch with CUDA (a GPU
 runner that has the torch CUDA build only); ``framework`` names the one it would use, so the
 pytest marker follows what is installed.
+
+With CuPy, the cases the fused step kernels cover (``harness/reference/fast_cuda.py``: LSTM and
+GRU with the sigmoid, no peepholes, projection, clips, forget bias or input_forget) run there:
+per step one cuBLAS product and one fused kernel instead of the generic code's ~20 small
+kernels, the same equations in the same order (checked against the NumPy reference to 1e-12,
+``tests/test_fast_cuda.py``). Every other case, and every case on the torch backend, runs the
+generic reference on the device; its pair says so (:meth:`ReferenceCUDA.route_note`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +36,11 @@ from harness.dtypes import DTYPES
 from harness.errors import Unavailable
 from harness.params import Canonical
 from harness.spec import Case, Tol
+
+# Each direction's step loop captured as a CUDA graph once and replayed for every layer: the
+# capture costs about one eager pass of a layer, so it pays from two layers on
+# (benchmarks/gpu_reference_routes.py)
+GRAPHS_FROM_LAYERS = 2
 
 
 def import_cupy() -> Any:
@@ -92,6 +105,23 @@ def torch_backend() -> Backend:
                    lambda a: a.detach().cpu().numpy(), versions)
 
 
+@functools.cache
+def fast_device() -> Any:
+    """The fused steps' device (CuPy, the kernels compiled once per process)."""
+    from harness.reference import fast_cuda
+
+    return fast_cuda.CupyDevice()
+
+
+def fast_path_gaps(framework: str, case: Case) -> list[str]:
+    """Why the fused steps do not run ``case`` on backend ``framework`` (empty: they do)."""
+    if framework != "cupy":
+        return [f"the fused steps need CuPy, the backend is {framework}"]
+    from harness.reference import fast_cuda  # imported when a GPU case runs
+
+    return fast_cuda.unsupported(case)
+
+
 def backend() -> Backend:
     """CuPy where installed, else torch with CUDA; Unavailable naming both reasons."""
     try:
@@ -121,7 +151,16 @@ class ReferenceCUDA(Adapter):
         backend()
 
     def versions(self) -> dict[str, str]:
-        return backend().versions()
+        b = backend()
+        route = ("fused CUDA steps (harness/reference/fast_cuda.py) where they cover the case, "
+                 "else the generic reference" if b.framework == "cupy"
+                 else "the generic reference (no CuPy for the fused steps)")
+        return b.versions() | {"route": route}
+
+    def route_note(self, case: Case) -> str | None:
+        """Said on the pair when the case runs the generic reference on the device."""
+        gaps = fast_path_gaps(backend().framework, case)
+        return f"generic reference on the GPU ({', '.join(gaps)})" if gaps else None
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         b = backend()
@@ -133,7 +172,13 @@ class ReferenceCUDA(Adapter):
         on_gpu = Inputs(x=dev(inputs.x), h0=dev(inputs.h0), c0=dev(inputs.c0),
                         seq_lengths=inputs.seq_lengths, dy=dev(inputs.dy),
                         dh_n=dev(inputs.dh_n), dc_n=dev(inputs.dc_n))
-        out = forward_backward(case, canonical, on_gpu, "float64")
+        if fast_path_gaps(b.framework, case):
+            out = forward_backward(case, canonical, on_gpu, "float64")
+        else:
+            from harness.reference import fast_cuda
+
+            out = fast_cuda.run(fast_device(), case, canonical, on_gpu,
+                                graphs=case.num_layers >= GRAPHS_FROM_LAYERS)
 
         def host(a: Any) -> np.ndarray | None:
             return None if a is None else b.to_host(a)

@@ -23,7 +23,7 @@ from types import ModuleType
 from harness.data import Gradients, Inputs
 from harness.params import Canonical, block_shapes, expected_shapes, key
 from harness.reference import gru_backward, lstm_backward
-from harness.reference.functions import Array, Precision, array_namespace
+from harness.reference.functions import Array, Precision, array_namespace, zeros
 from harness.reference.layers import forward, reading_order
 from harness.reference.tape import Tape
 from harness.spec import Case
@@ -49,10 +49,10 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
     D, O = case.num_directions, case.out_size
     h_shape = (case.num_layers * D, B, O)
     c_shape = (case.num_layers * D, B, case.hidden_size)
-    dh_n = inputs.dh_n if inputs.dh_n is not None else xp.zeros(h_shape, dtype=inputs.x.dtype)
+    dh_n = inputs.dh_n if inputs.dh_n is not None else zeros(h_shape, inputs.x)
     dc_n = None
     if case.cell == "lstm":
-        dc_n = inputs.dc_n if inputs.dc_n is not None else xp.zeros(c_shape, dtype=inputs.x.dtype)
+        dc_n = inputs.dc_n if inputs.dc_n is not None else zeros(c_shape, inputs.x)
 
     tapes: list[Tape] = []
     forward(case, canonical, inputs, prec, tapes)

@@ -10,7 +10,8 @@ and on torch tensors, CPU or CUDA (the ``reference-cuda`` adapter), through the 
 the array API standard (torch through ``array_api_compat``). The few operations whose spelling
 differs between NumPy and that standard (a transpose by axes, a contiguous copy, a cast) are
 the helpers below. Each activation returns a new array and writes nothing. Lower precisions (the
-noise floor) are NumPy-only (ml_dtypes).
+noise floor) run on NumPy arrays (ml_dtypes) and on torch tensors (torch's casts, rounding as
+NumPy and ml_dtypes do: :func:`round_tensor`).
 """
 
 from __future__ import annotations
@@ -95,6 +96,22 @@ def on_device_of(like: Array, a: np.ndarray) -> Array:
     return xp.asarray(a, device=array_api_compat.device(like))
 
 
+def arange(n: int, like: Array) -> Array:
+    """0, 1, ..., n − 1 on ``like``'s kind and device (torch makes new tensors on its default
+    device, the CPU, unless told)."""
+    return on_device_of(like, np.arange(n))
+
+
+def zeros(shape: tuple[int, ...], like: Array) -> Array:
+    """Zeros of ``like``'s dtype, kind and device."""
+    if _numpy_like(like):
+        return array_namespace(like).zeros(shape, dtype=like.dtype)
+    import array_api_compat
+
+    return array_namespace(like).zeros(shape, dtype=like.dtype,
+                                       device=array_api_compat.device(like))
+
+
 @dataclass(frozen=True)
 class Precision:
     """The arithmetic of the reference: ``round`` rounds an element-wise result, ``matmul``
@@ -111,18 +128,56 @@ class Precision:
     dtype: str = "float64"
 
     def round(self, a: Array) -> Array:
-        return a if self.dtype == "float64" else round_to(a, self.dtype)
+        if self.dtype == "float64":
+            return a
+        return round_tensor(a, self.dtype) if _is_torch(a) else round_to(a, self.dtype)
 
     def matmul(self, a: Array, b: Array) -> Array:
         if self.dtype == "float64":
             return a @ b
-        product = (self._in_float32(a) @ self._in_float32(b)).astype(np.float64)
-        return product if self.dtype == "float32" else round_to(product, self.dtype)
+        product = cast(self._in_float32(a) @ self._in_float32(b), "float64")
+        return product if self.dtype == "float32" else self.round(product)
 
-    def _in_float32(self, a: Array) -> np.ndarray:
+    def _in_float32(self, a: Array) -> Array:
         """``a`` rounded to the dtype, held in float32 (exactly: float16 and bfloat16 values
         are float32 values)."""
-        return (a if self.dtype == "float32" else round_to(a, self.dtype)).astype(np.float32)
+        return cast(a if self.dtype == "float32" else self.round(a), "float32")
+
+
+def _is_torch(a: Array) -> bool:
+    return type(a).__module__.startswith("torch")
+
+
+def cast(a: Array, dtype: str) -> Array:
+    """``a`` converted to ``dtype`` (float32, float64): NumPy's ``astype``, the array API's
+    ``astype`` for torch."""
+    if _numpy_like(a):
+        return a.astype(dtype)
+    xp = array_namespace(a)
+    return xp.astype(a, getattr(xp, dtype))
+
+
+def round_tensor(a: Array, dtype: str) -> Array:
+    """The float64 torch tensor ``a`` rounded to ``dtype`` (round to nearest even), as float64:
+    :func:`harness.dtypes.round_to` on torch, with NumPy's and ml_dtypes' results.
+
+    float32: one cast, as NumPy. bfloat16: ml_dtypes rounds float64 to float32, then to
+    bfloat16 (twice: a value just off a bfloat16 tie that float32 rounds onto it goes to even),
+    and so does this. float16: NumPy rounds float64 to float16 once, but torch's cast goes
+    through float32 (twice), so the float32 step rounds to odd (toward zero, the last bit set
+    where inexact): then the second rounding is the correct one (24 bits >= 11 + 2).
+    """
+    torch = sys.modules["torch"]
+    f = a.to(torch.float32)
+    if dtype == "float16":
+        back = f.to(torch.float64)
+        toward_zero = torch.where(back.abs() > a.abs(), torch.nextafter(f, torch.zeros_like(f)),
+                                  f)
+        bits = toward_zero.view(torch.int32)
+        f = torch.where(back != a, bits | 1, bits).view(torch.float32)
+    if dtype != "float32":
+        f = f.to({"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype])
+    return f.to(torch.float64)
 
 
 FLOAT64 = Precision("float64")

@@ -14,7 +14,14 @@ import numpy as np
 
 from harness.data import Inputs, Outputs
 from harness.params import Canonical
-from harness.reference.functions import FLOAT64, Array, Precision, array_namespace, on_device_of
+from harness.reference.functions import (
+    FLOAT64,
+    Array,
+    Precision,
+    arange,
+    array_namespace,
+    on_device_of,
+)
 from harness.reference.gru import gru_direction
 from harness.reference.lstm import lstm_direction
 from harness.reference.tape import Tape
@@ -29,7 +36,7 @@ def reversal_index(lengths: np.ndarray, T: int) -> np.ndarray:
     Valid steps are reversed within each length; padded steps map to themselves.
     """
     xp = array_namespace(lengths)
-    t = xp.arange(T)[None, :]
+    t = arange(T, lengths)[None, :]
     L = lengths[:, None]
     return xp.where(t < L, L - 1 - t, t)
 
@@ -42,10 +49,10 @@ def reading_order(inputs: Inputs) -> tuple[Array, Callable[[Array, int], Array]]
     xp = array_namespace(inputs.x)
     B, T, _ = inputs.x.shape
     lengths = on_device_of(inputs.x, inputs.lengths)
-    valid = xp.arange(T)[None, :] < lengths[:, None]
+    valid = arange(T, lengths)[None, :] < lengths[:, None]
     if bool(valid.all()):  # every sequence runs all T steps: reversing is a flip (a view)
         return valid, lambda a, d: a if d == 0 else xp.flip(a, axis=1)
-    rows, rev = xp.arange(B)[:, None], reversal_index(lengths, T)
+    rows, rev = arange(B, lengths)[:, None], reversal_index(lengths, T)
     return valid, lambda a, d: a if d == 0 else a[rows, rev]
 
 
