@@ -114,9 +114,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _check_adapters(names)
     chosen = registry.select(names, args.device)
     if args.require_gpu:
-        missing = runner.missing_gpu(chosen)
+        missing, noted = runner.missing_gpu(chosen)
+        for line in noted:
+            print(f"--require-gpu: note: {printable(line)}", file=sys.stderr)
         if missing:
-            print("\n".join(f"--require-gpu: {line}" for line in missing), file=sys.stderr)
+            print("\n".join(f"--require-gpu: {printable(line)}" for line in missing),
+                  file=sys.stderr)
             return 1
     shard = parse_shard(args.shard) if args.shard is not None else None
     jobs = _jobs(args.jobs)

@@ -17,6 +17,7 @@ import pandas as pd
 from harness import attribution, compare, isolation, steplocal
 from harness import blind as blind_check
 from harness.adapters import Adapter, get_adapter
+from harness.adapters.base import not_installed
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
 from harness.errors import HarnessError, NotApplicable, Unavailable
@@ -232,14 +233,30 @@ def _attribution(prep: Prepared, adapter: Adapter, executor: isolation.Executor)
     return attribution.attribute(compare.DIVERGED, results)
 
 
-def missing_gpu(adapters: list[Adapter]) -> list[str]:
-    """What ``run --require-gpu`` refuses: one line per GPU adapter among ``adapters`` that
-    cannot run here, with its reason; one line when none of them is a GPU adapter."""
+def missing_gpu(adapters: list[Adapter]) -> tuple[list[str], list[str]]:
+    """What ``run --require-gpu`` refuses, and what it only notes, one line per adapter.
+
+    Refused: a selected GPU adapter that cannot run although its framework is installed (a CPU
+    build, no device, too old), or no GPU adapter at all that can run. Noted: a GPU adapter whose
+    framework is not installed (a runner image without TensorFlow does not claim TensorFlow's
+    GPU path); its pairs stay "unavailable" rows with the reason.
+    """
     gpu = [a for a in adapters if a.device == "gpu"]
     if not gpu:
-        return ["no GPU adapter selected (--adapters/--device)"]
-    reasons = {a.name: a.unavailable_reason() for a in gpu}
-    return [f"{name} unavailable: {why}" for name, why in reasons.items() if why]
+        return ["no GPU adapter selected (--adapters/--device)"], []
+    refused, noted = [], []
+    for a in gpu:
+        why = a.unavailable_reason()
+        if why is None:
+            continue
+        absent = not_installed(a.requires)
+        if absent:
+            noted.append(f"{a.name} not run: {', '.join(absent)} not installed here ({why})")
+        else:
+            refused.append(f"{a.name} unavailable: {why}")
+    if not refused and len(noted) == len(gpu):
+        refused.append("no selected GPU adapter can run here")
+    return refused, noted
 
 
 def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:

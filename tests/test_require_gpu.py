@@ -29,6 +29,7 @@ def no_gpu(monkeypatch) -> dict[str, str]:
     gpu = [a for a in registry.select(None, "gpu") if not a.baseline]
     for adapter in gpu:
         monkeypatch.setattr(adapter, "unavailable_reason", lambda: NO_GPU)
+        monkeypatch.setattr(adapter, "requires", ())  # installed, as on a machine with all of them
     return {a.name: NO_GPU for a in gpu}
 
 
@@ -71,3 +72,28 @@ def test_require_gpu_with_no_gpu_adapter_selected(tmp_path, capsys):
     assert main(["run", CASE, "--device", "cpu", "--require-gpu", "--out", str(tmp_path),
                  "--quiet"]) == 1
     assert "--require-gpu: no GPU adapter selected" in capsys.readouterr().err
+
+
+def test_a_gpu_adapter_whose_framework_is_not_installed_is_noted_not_refused(
+        gpu, monkeypatch, tmp_path, capsys):
+    """A runner image without TensorFlow: its GPU adapters are noted and stay unavailable rows;
+    the GPU adapters of the frameworks it has must run, and do."""
+    absent = registry.ADAPTERS[gpu[0]]
+    monkeypatch.setattr(absent, "requires", ("no-such-distribution",))
+    monkeypatch.setattr(absent, "unavailable_reason", lambda: "no-such-distribution is absent")
+    assert main(["run", CASE, "--device", "gpu", "--require-gpu", "--out", str(tmp_path / "r"),
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert (f"--require-gpu: note: {absent.name} not run: no-such-distribution not installed "
+            "here (no-such-distribution is absent)") in err
+
+
+def test_require_gpu_refuses_when_no_gpu_adapter_can_run_even_if_none_is_installed(
+        gpu, monkeypatch, tmp_path, capsys):
+    for name in gpu:
+        adapter = registry.ADAPTERS[name]
+        monkeypatch.setattr(adapter, "requires", ("no-such-distribution",))
+        monkeypatch.setattr(adapter, "unavailable_reason", lambda: "absent")
+    assert main(["run", CASE, "--device", "gpu", "--require-gpu", "--out", str(tmp_path / "r"),
+                 "--quiet"]) == 1
+    assert "--require-gpu: no selected GPU adapter can run here" in capsys.readouterr().err

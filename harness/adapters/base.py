@@ -67,6 +67,17 @@ def too_old(distributions: tuple[str, ...]) -> str | None:
     return None
 
 
+def not_installed(distributions: tuple[str, ...]) -> list[str]:
+    """Those of ``distributions`` that are not installed at all (metadata only, no import)."""
+    missing = []
+    for dist in distributions:
+        try:
+            importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(dist)
+    return missing
+
+
 class AdapterFault(Exception):
     """An adapter ran but returned something unusable (wrong shape, NaN/Inf)."""
 
