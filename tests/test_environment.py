@@ -4,7 +4,6 @@ also under --isolate and --jobs, where the parent process never runs the adapter
 
 from __future__ import annotations
 
-import json
 import os
 from types import SimpleNamespace
 
@@ -14,7 +13,7 @@ from fault_adapters import TellsItsProcess
 from harness import runner
 from harness.adapters._torch import torch_precision_flags
 from harness.adapters.reference import Reference
-from harness.report.run_json import run_json
+from harness.report.run_json import run_record
 from harness.spec import Case
 
 pytestmark = pytest.mark.slow  # worker processes
@@ -34,7 +33,7 @@ def test_environment_is_taken_where_the_adapter_ran(options, elsewhere):
     pid = int(env["versions"]["tells-its-process"])
     assert env["available"] and env["precision_flags"] == {"tells-its-process.pid": pid}
     assert (pid != os.getpid()) == elsewhere
-    doc = json.loads(run_json(result))
+    doc = run_record(result).model_dump(mode="json", exclude_unset=True)
     assert doc["versions"]["tells-its-process"] == str(pid)
     assert doc["precision_flags"]["tells-its-process.pid"] == pid
     assert doc["adapters"]["tells-its-process"]["environment"]["versions"] == env["versions"]

@@ -12,6 +12,7 @@ import pytest
 from fault_adapters import Correct
 
 from harness import adapters as registry
+from harness import prepare
 from harness.cli import main
 
 CASE = "cases/reverse.yaml"
@@ -26,6 +27,7 @@ class StandInGPU(Correct):
 
 @pytest.fixture
 def no_gpu(monkeypatch) -> dict[str, str]:
+    monkeypatch.setattr(prepare, "baseline_arrays", lambda device: None)  # the baseline: NumPy
     gpu = [a for a in registry.select(None, "gpu") if not a.baseline]
     for adapter in gpu:
         monkeypatch.setattr(adapter, "unavailable_reason", lambda: NO_GPU)

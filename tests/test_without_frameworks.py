@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HIDE = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "without"), str(ROOT)]),
+# in front of the PYTHONPATH the tests run with (it may hold dependencies installed there)
+HIDE = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "without"), str(ROOT)]
+                                      + [p for p in [os.environ.get("PYTHONPATH")] if p]),
         "RNN_HARNESS_HIDE": "tensorflow,tf_keras,keras"}
 
 
