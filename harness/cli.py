@@ -315,7 +315,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
         write_text(args.out, text)
         add_entry(args.out)  # in a report folder: replaced with it by the next report
-    return 1 if d.regression else 0
+    return 1 if d.fails else 0  # a regression, or a known bug that looks fixed
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
@@ -346,10 +346,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
+    from harness import runner
     from harness.probe import probe_file
 
     _check_adapters([args.adapter], "--adapter")
-    text, code = probe_file(args.adapter, args.case, name=args.name)
+    text, code = probe_file(args.adapter, args.case, name=args.name, case_sizes=args.case_sizes,
+                            progress=runner.plain_progress)
     print(text, end="")
     return code
 
@@ -486,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--case", help="a case file whose sizes to use")
     la.set_defaults(func=_cmd_layouts)
 
-    d = sub.add_parser("diff", help="compare two report folders; exit 1 on a regression")
+    d = sub.add_parser("diff", help="compare two report folders; exit 1 on a regression or a "
+                                     "known upstream bug that looks fixed")
     d.add_argument("old", help="the earlier report folder")
     d.add_argument("new", help="the later report folder")
     d.add_argument("--factor", type=float, default=10.0,
@@ -537,8 +540,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("probe",
                         help="measure an adapter's layout and compare with the declared one")
     pr.add_argument("--adapter", required=True)
-    pr.add_argument("--case", help="a case file (small sizes; default: LSTM and GRU, H=2, I=2)")
+    pr.add_argument("--case", help="a case file (default: LSTM and GRU, H=2, I=2)")
     pr.add_argument("--name", help="one case of the file")
+    pr.add_argument("--case-sizes", action="store_true",
+                    help="probe at the case's own sizes (default: I 2, H 3, P 2, at most 2 "
+                         "layers, which show the same layout; a probe is one framework run per "
+                         "native entry)")
     pr.set_defaults(func=_cmd_probe)
     return p
 

@@ -1040,13 +1040,8 @@ def render(dx: Diagnosis) -> str:
                       "tell them apart):"]
             lines += [f"- {' + '.join(m.text for m in f.hypothesis)}" for f in dx.found[1:4]]
         if dx.mapping:
-            changed = [r for r in dx.mapping if r["actually"] != "same"]
-            shown = dx.mapping if len(dx.mapping) <= 48 else changed
-            lines += ["", f"### Corrected mapping (layout `{dx.layout.name}`"
-                      + (", changed rows only" if shown is changed else "") + ")", ""]
-            lines.append(tabulate([list(r.values()) for r in shown],
-                                  headers=["tensor", "slice", "claimed", "actually"],
-                                  tablefmt="github"))
+            lines += ["", f"### Corrected mapping (layout `{dx.layout.name}`)", ""]
+            lines += mapping_lines(dx.mapping)
         if dx.fixed_case is not None and dx.fixed_case != case:
             diff = {k: v for k, v in dx.fixed_case.model_dump().items()
                     if case.model_dump().get(k) != v}
@@ -1062,6 +1057,29 @@ def render(dx: Diagnosis) -> str:
         lines += ["", "Mistakes these sizes cannot reveal (a case with other sizes would):"]
         lines += [f"- {text}: {why}" for text, why in dx.noops]
     return "\n".join(lines) + "\n"
+
+
+def mapping_lines(mapping: list[dict[str, str]]) -> list[str]:
+    """The corrected mapping's slices that are not as claimed, and a count of the rest (a
+    2-layer bidirectional LSTM has 48 slices, most of them right; ``--format json`` keeps
+    every one)."""
+    changed = [r for r in mapping if r["actually"] != "same"]
+    rest = len(mapping) - len(changed)
+    lines = []
+    if changed:
+        lines += [tabulate([list(r.values()) for r in changed],
+                           headers=["tensor", "slice", "claimed", "actually"], tablefmt="github"),
+                  ""]
+    if not rest:
+        lines.append(f"Every slice ({len(mapping)}) is misread.")
+    elif not changed:
+        lines.append(f"Every slice ({len(mapping)}) holds what the layout claims: the mistake "
+                     "is not in where the weights are.")
+    else:
+        lines.append(f"The {rest} other slice{'s' if rest > 1 else ''} (of {len(mapping)}) "
+                     f"{'hold' if rest > 1 else 'holds'} what the layout claims "
+                     "(`--format json` lists every slice).")
+    return lines
 
 
 def places_of(hyp: Hypothesis, case: Case) -> list[str]:

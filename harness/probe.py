@@ -17,10 +17,13 @@ The framework is driven with one-entry perturbations of a *gate-symmetric* base:
 3. The declared mapping (``layout.to_native`` of one-hot canonicals) must agree entry by entry
    with the measurement, up to those classes. Any difference is reported and fails the probe.
 
-A probe costs one framework run per native entry: use small sizes (H 2-3, I 2). The case's
-structure (cell, sizes, layers, directions, features) is kept; its data are replaced by a batch
-of 2, 3 steps, random initial states (so the recurrent weights act from t = 0) and float64
-when the adapter runs it.
+A probe costs one framework run per native entry, so it runs at small sizes by default: I 2,
+H 3 (P 2), at most 2 layers. A layout does not depend on sizes (a layer above the first is laid
+out as the second is), and the case's structure is kept: cell, directions, features (peepholes,
+projection, forget bias, GRU variant). ``case_sizes`` (``probe --case-sizes``) probes at the
+case's own sizes instead. Either way the data are replaced by a batch of 2, 3 steps, random
+initial states (so the recurrent weights act from t = 0) and float64 when the adapter runs it.
+Progress and the time left go to a progress display (:mod:`harness.runner`'s, on stderr).
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ from harness.errors import HarnessError
 from harness.layouts import get_layout
 from harness.layouts.base import Layout
 from harness.params import Canonical, expected_shapes
+from harness.runner import Progress, _duration, _time_left
 from harness.spec import Case
 
 BASE, DELTA = 0.375, 0.5  # exactly representable in every float format the adapters run
 MAX_RUNS = 4000
+SMALL = {"input_size": 2, "hidden_size": 3, "proj_size": 2, "num_layers": 2}  # upper bounds
+PLAIN_EVERY = 10.0  # seconds between progress lines where they cannot be rewritten in place
 
 
 @dataclass
@@ -67,6 +73,7 @@ class ProbeResult:
     seconds: float = 0.0
     tolerance: float = 0.0
     rows: list[dict[str, str]] = field(default_factory=list)
+    shrunk_from: str = ""  # the case's own sizes, when the probe ran at smaller ones
 
     @property
     def differences(self) -> list[str]:
@@ -87,16 +94,67 @@ def _elements(els: frozenset[tuple[str, int]]) -> str:
                        for k, j in sorted(els))
 
 
-def probe_case(case: Case, adapter: Adapter) -> Case:
-    """The case the probe runs: the same structure, small informative data."""
+def probe_case(case: Case, adapter: Adapter, case_sizes: bool = False) -> Case:
+    """The case the probe runs: the same structure, small informative data; unless
+    ``case_sizes``, small sizes too (:data:`SMALL`), where the adapter runs them."""
     dtype = "float64" if "float64" in adapter.capabilities.dtypes else "float32"
     state = "random" if adapter.capabilities.initial_state else "zeros"
-    return case.model_copy(update={"batch": 2, "seq_len": 3, "seq_lengths": None,
-                                   "initial_state": state, "dtype": dtype})
+    update = {"batch": 2, "seq_len": 3, "seq_lengths": None, "initial_state": state,
+              "dtype": dtype}
+    if not case_sizes:
+        small = {k: min(getattr(case, k), v) for k, v in SMALL.items()}
+        small["hidden_size"] = max(small["hidden_size"], small["proj_size"] + 1)
+        try:  # validated as a case: the sizes' own rules (proj_size < hidden_size) hold
+            shrunk = Case.model_validate({**case.model_dump(), **small})
+        except ValueError:  # pydantic's ValidationError is one
+            shrunk = None
+        if shrunk is not None and adapter.not_applicable_reason(shrunk) is None:
+            update.update(small)  # else the case's own sizes, which the adapter runs
+    return case.model_copy(update=update)
 
 
-def probe(adapter: Adapter, case: Case) -> ProbeResult:
-    """Measure ``adapter``'s layout on ``case`` (structure kept, data replaced)."""
+def _sizes(c: Case) -> str:
+    return (f"I={c.input_size} H={c.hidden_size}" + (f" P={c.proj_size}" if c.proj_size else "")
+            + f", {c.num_layers} layer(s)")
+
+
+class _Runs:
+    """The progress of a probe's framework runs, with the time left (:mod:`harness.runner`'s
+    estimate): rewritten in place on a terminal, a line every :data:`PLAIN_EVERY` s elsewhere."""
+
+    def __init__(self, progress: Progress | None, label: str, total: int, sizes: str) -> None:
+        self.progress, self.label, self.total = progress, label, total
+        self.start = self.last = time.perf_counter()
+        self.finished: list[float] = []
+        if progress is not None:
+            progress(f"{label} ({sizes}): {total} framework runs")
+
+    def status(self, what: str) -> None:
+        if hasattr(self.progress, "started"):
+            self.progress.started(f"{self.label}: {what}")
+
+    def done(self) -> None:
+        now = time.perf_counter()
+        self.finished.append(now)
+        if self.progress is None:
+            return
+        text = (f"{self.label}: [{len(self.finished)}/{self.total}] runs "
+                f"({_duration(now - self.start)} so far, {_time_left(self.finished, self.total)})")
+        if now - self.last >= PLAIN_EVERY:
+            self.last = now
+            self.progress(text)
+        elif hasattr(self.progress, "started"):
+            self.progress.started(text)
+
+    def close(self) -> None:
+        if hasattr(self.progress, "close"):
+            self.progress.close()
+
+
+def probe(adapter: Adapter, case: Case, *, case_sizes: bool = False,
+          progress: Progress | None = None) -> ProbeResult:
+    """Measure ``adapter``'s layout on ``case`` (structure kept, data replaced; small sizes
+    unless ``case_sizes``). ``progress``: told the framework runs done and the time left."""
     start = time.perf_counter()
     reason = adapter.unavailable_reason()
     if reason:
@@ -104,24 +162,41 @@ def probe(adapter: Adapter, case: Case) -> ProbeResult:
     reason = adapter.not_applicable_reason(case)
     if reason:
         raise HarnessError(f"adapter {adapter.name!r} cannot run this case: {reason}")
-    case = probe_case(case, adapter)
+    own = case
+    case = probe_case(case, adapter, case_sizes)
+    shrunk_from = "" if _sizes(case) == _sizes(own) else _sizes(own)
     layout = adapter.layout or get_layout("canonical")
     tensors = layout.tensors(case)
     n_entries = sum(int(np.prod(t.shape)) for t in tensors)
     if n_entries + 1 > MAX_RUNS:
         raise HarnessError(f"probing {adapter.name} on this case needs {n_entries + 1} runs "
-                           f"(more than {MAX_RUNS}); use a case with smaller sizes (H 2-3, I 2)")
+                           f"(more than {MAX_RUNS}); "
+                           + ("probe at small sizes (without --case-sizes)" if case_sizes else
+                              "use a case with smaller sizes (H 2-3, I 2)"))
     inputs = data.generate(case)
     tol = 1e-8 if case.dtype == "float64" else 2e-5
     runs = 0
+    ticker = _Runs(progress, f"probe {adapter.name} on {own.name}", n_entries + 1, _sizes(case))
 
     def run_native(native: dict[str, np.ndarray]) -> np.ndarray:
         nonlocal runs
         runs += 1
         out = adapter._run(case, native, inputs)
         adapter._check(case, out)
+        ticker.done()
         return _flat(out.named())
 
+    try:
+        result = _measure(adapter, case, layout, tensors, inputs, tol, run_native, ticker)
+    finally:
+        ticker.close()
+    result.runs, result.seconds, result.shrunk_from = runs, time.perf_counter() - start, shrunk_from
+    return result
+
+
+def _measure(adapter: Adapter, case: Case, layout: Layout, tensors, inputs, tol: float,
+             run_native, ticker: _Runs) -> ProbeResult:
+    """Steps 1-3 of the module docstring; ``run_native`` runs the framework."""
     base_native = {t.name: np.full(t.shape, BASE) for t in tensors}
     base_out = run_native(base_native)
 
@@ -156,6 +231,7 @@ def probe(adapter: Adapter, case: Case) -> ProbeResult:
 
     # 2. responses of every canonical element, and of every native entry
     elements = [(k, j) for k, s in shapes.items() for j in range(int(np.prod(s)))]
+    ticker.status(f"the reference's response to each of {len(elements)} canonical elements")
     responses = np.empty((len(elements), base_out.size))
     for n, (k, j) in enumerate(elements):
         c = dict(base_canon)
@@ -188,8 +264,7 @@ def probe(adapter: Adapter, case: Case) -> ProbeResult:
             dec = declared.get((t.name, pos), frozenset())
             closure = frozenset().union(*(same_as(el) for el in dec))
             entries.append(EntryResult(t.name, pos, dec, measured, closure))
-    result = ProbeResult(adapter.name, layout.name, case, entries, facts, runs,
-                         time.perf_counter() - start, tol)
+    result = ProbeResult(adapter.name, layout.name, case, entries, facts, tolerance=tol)
     result.rows = _block_rows(layout, case, tensors, entries, shapes)
     return result
 
@@ -292,6 +367,9 @@ def render(result: ProbeResult) -> str:
              + (f" P={c.proj_size}" if c.proj_size else "")
              + f", {c.num_layers} layer(s), {c.dir_mode}, {c.dtype}: {result.runs} framework "
              f"runs in {result.seconds:.1f} s (match tolerance {result.tolerance:g})", ""]
+    if result.shrunk_from:
+        lines[-1:-1] = ["", f"Probed at small sizes (the case: {result.shrunk_from}): a layout "
+                        "does not depend on sizes; `--case-sizes` probes at the case's own."]
     lines.append(tabulate([list(r.values()) for r in result.rows],
                           headers=["tensor", "slice", "declared", "measured"], tablefmt="github"))
     lines += ["", tabulate([list(f) for f in result.facts],
@@ -306,8 +384,8 @@ def render(result: ProbeResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def probe_file(adapter_name: str, case_file: str | None, *, name: str | None = None
-               ) -> tuple[str, int]:
+def probe_file(adapter_name: str, case_file: str | None, *, name: str | None = None,
+               case_sizes: bool = False, progress: Progress | None = None) -> tuple[str, int]:
     """``rnn-harness probe``: the reports and the exit code (1 on any difference)."""
     from harness.adapters import get_adapter
     from harness.cases import load_cases
@@ -332,7 +410,7 @@ def probe_file(adapter_name: str, case_file: str | None, *, name: str | None = N
             texts.append(f"# Probe: adapter `{adapter.name}`, case `{case.name}`: not applicable "
                          f"({reason})\n")
             continue
-        result = probe(adapter, case)
+        result = probe(adapter, case, case_sizes=case_sizes, progress=progress)
         ran += 1
         texts.append(render(result))
         code = code or (0 if result.ok else 1)

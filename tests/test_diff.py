@@ -240,3 +240,59 @@ def test_bad_input_exit_2_one_line(reports, capsys, tmp_path, what):
     assert main(["diff", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rnn-harness: error: ") and err.count("\n") == 1
+
+
+def test_a_changed_tolerance_is_reported_as_such(reports, capsys):
+    """old -> new tightened torch-cpu's tolerance (issue 32): the diff says so, beside the pairs
+    it made DIVERGED, in diff.md and on the terminal alike (the same text), and in the JSON."""
+    code, text = diff(reports["old"], reports["new"], capsys)
+    assert code == 1
+    assert "**2 case(s) changed** between the runs (2 of them their tolerance)" in text
+    section = text.split("## New divergences and errors")[1].split("##")[0]
+    assert "| case changed" in section.splitlines()[2]  # the header
+    for case in ("tiny-lstm", "tiny-gru"):
+        line = next(x for x in section.splitlines() if x.startswith(f"| {case} "))
+        assert line.rstrip(" |").endswith("tolerance")
+    changes = text.split("## Case changes")[1]
+    line = next(x for x in changes.splitlines() if x.startswith("| tiny-gru "))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == ["tiny-gru", "tolerance.adapters.torch-cpu.atol", "(absent)", "1e-09"]
+    code, out = diff(reports["old"], reports["new"], capsys, "--format", "json")
+    doc = json.loads(out)
+    assert {"case": "tiny-lstm", "what": "tolerance.adapters.torch-cpu.rtol", "old": "(absent)",
+            "new": "0.0"} in doc["case_changes"]
+    assert {e["case_changed"] for e in doc["new_bad"]} == {"tolerance"}
+    # an unchanged case says nothing; another adapter's tolerance is not this pair's change
+    code, text = diff(reports["old"], reports["again"], capsys)
+    assert "case changed" not in text and "Case changes" not in text
+    d = diff_reports(load_report(reports["old"]), load_report(reports["new"]))
+    assert d.case_changed("tiny-lstm", "torch-cpu") == "tolerance"
+    assert d.case_changed("tiny-lstm", "reference") == ""
+
+
+def test_known_bug_states(reports, capsys, tmp_path):
+    """A pair now ``looks fixed`` is to act on (exit 1, though no regression); DIVERGED -> known
+    upstream bug is a status change, not a fix; known upstream bug -> pass is a fix."""
+    def set_status(folder: Path, status: str, reason: str = "") -> Path:
+        def change(doc: dict) -> None:
+            for p in doc["pairs"]:
+                if p["case"] == "tiny-lstm" and p["adapter"] == "torch-cpu":
+                    p["status"], p["reason"] = status, reason
+        edit_run(folder, change)
+        return folder
+
+    fixed_up = set_status(copy(reports["old"], tmp_path / "fixed"), compare.LOOKS_FIXED,
+                          "bug looks fixed; remove expected.torch-cpu from the case")
+    known = set_status(copy(reports["old"], tmp_path / "known"), compare.KNOWN_BUG)
+    code, text = diff(known, fixed_up, capsys)
+    assert code == 1
+    assert "No regression." in text and "**To act on**: 1 pair(s)" in text
+    line = next(x for x in text.split("## Looks fixed")[1].splitlines()
+                if x.startswith("| tiny-lstm "))
+    assert "known upstream bug" in line and "remove expected.torch-cpu" in line
+    code, text = diff(known, reports["old"], capsys)
+    assert code == 0 and "| tiny-lstm " in text.split("## Fixed")[1]
+    now_known = set_status(copy(reports["new"], tmp_path / "now-known"), compare.KNOWN_BUG)
+    code, text = diff(reports["new"], now_known, capsys)
+    assert code == 0 and "## Fixed" not in text
+    assert "known upstream bug" in text.split("## Other status changes")[1]

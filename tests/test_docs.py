@@ -83,3 +83,19 @@ def test_no_citations_of_notes_outside_the_repository() -> None:
     hits = [f"{p.relative_to(ROOT)}: {b.decode()}" for p in _repository_files()
             for b in banned if b in p.read_bytes()]
     assert not hits, "\n".join(hits)
+
+
+# "41 cases": a count of what the repository holds, stale once a case is added (issue 32). A
+# limit ("at most 10 000 cases") is not one.
+COUNT = re.compile(r"\b(?<![\d,])(?<!\d )(?<!at most )\d{1,3}(?:[ ,]?\d{3})*\s+"
+                   r"(?:bundled\s+|forward\s+|CPU\s+|GPU\s+)?"
+                   r"(?:cases|case files|adapters|layouts)\b")
+
+
+def test_no_hard_coded_counts_of_cases_adapters_or_layouts() -> None:
+    hits = [f"{doc.relative_to(ROOT)}: {m.group(0)!r}" for doc in MARKDOWN
+            for m in COUNT.finditer(doc.read_text(encoding="utf-8"))]
+    assert not hits, "say 'every bundled case' (or generate the number): " + "; ".join(hits)
+    assert COUNT.search("the CPU suite (`run cases`, 41\ncases;")
+    assert not COUNT.search("a matrix expands to at most 10 000 cases")
+    assert not COUNT.search("the float16 cases")

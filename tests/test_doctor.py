@@ -415,6 +415,16 @@ def test_doctor_finds_a_mistake_in_one_layer_or_direction(cell: str, mistake: st
     assert places_of(dx.best.hypothesis, case) == at, report
     assert dx.local is not None and dx.local.mode == "per-layer" and not dx.local.stopped
     assert "Each layer's final states" in report and f"Where: {'; '.join(at)}." in report
+    # the corrected mapping shows the slices not as claimed and counts the rest (issue 32);
+    # the JSON keeps every slice
+    table = report.split("### Corrected mapping")[1].split("###")[0]
+    n = len(dx.mapping)
+    assert n == 4 * (4 if cell == "lstm" else 3) * 2 * 2  # W, R, bW, bR x gates x layers x dirs
+    changed = [r for r in dx.mapping if r["actually"] != "same"]
+    assert 0 < len(changed) < n
+    assert table.count("\n| ") - 1 == len(changed) and "| same" not in table
+    assert f"The {n - len(changed)} other slices (of {n}) hold what the layout claims" in table
+    assert diagnosis_dict(dx)["corrected_mapping"] == dx.mapping
     got = _torch_outputs(case, dx.fixed, inputs)
     assert max(np.abs(got[k] - expected[k]).max() for k in expected) < 1e-5
     assert all(np.allclose(dx.fixed[k], truth[k], atol=1e-12) for k in truth)

@@ -102,3 +102,57 @@ def test_cli_probe(capsys) -> None:
     out = capsys.readouterr().out
     assert "the measured layout is the declared one" in out
     assert "| weight_hh_l0 | [2H:3H, :] | R_g" in out
+
+
+class Recorder(list):
+    """A progress display that keeps what it is told: plain lines, and in-place ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.append(line)
+
+    def started(self, line: str) -> None:
+        self.live.append(line)
+
+    def close(self) -> None:
+        self.live.append("(closed)")
+
+
+def test_probe_runs_at_small_sizes_with_progress(monkeypatch, capsys, tmp_path) -> None:
+    """Issue 32: a probe at a case's real sizes took 120 s in silence. It now runs at small
+    sizes (the layout does not depend on them), says so, and tells a progress display the runs
+    done and the time left; ``--case-sizes`` keeps the case's sizes."""
+    from harness import probe as probe_module
+    from harness.probe import probe_case
+
+    adapter = ADAPTERS["reference"]
+    case = Case(name="big", cell="lstm", input_size=5, hidden_size=7, proj_size=4, num_layers=3,
+                bidirectional=True, peepholes=True)
+    small = probe_case(case, adapter)
+    assert (small.input_size, small.hidden_size, small.proj_size, small.num_layers) == (2, 3, 2, 2)
+    assert (small.bidirectional, small.peepholes, small.cell) == (True, True, "lstm")
+    own = probe_case(case, adapter, case_sizes=True)
+    assert (own.input_size, own.hidden_size, own.proj_size, own.num_layers) == (5, 7, 4, 3)
+
+    monkeypatch.setattr(probe_module, "PLAIN_EVERY", 0.0)  # a plain line per run
+    shown = Recorder()
+    result = probe(adapter, Case(name="gru", cell="gru", input_size=4, hidden_size=5),
+                   progress=shown)
+    assert result.ok and result.case.hidden_size == 3
+    assert result.runs == 1 + 3 * 3 * (2 + 3 + 2)  # the base, r z n x H x (I + H + 2 biases)
+    assert shown[0] == (f"probe reference on gru (I=2 H=3, 1 layer(s)): {result.runs} "
+                        "framework runs")
+    assert shown[-1].startswith(f"probe reference on gru: [{result.runs}/{result.runs}] runs (")
+    assert shown[-1].endswith(" so far, ~0s left)") and "s left)" in shown[len(shown) // 2]
+    assert shown.live[-1] == "(closed)"
+    assert "Probed at small sizes (the case: I=4 H=5, 1 layer(s))" in render(result)
+
+    file = tmp_path / "case.yaml"
+    file.write_text("name: tiny\ncell: gru\ninput_size: 2\nhidden_size: 3\n")
+    assert main(["probe", "--adapter", "reference", "--case", str(file), "--case-sizes"]) == 0
+    out, err = capsys.readouterr()
+    assert "probe reference on tiny (I=2 H=3, 1 layer(s)): 64 framework runs" in err
+    assert "the measured layout is the declared one" in out and "Probed at small" not in out
