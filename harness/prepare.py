@@ -158,6 +158,13 @@ def gpu_free_memory() -> int | None:
         return None
 
 
+def gpu_present() -> bool:
+    """Whether this machine has a GPU the GPU adapters could use: ``nvidia-smi`` answers for a
+    visible one (cheap: no framework is imported and no CUDA context is made). ``run``'s default
+    selection (:func:`harness.cli.default_device`) asks it."""
+    return gpu_free_memory() is not None
+
+
 def max_memory(value: str | int | None = None, *, gpu_work: bool = False) -> MemoryLimit:
     """The memory limits: ``value`` (the --max-memory option), else the environment variable
     RNN_HARNESS_MAX_MEMORY, for host and GPU alike; else what the machine has: on the host

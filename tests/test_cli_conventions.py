@@ -72,6 +72,14 @@ def test_did_you_mean(argv, wanted, capsys):
     assert wanted in err and err.count("\n") == 1
 
 
+def test_every_unknown_adapter_is_named_with_its_did_you_mean(capsys):
+    assert main(["run", "--adapters", "torch_cpu,onnx,reference,zzz"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert ("unknown adapters 'torch_cpu' (did you mean 'torch-cpu' or 'torch-cudnn'?), 'onnx' "
+            "(did you mean 'onnxruntime'?), 'zzz'; known: ") in err, err
+
+
 def test_adapters_format_json(capsys):
     assert main(["adapters", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
