@@ -243,15 +243,17 @@ def usable_cpus() -> int:
 
 def _cmd_merge(args: argparse.Namespace) -> int:
     from harness.merge import merge_reports
+    from harness.report.folder import merge_folders
 
-    merged = merge_reports(args.out, args.shards, allow_partial=args.allow_partial,
-                           plots=args.plots)
+    out, option, shards = merge_folders(args.folders, args.out)
+    merged = merge_reports(out, shards, allow_partial=args.allow_partial, plots=args.plots,
+                           option=option)
     for line in merged.warnings:
         print(f"rnn-harness: warning: {line}", file=sys.stderr)
     counts: dict[str, int] = {}
     for p in merged.result.pairs:
         counts[p.status] = counts.get(p.status, 0) + 1
-    print(f"merged {len(args.shards)} report(s) ({', '.join(merged.shards) or 'not shards'}): "
+    print(f"merged {len(shards)} report(s) ({', '.join(merged.shards) or 'not shards'}): "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f"; report in {merged.out}/")
     # a merge that compared nothing tested nothing, as a run that compared nothing
@@ -498,6 +500,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_cmd_run)
 
     m = sub.add_parser("merge", help="combine the report folders of `run --shard K/N` into one",
+                       usage="rnn-harness merge SHARD_DIR... --out OUT_DIR [options]\n"
+                             "       rnn-harness merge OUT_DIR SHARD_DIR... [options]",
                        description="Combine shard report folders into one report folder, as if "
                        "the pairs had run in one `run`: divergence.csv rows and run.json pairs in "
                        "the unsharded order, summary.md, layouts.md and index.html regenerated, "
@@ -506,8 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "of different runs, a pair in two folders, and an incomplete set of "
                        "shards. Exit 0 when every applicable pair passes, 1 when one diverged or "
                        "failed.")
-    m.add_argument("out", metavar="OUT_DIR", help="the merged report folder")
-    m.add_argument("shards", metavar="SHARD_DIR", nargs="+", help="report folders of the shards")
+    m.add_argument("folders", metavar="FOLDER", nargs="+",
+                   help="the shards' report folders; without --out the first folder given is "
+                        "the merged report folder (`merge OUT_DIR SHARD_DIR...`)")
+    m.add_argument("--out", metavar="OUT_DIR",
+                   help="the merged report folder (`merge SHARD_DIR... --out OUT_DIR`)")
     m.add_argument("--allow-partial", action="store_true",
                    help="merge even when shards are missing (or the folders are not shards of "
                         "one run); the report says which are missing")
