@@ -166,10 +166,10 @@ def default_device(device: str | None, require_gpu: bool = False,
                    named: bool = False) -> tuple[str, str]:
     """``run --device``, and a note for the summary line when the default left adapters out.
     Given: as given. By default the devices this machine has: the CPU adapters, and the GPU ones
-    where :func:`harness.prepare.gpu_present` sees a GPU; every device with ``--require-gpu``
+    where :func:`harness.gpus.gpu_present` sees a GPU; every device with ``--require-gpu``
     (a GPU job names each GPU adapter that cannot run) or with adapters named one by one
     (``named``: a named GPU adapter is run, or reported unavailable, never dropped)."""
-    from harness.prepare import gpu_present
+    from harness.gpus import gpu_present
 
     if device is not None:
         return device, ""

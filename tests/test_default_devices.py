@@ -1,5 +1,5 @@
 """``run``'s default selection: the devices this machine has. The CPU adapters everywhere, the
-GPU adapters only where a GPU is present (:func:`harness.prepare.gpu_present`, stood in for
+GPU adapters only where a GPU is present (:func:`harness.gpus.gpu_present`, stood in for
 here, so each test says the same on a CPU machine and on a GPU runner); ``--require-gpu`` still
 selects the GPU adapters and names those that cannot run."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from harness import adapters as registry
-from harness import prepare
+from harness import gpus, prepare
 from harness.cli import default_device, main
 
 CASE = "cases/reverse.yaml"
@@ -34,7 +34,7 @@ def _summary(capsys) -> str:
 
 @pytest.mark.parametrize("present, device", [(False, "cpu"), (True, "all")])
 def test_the_default_selects_the_devices_this_machine_has(monkeypatch, present, device):
-    monkeypatch.setattr(prepare, "gpu_present", lambda: present)
+    monkeypatch.setattr(gpus, "gpu_present", lambda: present)
     assert default_device(None)[0] == device
     assert default_device("gpu") == ("gpu", "")  # given: as given
     assert default_device(None, require_gpu=True) == ("all", "")
@@ -43,7 +43,7 @@ def test_the_default_selects_the_devices_this_machine_has(monkeypatch, present, 
 
 def test_a_default_run_without_a_gpu_leaves_the_gpu_adapters_out_and_says_so(
         small_registry, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(prepare, "gpu_present", lambda: False)
+    monkeypatch.setattr(gpus, "gpu_present", lambda: False)
     assert main(["run", CASE, "--out", str(tmp_path / "r"), "--quiet", "--plots", "none"]) == 0
     line = _summary(capsys)
     assert "2 case(s), 2 adapter(s): 2 baseline, 2 pass; no GPU here: GPU adapters not " \
@@ -53,7 +53,7 @@ def test_a_default_run_without_a_gpu_leaves_the_gpu_adapters_out_and_says_so(
 
 def test_with_a_gpu_present_the_default_run_selects_the_gpu_adapters_too(
         small_registry, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(prepare, "gpu_present", lambda: True)
+    monkeypatch.setattr(gpus, "gpu_present", lambda: True)
     main(["run", CASE, "--out", str(tmp_path / "r"), "--quiet", "--plots", "none"])
     line = _summary(capsys)
     # the GPU pairs after the CPU counts
@@ -62,7 +62,7 @@ def test_with_a_gpu_present_the_default_run_selects_the_gpu_adapters_too(
 
 def test_require_gpu_still_names_the_gpu_adapters_that_cannot_run(
         small_registry, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(prepare, "gpu_present", lambda: False)
+    monkeypatch.setattr(gpus, "gpu_present", lambda: False)
     assert main(["run", CASE, "--require-gpu", "--out", str(tmp_path / "r"), "--quiet"]) == 1
     assert f"--require-gpu: torch-cudnn unavailable: {NO_GPU}" in capsys.readouterr().err
 
