@@ -422,7 +422,8 @@ def _epilog() -> str:
                 ", ".join(f"{a.name} [{a.device}]" for a in ADAPTERS.values())),
         wrapped("layouts (docs/layouts.md):", ", ".join(LAYOUTS)),
         wrapped("devices (--device):", "cpu, gpu, all (default: the devices this machine "
-                "has, cpu plus gpu where nvidia-smi sees a GPU; all with --require-gpu; a "
+                "has, cpu plus gpu where nvidia-smi sees a GPU; all with --require-gpu or named "
+                "--adapters; a "
                 "selected adapter that cannot run here is reported unavailable)"),
         wrapped("exit codes:", EXIT_CODES),
     ])
@@ -458,7 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "cases' and adapters' own)")
     r.add_argument("--device", choices=["cpu", "gpu", "all"], default=None,
                    help="the adapters' device (default: the devices this machine has: cpu, "
-                        "and gpu too where nvidia-smi sees a GPU; all with --require-gpu)")
+                        "and gpu too where nvidia-smi sees a GPU; all with --require-gpu or "
+                        "when --adapters names adapters)")
     r.add_argument("--out", default="reports/latest",
                    help="report folder (default: reports/latest)")
     r.add_argument("--save-outputs", action="store_true", help="write outputs/<case>/<adapter>.npz")
