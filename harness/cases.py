@@ -275,11 +275,14 @@ _LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")  # 017; not 0, 0x1f or 0o17
 
 def _check_nodes(node: yaml.Node | None, path: Path) -> None:
     """Reject YAML aliases (a case never needs them, and they allow exponential expansion),
-    duplicate keys (YAML would silently keep the last) and absurd nesting."""
+    duplicate keys (YAML would silently keep the last), absurd nesting and integers with a
+    leading 0 (named by their key path, as validation names a field: ``matrix.hidden_size.1``)."""
     seen: set[int] = set()
-    stack = [(node, 1)] if node is not None else []
+    stack: list[tuple[yaml.Node, int, tuple[str, ...]]] = []  # node, depth, key path
+    if node is not None:
+        stack.append((node, 1, ()))
     while stack:
-        n, depth = stack.pop()
+        n, depth, where = stack.pop()
         line = n.start_mark.line + 1
         if id(n) in seen:
             raise CaseError("YAML aliases (*name) are not allowed in case files", file=path,
@@ -291,19 +294,21 @@ def _check_nodes(node: yaml.Node | None, path: Path) -> None:
         if isinstance(n, yaml.MappingNode):
             keys: set[str] = set()
             for k, v in n.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else "?"
                 if isinstance(k, yaml.ScalarNode):
                     if k.value in keys:
                         raise CaseError("duplicate key (YAML would silently keep the last)",
-                                        file=path, field=k.value, line=k.start_mark.line + 1)
+                                        file=path, field=".".join((*where, k.value)),
+                                        line=k.start_mark.line + 1)
                     keys.add(k.value)
-                stack += [(k, depth + 1), (v, depth + 1)]
+                stack += [(k, depth + 1, where), (v, depth + 1, (*where, str(key)))]
         elif isinstance(n, yaml.SequenceNode):
-            stack += [(v, depth + 1) for v in n.value]
+            stack += [(v, depth + 1, (*where, str(i))) for i, v in enumerate(n.value)]
         elif (isinstance(n, yaml.ScalarNode) and n.tag == "tag:yaml.org,2002:int"
               and _LEADING_ZERO.match(n.value)):
             raise CaseError(f"integer {n.value} has a leading 0, which YAML 1.1 reads as octal "
                             f"({yaml.safe_load(n.value)}); write it without the 0", file=path,
-                            line=line)
+                            field=".".join(where) or None, line=line)
 
 
 def load_cases(path: str | Path) -> list[Case]:

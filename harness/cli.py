@@ -40,11 +40,18 @@ def _process_seconds() -> float:
         return time.monotonic() - IMPORTED_AT
 
 
-def _unknown(kind: str, name: str, known: list[str], field: str) -> HarnessError:
-    """An unknown name, with the closest known ones ("did you mean") and all of them."""
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return HarnessError(f"unknown {kind} {name!r}{hint} (known: {', '.join(known)})",
+def _unknown(kind: str, names: str | list[str], known: list[str], field: str) -> HarnessError:
+    """Unknown names (one or several), each with the closest known ones ("did you mean"), and
+    all the known ones once."""
+    each = []
+    for name in [names] if isinstance(names, str) else names:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        if not close and len(name) >= 3:  # a short form: 'onnx' for onnxruntime
+            close = [k for k in known if k.startswith(name.replace("_", "-"))][:3]
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        each.append(f"{name!r}{hint}")
+    kinds = kind if len(each) == 1 else f"{kind}s"
+    return HarnessError(f"unknown {kinds} {', '.join(each)}; known: {', '.join(known)}",
                         field=field)
 
 
@@ -61,9 +68,9 @@ def _check_adapters(names: list[str] | None, field: str = "--adapters") -> None:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise HarnessError(f"{', '.join(twice)} named more than once", field=field)
-    for n in names:
-        if n != "all" and n not in ADAPTERS:
-            raise _unknown("adapter", n, list(ADAPTERS), field)
+    unknown = [n for n in names if n != "all" and n not in ADAPTERS]
+    if unknown:  # every one at once, not one per attempt
+        raise _unknown("adapter", unknown, list(ADAPTERS), field)
 
 
 def _check_layout(name: str | None, field: str) -> None:
@@ -112,7 +119,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         cases = [_tolerance_override(c, args.atol, args.rtol) for c in cases]
     names = [n.strip() for n in args.adapters.split(",")] if args.adapters is not None else None
     _check_adapters(names)
-    chosen = registry.select(names, args.device)
+    device, why = default_device(args.device, args.require_gpu,
+                                 named=bool(names) and "all" not in names)
+    chosen = registry.select(names, device)
     if args.require_gpu:
         missing, noted = runner.missing_gpu(chosen)
         for line in noted:
@@ -136,17 +145,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else runner.plain_progress
     result = runner.run(cases, chosen, progress=progress, keep_outputs=args.save_outputs,
                         timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
-                        shard=shard, jobs=jobs, step_mode=args.step_mode, device=args.device)
+                        shard=shard, jobs=jobs, step_mode=args.step_mode, device=device)
     result.memory_limits = limit.record()  # run.json
     report_progress = None if args.quiet else _report_progress
     out = write_report(result, args.out, outputs=args.save_outputs, plots=args.plots,
                        progress=report_progress)
-    counts: dict[str, int] = {}
-    for p in result.pairs:
-        counts[p.status] = counts.get(p.status, 0) + 1
     where = f"shard {shard}: {len(result.pairs)} pair(s) of " if shard else ""
     print(printable(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
-                    + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                    + _run_counts(result.pairs, chosen, why)
                     + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
                     f"{_process_seconds():.1f} s in all)"))
     if result.failed:
@@ -154,6 +160,43 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if shard is None and not _compared_anything(result.pairs):
         return 1
     return 0
+
+
+def default_device(device: str | None, require_gpu: bool = False,
+                   named: bool = False) -> tuple[str, str]:
+    """``run --device``, and a note for the summary line when the default left adapters out.
+    Given: as given. By default the devices this machine has: the CPU adapters, and the GPU ones
+    where :func:`harness.gpus.gpu_present` sees a GPU; every device with ``--require-gpu``
+    (a GPU job names each GPU adapter that cannot run) or with adapters named one by one
+    (``named``: a named GPU adapter is run, or reported unavailable, never dropped)."""
+    from harness.gpus import gpu_present
+
+    if device is not None:
+        return device, ""
+    if require_gpu or named:
+        return "all", ""
+    if gpu_present():
+        return "all", ""
+    return "cpu", "no GPU here: GPU adapters not selected (--device all reports them)"
+
+
+def _counts(pairs: list) -> str:
+    counts: dict[str, int] = {}
+    for p in pairs:
+        counts[p.status] = counts.get(p.status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no pairs"
+
+
+def _run_counts(pairs: list, chosen: list, why: str) -> str:
+    """The summary line's counts: a run of CPU and GPU adapters gives the GPU pairs after the
+    CPU counts (on a machine without a GPU they are all unavailable, and would swamp them); a
+    default run on such a machine says the GPU adapters were left out."""
+    gpu = {a.name for a in chosen if a.device == "gpu" and not a.baseline}
+    if not gpu or len(gpu) == len([a for a in chosen if not a.baseline]):
+        return _counts(pairs) + (f"; {why}" if why else "")
+    cpu_pairs = [p for p in pairs if p.adapter not in gpu]
+    gpu_pairs = [p for p in pairs if p.adapter in gpu]
+    return f"{_counts(cpu_pairs)}; GPU pairs ({len(gpu)} adapter(s)): {_counts(gpu_pairs)}"
 
 
 def _report_progress(line: str) -> None:
@@ -200,15 +243,17 @@ def usable_cpus() -> int:
 
 def _cmd_merge(args: argparse.Namespace) -> int:
     from harness.merge import merge_reports
+    from harness.report.folder import merge_folders
 
-    merged = merge_reports(args.out, args.shards, allow_partial=args.allow_partial,
-                           plots=args.plots)
+    out, option, shards = merge_folders(args.folders, args.out)
+    merged = merge_reports(out, shards, allow_partial=args.allow_partial, plots=args.plots,
+                           option=option)
     for line in merged.warnings:
         print(f"rnn-harness: warning: {line}", file=sys.stderr)
     counts: dict[str, int] = {}
     for p in merged.result.pairs:
         counts[p.status] = counts.get(p.status, 0) + 1
-    print(f"merged {len(args.shards)} report(s) ({', '.join(merged.shards) or 'not shards'}): "
+    print(f"merged {len(shards)} report(s) ({', '.join(merged.shards) or 'not shards'}): "
           + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f"; report in {merged.out}/")
     # a merge that compared nothing tested nothing, as a run that compared nothing
@@ -378,8 +423,10 @@ def _epilog() -> str:
         wrapped("adapters (`rnn-harness adapters` says which can run here):",
                 ", ".join(f"{a.name} [{a.device}]" for a in ADAPTERS.values())),
         wrapped("layouts (docs/layouts.md):", ", ".join(LAYOUTS)),
-        wrapped("devices (--device):", "cpu, gpu, all (default: all; adapters that cannot run "
-                "here are reported as skipped)"),
+        wrapped("devices (--device):", "cpu, gpu, all (default: the devices this machine "
+                "has, cpu plus gpu where nvidia-smi sees a GPU; all with --require-gpu or named "
+                "--adapters; a "
+                "selected adapter that cannot run here is reported unavailable)"),
         wrapped("exit codes:", EXIT_CODES),
     ])
 
@@ -404,14 +451,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "which `rnn-harness init DIR` copies out)")
     r.add_argument("--builtin", action="store_true",
                    help="run the bundled cases (the default when no CASES are given)")
-    r.add_argument("--adapters", help="comma-separated adapter names (default: all)")
+    r.add_argument("--adapters", help="comma-separated adapter names (default: every adapter "
+                   "of the devices --device selects)")
     r.add_argument("--atol", type=float, metavar="A",
                    help="absolute tolerance for every case, dtype and adapter (replaces the "
                         "cases' and adapters' own)")
     r.add_argument("--rtol", type=float, metavar="R",
                    help="relative tolerance for every case, dtype and adapter (replaces the "
                         "cases' and adapters' own)")
-    r.add_argument("--device", choices=["cpu", "gpu", "all"], default="all")
+    r.add_argument("--device", choices=["cpu", "gpu", "all"], default=None,
+                   help="the adapters' device (default: the devices this machine has: cpu, "
+                        "and gpu too where nvidia-smi sees a GPU; all with --require-gpu or "
+                        "when --adapters names adapters)")
     r.add_argument("--out", default="reports/latest",
                    help="report folder (default: reports/latest)")
     r.add_argument("--save-outputs", action="store_true", help="write outputs/<case>/<adapter>.npz")
@@ -453,6 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_cmd_run)
 
     m = sub.add_parser("merge", help="combine the report folders of `run --shard K/N` into one",
+                       usage="rnn-harness merge SHARD_DIR... --out OUT_DIR [options]\n"
+                             "       rnn-harness merge OUT_DIR SHARD_DIR... [options]",
                        description="Combine shard report folders into one report folder, as if "
                        "the pairs had run in one `run`: divergence.csv rows and run.json pairs in "
                        "the unsharded order, summary.md, layouts.md and index.html regenerated, "
@@ -461,8 +514,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "of different runs, a pair in two folders, and an incomplete set of "
                        "shards. Exit 0 when every applicable pair passes, 1 when one diverged or "
                        "failed.")
-    m.add_argument("out", metavar="OUT_DIR", help="the merged report folder")
-    m.add_argument("shards", metavar="SHARD_DIR", nargs="+", help="report folders of the shards")
+    m.add_argument("folders", metavar="FOLDER", nargs="+",
+                   help="the shards' report folders; without --out the first folder given is "
+                        "the merged report folder (`merge OUT_DIR SHARD_DIR...`)")
+    m.add_argument("--out", metavar="OUT_DIR",
+                   help="the merged report folder (`merge SHARD_DIR... --out OUT_DIR`)")
     m.add_argument("--allow-partial", action="store_true",
                    help="merge even when shards are missing (or the folders are not shards of "
                         "one run); the report says which are missing")

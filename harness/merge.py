@@ -182,25 +182,26 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _check_out(out: Path, reports: list[ReportFolder]) -> None:
+def _check_out(out: Path, reports: list[ReportFolder], option: str = "OUT_DIR") -> None:
     """The merged report must not replace a shard: OUT_DIR is not a shard's folder, and no
     shard lies in an entry of OUT_DIR that the new report replaces (a shard beside the report's
     files, ``merge pub pub/sh1 pub/sh2`` into an earlier report, is carried over)."""
-    owned = report_folder.owned_entries(out, "OUT_DIR") if out.is_dir() else set()
+    owned = report_folder.owned_entries(out, option) if out.is_dir() else set()
     for r in reports:
         if _inside(out, r.folder):
             raise HarnessError("the merged report would overwrite a shard's folder; give "
-                               "another OUT_DIR", file=out)
+                               f"another {option}", file=out)
         if any(_inside(r.folder, out / name) for name in owned):
             raise HarnessError(f"the merged report would replace the shard folder {r.folder} "
                                "(it is one of the report's own entries there); give another "
-                               "OUT_DIR", file=out)
+                               f"{option}", file=out)
 
 
 def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: bool = False,
-                  plots: str = "failed") -> Merged:
+                  plots: str = "failed", option: str = "OUT_DIR") -> Merged:
     """Merge shard report folders into ``out`` (see the module docstring); ``plots``: which
-    pairs index.html draws plots for, as in :func:`harness.report.write_report`."""
+    pairs index.html draws plots for, as in :func:`harness.report.write_report`; ``option``:
+    how the command line named ``out`` (:func:`harness.report.folder.merge_folders`)."""
     import pandas as pd
 
     from harness.report.html import html_report
@@ -209,9 +210,9 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
 
     if not folders:
         raise HarnessError("no report folders to merge")
-    out = report_folder.check_writable(out, "OUT_DIR")
+    out = report_folder.check_writable(out, option)
     reports = [read_report(f) for f in folders]
-    _check_out(out, reports)
+    _check_out(out, reports, option)
     present, missing = _check(reports, allow_partial)
     reports.sort(key=lambda r: (0, r.run.shard_index) if r.run.shard else (1, 0))
 
@@ -229,7 +230,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
             if p.case not in cases:
                 cases[p.case] = _case(p.case, r.run.cases.get(p.case), r.folder)
     report_folder.check_names(out, report_folder.report_names(
-        [(p.case, p.adapter) for r in reports for p in r.run.pairs], outputs=True), "OUT_DIR")
+        [(p.case, p.adapter) for r in reports for p in r.run.pairs], outputs=True), option)
 
     # divergence.csv: the text as written, rows of a pair kept in their order
     text = pd.concat([r.text for r in reports], ignore_index=True)
@@ -309,7 +310,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
                            "are not in this report")
     record = RunRecord.model_validate(json.loads(json.dumps(doc, default=str)))
 
-    with report_folder.report_errors(out), report_folder.staged(out, "OUT_DIR") as partial:
+    with report_folder.report_errors(out), report_folder.staged(out, option) as partial:
         # whole or not at all, as for `run`
         write_text(partial / "divergence.csv", text.to_csv(index=False))
         write_text(partial / "summary.md", _with_note(summary_markdown(result), reports,

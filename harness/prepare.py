@@ -26,6 +26,7 @@ from harness.cases import field_line
 from harness.data import Gradients, Inputs, Outputs, state_shapes
 from harness.dtypes import FORMATS, native_numpy, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
+from harness.gpus import gpu_free_memory
 from harness.layouts import get_layout
 from harness.npz import load_npz
 from harness.params import Canonical
@@ -134,28 +135,6 @@ def host_memory() -> tuple[int, int] | None:
         used = _cgroup_bytes("memory.current") or 0
         total, available = min(total, cap), min(available, max(cap - used, 0))
     return total, available
-
-
-def gpu_free_memory() -> int | None:
-    """Free bytes of the first visible GPU, from ``nvidia-smi`` (no CUDA context is made here);
-    None where there is no GPU or no way to ask."""
-    import shutil
-    import subprocess
-
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and not visible.strip():
-        return None
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    cmd = [smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"]
-    if visible:
-        cmd += ["-i", visible.split(",")[0].strip()]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout
-        return int(float(out.split()[0])) * 2**20  # MiB
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
 
 
 def max_memory(value: str | int | None = None, *, gpu_work: bool = False) -> MemoryLimit:

@@ -427,6 +427,20 @@ def test_integers_are_yaml_integers_written_plainly(text, words, tmp_path, capsy
     assert code == 2 and len(err) == 1 and words in err[0] and "c.yaml:3" in err[0], err
 
 
+@pytest.mark.parametrize("text, where", [
+    ("input_size: 017\n", "c.yaml:3: input_size: integer 017"),
+    ("input_size: 2\nmatrix:\n  hidden_size: [3, 010]\n",
+     "c.yaml:5: matrix.hidden_size.1: integer 010"),
+    ("input_size: 2\ntolerance:\n  float32: {atol: 0, rtol: 00}\n",
+     "c.yaml:5: tolerance.float32.rtol: integer 00"),
+])
+def test_a_leading_zero_integer_is_named_by_its_line_and_key(text, where, tmp_path, capsys):
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD.replace("input_size: 2\n", text))
+    code, err, _ = run_cli([str(case), "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and len(err) == 1 and where in err[0] and "leading 0" in err[0], err
+
+
 def test_max_memory_must_be_finite(tmp_path, capsys):
     code, err, _ = run_cli([str(_case(tmp_path)), "--out", str(tmp_path / "r"),
                             "--max-memory", "1e999"], capsys)

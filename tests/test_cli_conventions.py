@@ -72,6 +72,14 @@ def test_did_you_mean(argv, wanted, capsys):
     assert wanted in err and err.count("\n") == 1
 
 
+def test_every_unknown_adapter_is_named_with_its_did_you_mean(capsys):
+    assert main(["run", "--adapters", "torch_cpu,onnx,reference,zzz"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert ("unknown adapters 'torch_cpu' (did you mean 'torch-cpu' or 'torch-cudnn'?), 'onnx' "
+            "(did you mean 'onnxruntime'?), 'zzz'; known: ") in err, err
+
+
 def test_adapters_format_json(capsys):
     assert main(["adapters", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -247,6 +255,44 @@ def test_no_tensorflow_cxx_startup_line_reaches_the_terminal():
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "done\n"
+
+
+# an absl/glog-format native log line: "E0000 00:00:1795783824.434151   27209 util.cc:131] ..."
+NATIVE_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\d+ [\w.-]+:\d+\] ", re.M)
+
+
+@pytest.mark.tensorflow
+def test_no_tensorflow_native_log_line_during_a_run_while_the_rest_of_stderr_stays(tmp_path):
+    """A keras and tf-legacy run, in worker processes (--jobs 2) and then in-process, with the
+    user's TF_CPP_MIN_LOG_LEVEL=0 (every C++ line through): TensorFlow's native lines (the
+    oneDNN DT_BOOL ERROR line comes at the first graph run, after the import) never reach fd 2,
+    while the harness's progress, a Python warning and a faulthandler traceback still do."""
+    pytest.importorskip("tensorflow")
+    code = f"""if True:
+        import faulthandler, sys, warnings
+        from harness.cli import main
+        args = ["run", "cases/reverse.yaml", "--adapters", "keras,tf-legacy", "--plots", "none"]
+        codes = [main([*args, "--jobs", "2", "--out", {str(tmp_path / "jobs")!r}]),
+                 main([*args, "--out", {str(tmp_path / "here")!r}])]
+        warnings.warn("planted Python warning")
+        faulthandler.dump_traceback(all_threads=False)
+        sys.exit(max(codes))
+    """
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert not NATIVE_LOG_LINE.search(proc.stderr), proc.stderr
+    assert proc.stderr.count("reverse-lstm::keras  pass") == 2, proc.stderr  # progress, twice
+    assert "UserWarning: planted Python warning" in proc.stderr
+    assert 'Stack (most recent call first):\n  File "<string>"' in proc.stderr  # faulthandler
+
+
+def test_native_log_line_pattern_matches_tensorflows_format():
+    line = ("E0000 00:00:1795783824.434151   27209 util.cc:131] oneDNN supports DT_BOOL only on "
+            "platforms with AVX-512. Falling back to the default Eigen-based implementation.")
+    assert NATIVE_LOG_LINE.search("progress\n" + line)
+    assert not NATIVE_LOG_LINE.search("[1/4] reverse-lstm::keras  pass  max_abs 4.45e-08")
 
 
 def test_noise_floor_really_differs_from_the_reference():

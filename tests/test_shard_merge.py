@@ -243,6 +243,20 @@ def test_merged_report_diffs_clean_against_the_whole_run(runs, capsys):
     assert "No regression." in capsys.readouterr().out
 
 
+def test_merge_takes_out_as_run_and_diff_do(runs, tmp_path, capsys):
+    """``merge A B C --out M`` is ``merge M A B C``; errors about M name the option used."""
+    shards = [str(runs[f"s{k}"]) for k in (1, 2, 3)]
+    assert main(["merge", *shards, "--out", str(tmp_path / "m")]) == 1  # a case diverges
+    assert (tmp_path / "m" / "divergence.csv").read_text() == \
+        (runs["merged"] / "divergence.csv").read_text()
+    assert "merged 3 report(s) (1/3, 2/3, 3/3)" in capsys.readouterr().out
+    assert main(["merge", *shards, "--out", shards[0]]) == 2
+    assert "another --out" in capsys.readouterr().err
+    assert main(["merge", shards[0]]) == 2  # no --out: the first folder is OUT_DIR
+    assert "OUT_DIR: expected the merged report folder and at least one shard folder" in \
+        capsys.readouterr().err
+
+
 def test_merge_refuses_a_missing_shard_unless_partial(runs, tmp_path, capsys):
     code = main(["merge", str(tmp_path / "m"), str(runs["s1"]), str(runs["s3"])])
     err = capsys.readouterr().err

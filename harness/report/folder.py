@@ -324,6 +324,19 @@ def check_names(out: Path, names: Iterable[str] = (), option: str = "--out") -> 
                                "names)", file=out, field=option)
 
 
+def merge_folders(folders: list[str], out: str | None) -> tuple[str, str, list[str]]:
+    """``merge``'s report folder, the option that named it (for error lines) and the shards'
+    folders: with ``--out M`` (as ``run`` and ``diff`` take it) every positional folder is a
+    shard; without it the first positional is the report folder (``merge M A B``, the nightly
+    workflow's form)."""
+    if out is not None:
+        return out, "--out", list(folders)
+    if len(folders) < 2:
+        raise HarnessError("expected the merged report folder and at least one shard folder: "
+                           "`merge --out M A B` or `merge M A B`", field="OUT_DIR")
+    return folders[0], "OUT_DIR", list(folders[1:])
+
+
 def check_writable(out: str | Path, option: str = "--out", names: Iterable[str] = ()) -> Path:
     """Refuse, as bad input, a report folder that cannot be written: an empty name, an existing
     file, a path under a file, a folder whose parent is not writable (the new report is swapped
