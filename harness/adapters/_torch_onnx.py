@@ -26,11 +26,14 @@ import warnings
 import numpy as np
 
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
-from harness.adapters.base import AdapterFault, Capabilities
+from harness.adapters.base import AdapterFault, Capabilities, _release
 from harness.adapters.onnxruntime import import_onnxruntime
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case
+
+# The torch these adapters were checked with (MINIMUM_VERSIONS' torch 2.4 has no dynamo argument)
+CHECKED_TORCH = (2, 13)
 
 # An export example this much bigger than the case, on the batch and time axes.
 EXAMPLE_EXTRA_BATCH = 1
@@ -86,8 +89,13 @@ class TorchOnnx(TorchRNN):
     forget_previous = True  # forget_previous_exports before each dynamo export (tests: False)
 
     def check_available(self) -> None:
-        import_torch()
+        torch = import_torch()
         import_onnxruntime()
+        if _release(torch.__version__) < CHECKED_TORCH:
+            # torch.onnx.export's dynamo argument (2.5), its default and ONNXProgram changed
+            # across 2.5 .. 2.9; these adapters were checked with torch 2.13 only
+            raise Unavailable(f"needs torch>={'.'.join(map(str, CHECKED_TORCH))} (the version "
+                              f"this adapter was checked with), found {torch.__version__}")
 
     def versions(self) -> dict[str, str]:
         torch = import_torch()
