@@ -99,8 +99,11 @@ def test_frozen_axes_names_axis_and_sizes():
     from harness.adapters._torch_onnx import frozen_axes
 
     frozen_axes("x", ["batch", "steps", 3], (2, 4, 3))
-    with pytest.raises(AdapterFault, match=r"axis 1 at 6 \(the case has 4\)"):
+    with pytest.raises(AdapterFault, match=r"axis 1 at 6 \(the case has 4\).*#191855"):
         frozen_axes("x", ["batch", 6, 3], (2, 4, 3))
+    with pytest.raises(AdapterFault, match=r"input 'h0': axis 1 at 3 \(the case has 2\)") as e:
+        frozen_axes("h0", [1, 3, 4], (1, 2, 4))
+    assert "#191855" not in str(e.value)
 
 
 @pytest.mark.parametrize("name", ["torch-onnx-dynamo", "torch-onnx-torchscript"])

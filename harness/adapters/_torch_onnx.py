@@ -184,11 +184,12 @@ def frozen_axes(name: str, declared: list, shape: tuple[int, ...]) -> None:
            if isinstance(want, int) and want != got]
     if bad:
         what = ", ".join(f"axis {axis} at {want} (the case has {got})" for axis, want, got in bad)
+        steps = name == "x" and any(axis == 1 for axis, _, _ in bad)
         raise AdapterFault(
             f"the exported graph froze input {name!r}: {what}; the export declared the batch and "
             f"time axes dynamic, its example had batch+{EXAMPLE_EXTRA_BATCH}, "
-            f"length+{EXAMPLE_EXTRA_STEPS} (a frozen sequence length, as in "
-            f"pytorch/pytorch#191855)")
+            f"length+{EXAMPLE_EXTRA_STEPS}"
+            + (" (a frozen sequence length, as in pytorch/pytorch#191855)" if steps else ""))
 
 
 class _quiet_exporter:
