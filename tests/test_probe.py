@@ -21,6 +21,10 @@ from harness.probe import probe, render
 from harness.spec import Case
 
 CPU = [a for a in ADAPTERS.values() if a.device == "cpu"]
+# Each probe run of these adapters is an export (torchscript ~0.1 s, dynamo 2-3 s) of the torch
+# layout torch-cpu's probe measures: torchscript probes its LSTM case here, dynamo is probed by
+# hand (`rnn-harness probe --adapter torch-onnx-dynamo`: 49 exports, about 2 minutes).
+EXPORTING = {"torch-onnx-torchscript": 1, "torch-onnx-dynamo": 0}
 
 
 def probe_cases(adapter) -> list[Case]:
@@ -46,6 +50,10 @@ def test_measured_layout_is_the_declared_one(adapter) -> None:
         pytest.skip(adapter.unavailable_reason())
     cases = probe_cases(adapter)
     assert cases, f"{adapter.name} runs none of the probe cases"
+    if adapter.name in EXPORTING:
+        cases = cases[:EXPORTING[adapter.name]]
+        if not cases:
+            pytest.skip(f"{adapter.name}: each probe run is an export; probed by hand")
     for case in cases:
         result = probe(adapter, case)
         assert result.ok, render(result)

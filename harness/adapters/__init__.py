@@ -17,6 +17,8 @@ from harness.adapters.tf_cudnn import TFCuDNN
 from harness.adapters.tf_legacy import TFLegacy
 from harness.adapters.torch_cpu import TorchCPU
 from harness.adapters.torch_cudnn import TorchCuDNN, TorchCuDNNTF32
+from harness.adapters.torch_onnx_dynamo import TorchOnnxDynamo
+from harness.adapters.torch_onnx_torchscript import TorchOnnxTorchScript
 from harness.errors import HarnessError
 
 ADAPTERS: dict[str, Adapter] = {
@@ -26,6 +28,8 @@ ADAPTERS: dict[str, Adapter] = {
         NoiseFloor(),
         TorchCPU(),
         OnnxRuntime(),
+        TorchOnnxDynamo(),
+        TorchOnnxTorchScript(),
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
         Keras(), Keras3(),

@@ -1,0 +1,216 @@
+"""What the PyTorch -> ONNX -> ONNX Runtime adapters share: build ``nn.LSTM`` / ``nn.GRU`` from
+the canonical weights (layout ``torch``, :meth:`harness.adapters._torch.TorchRNN.build`), export
+it with ``torch.onnx.export`` (one exporter per adapter) and run the exported model in ONNX
+Runtime on CPU, at the case's own batch and length.
+
+The export example has a batch and a length other than the case's (one more, two more), and the
+batch and time axes are declared dynamic, so a graph that froze either at the example's size
+is refused by ORT at the case's size; the adapter checks the graph's declared input shapes first
+and says which axis was frozen at what (an error row, not a crash of the run). pytorch#191855
+reports the dynamo exporter freezing the sequence length of a bidirectional layer; with torch
+2.13 it happens to any nn.LSTM / nn.GRU exported after another of the same op in the process
+(:func:`forget_previous_exports`, which the adapter calls so that cases do not depend on their
+order).
+
+The exported model stays in memory (``ONNXProgram.model_proto`` / a BytesIO): no file is
+written. The module is exported unpacked, without ``pack_padded_sequence``, so the exported
+graph has no sequence-lengths input: variable-length cases are not applicable.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+
+import numpy as np
+
+from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
+from harness.adapters.base import AdapterFault, Capabilities, _release
+from harness.adapters.onnxruntime import import_onnxruntime
+from harness.data import Inputs, Outputs
+from harness.errors import Unavailable
+from harness.spec import Case
+
+# The torch these adapters were checked with (MINIMUM_VERSIONS' torch 2.4 has no dynamo argument)
+CHECKED_TORCH = (2, 13)
+
+# An export example this much bigger than the case, on the batch and time axes.
+EXAMPLE_EXTRA_BATCH = 1
+EXAMPLE_EXTRA_STEPS = 2
+
+CAPABILITIES = Capabilities(
+    # ORT's CPU LSTM/GRU kernels have no double (the onnxruntime adapter); a float16 export
+    # is not tried here
+    dtypes=frozenset({"float32"}),
+    gru_reset_after=frozenset({True}),
+    variable_lengths=False,
+    reasons=NN_REASONS | {
+        "dtypes": "torch.onnx export run in ONNX Runtime: float32 only (ORT's CPU LSTM/GRU "
+                  "kernels have no double; float16/bfloat16 exports not tried)",
+        "projection": "nn.LSTM with proj_size is not exported by this adapter (ONNX LSTM has "
+                      "no projection)",
+        "projection_layers": "nn.LSTM with proj_size is not exported by this adapter (ONNX LSTM "
+                             "has no projection)",
+        "variable_lengths": "the module is exported without pack_padded_sequence: the exported "
+                            "graph has no sequence-lengths input",
+    },
+)
+
+
+def with_state(module, lstm: bool):
+    """``module`` as an nn.Module taking (x, h0[, c0]) and returning (y, h_n[, c_n]): flat
+    tensors the exporters can name (the class is made here: torch is imported at run time)."""
+    torch = import_torch()
+
+    class RNNWithState(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = module
+
+        def forward(self, x, h0, c0=None):
+            if lstm:
+                y, (h_n, c_n) = self.rnn(x, (h0, c0))
+                return y, h_n, c_n
+            y, h_n = self.rnn(x, h0)
+            return y, h_n
+
+    return RNNWithState().eval()
+
+
+class TorchOnnx(TorchRNN):
+    """``nn.LSTM`` / ``nn.GRU`` exported by ``exporter`` (``dynamo`` | ``torchscript``), run in
+    ONNX Runtime. An adapter adds its name and exporter."""
+
+    framework = "onnx"
+    requires = ("torch", "onnx", "onnxruntime")
+    exporter = ""
+    capabilities = CAPABILITIES
+    forget_previous = True  # forget_previous_exports before each dynamo export (tests: False)
+
+    def check_available(self) -> None:
+        torch = import_torch()
+        import_onnxruntime()
+        if _release(torch.__version__) < CHECKED_TORCH:
+            # torch.onnx.export's dynamo argument (2.5), its default and ONNXProgram changed
+            # across 2.5 .. 2.9; these adapters were checked with torch 2.13 only
+            raise Unavailable(f"needs torch>={'.'.join(map(str, CHECKED_TORCH))} (the version "
+                              f"this adapter was checked with), found {torch.__version__}")
+
+    def versions(self) -> dict[str, str]:
+        torch = import_torch()
+        onnx, ort = import_onnxruntime()
+        return {"torch": torch.__version__, "onnx": onnx.__version__,
+                "onnxruntime": ort.__version__, "exporter": self.exporter}
+
+    def export(self, case: Case, native: dict[str, np.ndarray]):
+        """The onnx.ModelProto of the case's module, exported with an example of batch
+        ``case.batch + 1`` and length ``case.seq_len + 2``, batch and time declared dynamic."""
+        torch = import_torch()
+        onnx, _ = import_onnxruntime()
+        lstm = case.cell == "lstm"
+        wrapped = with_state(self.build(case, native), lstm)
+        dtype = getattr(torch, TORCH_DTYPES[case.dtype])
+        gen = torch.Generator().manual_seed(0)
+        n, t = case.batch + EXAMPLE_EXTRA_BATCH, case.seq_len + EXAMPLE_EXTRA_STEPS
+        states = case.num_layers * case.num_directions
+        x = torch.randn(n, t, case.input_size, generator=gen, dtype=dtype)
+        h0 = torch.randn(states, n, case.hidden_size, generator=gen, dtype=dtype)
+        c0 = torch.randn(states, n, case.hidden_size, generator=gen, dtype=dtype)
+        args = (x, h0, c0) if lstm else (x, h0)
+        names = ["x", "h0", "c0"][:len(args)]
+        with warnings.catch_warnings(), _quiet_exporter():
+            warnings.simplefilter("ignore")  # the exporters' deprecation and tracer warnings
+            if self.exporter == "dynamo":
+                if self.forget_previous:
+                    forget_previous_exports(torch)
+                batch, steps = torch.export.Dim("batch"), torch.export.Dim("steps")
+                shapes = ({0: batch, 1: steps},) + ({1: batch},) * (len(args) - 1)
+                program = torch.onnx.export(wrapped, args, dynamo=True, verbose=False,
+                                            input_names=names, dynamic_shapes=shapes)
+                return program.model_proto
+            buf = io.BytesIO()
+            axes = {"x": {0: "batch", 1: "steps"}, "h0": {1: "batch"}, "c0": {1: "batch"}}
+            torch.onnx.export(wrapped, args, buf, dynamo=False, input_names=names,
+                              dynamic_axes={k: axes[k] for k in names})
+            return onnx.load_from_string(buf.getvalue())
+
+    def session(self, model):
+        _, ort = import_onnxruntime()
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # errors only: ORT warns of outputs' declared shapes
+        return ort.InferenceSession(model.SerializeToString(), options,
+                                    providers=["CPUExecutionProvider"])
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        sess = self.session(self.export(case, native))
+        np_dtype = np.float32
+        feeds = [inputs.x, inputs.h0] + ([inputs.c0] if case.cell == "lstm" else [])
+        feed = {}
+        for arg, value in zip(sess.get_inputs(), feeds, strict=True):
+            value = np.ascontiguousarray(value, dtype=np_dtype)
+            frozen_axes(arg.name, arg.shape, value.shape)
+            feed[arg.name] = value
+        got = [np.asarray(a, dtype=np.float64) for a in sess.run(None, feed)]
+        if case.cell == "lstm":
+            y, h_n, c_n = got
+        else:
+            (y, h_n), c_n = got, None
+        return Outputs(y=y, h_n=h_n, c_n=c_n)
+
+
+def forget_previous_exports(torch) -> None:
+    """Clear the dispatch caches of aten.lstm / aten.gru before a dynamo export. With torch
+    2.13 an export of an nn.LSTM (nn.GRU) right after another export of the same op, with no
+    export of the other op between, gets the time axis frozen at the example's length though it
+    was declared dynamic (the symptom of pytorch#191855): the first export left the op's
+    dispatch cache pointing past the decomposition that keeps the axis symbolic. Cleared, every
+    case is exported as a process's first export of the op is, so its verdict does not depend on
+    the cases run before it; tests/test_adapter_torch_onnx.py exports twice without this and
+    checks the frozen axis is reported."""
+    for name in ("lstm", "gru"):
+        packet = getattr(torch.ops.aten, name)
+        for overload in ("input", "data"):
+            cache = getattr(getattr(packet, overload, None), "_dispatch_cache", None)
+            if cache is not None:
+                cache.clear()
+
+
+def frozen_axes(name: str, declared: list, shape: tuple[int, ...]) -> None:
+    """AdapterFault where the exported graph declares input ``name`` with a fixed size on an
+    axis where the case's data differ (an axis the export declared dynamic, frozen at the
+    example's size), before ORT refuses it with its own message."""
+    bad = [(axis, want, got) for axis, (want, got) in enumerate(zip(declared, shape, strict=True))
+           if isinstance(want, int) and want != got]
+    if bad:
+        what = ", ".join(f"axis {axis} at {want} (the case has {got})" for axis, want, got in bad)
+        steps = name == "x" and any(axis == 1 for axis, _, _ in bad)
+        raise AdapterFault(
+            f"the exported graph froze input {name!r}: {what}; the export declared the batch and "
+            f"time axes dynamic, its example had batch+{EXAMPLE_EXTRA_BATCH}, "
+            f"length+{EXAMPLE_EXTRA_STEPS}"
+            + (" (a frozen sequence length, as in pytorch/pytorch#191855)" if steps else ""))
+
+
+class _quiet_exporter:
+    """The dynamo exporter logs each stage and the torchvision ops it skips at WARNING/INFO on
+    the ``torch.onnx`` loggers: not for the user's terminal."""
+
+    def __enter__(self):
+        self.logger = logging.getLogger("torch.onnx")
+        self.level = self.logger.level
+        self.logger.setLevel(logging.ERROR)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.level)
+        return False
+
+
+def import_onnxscript():
+    try:
+        import onnxscript
+    except ImportError as exc:
+        raise Unavailable(f"onnxscript is not installed ({exc}); the dynamo exporter needs it: "
+                          f"pip install onnxscript") from None
+    return onnxscript
