@@ -158,10 +158,7 @@ def moved(case: Case, canonical: Canonical, inputs: Inputs, to: Callable[[np.nda
     def dev(a: np.ndarray | None) -> Any:
         return None if a is None else to(np.ascontiguousarray(a, dtype=np.float64))
 
-    return (Canonical({k: dev(v) for k, v in canonical.tensors.items()}),
-            Inputs(x=dev(inputs.x), h0=dev(inputs.h0), c0=dev(inputs.c0),
-                   seq_lengths=inputs.seq_lengths, dy=dev(inputs.dy), dh_n=dev(inputs.dh_n),
-                   dc_n=dev(inputs.dc_n)))
+    return Canonical({k: dev(v) for k, v in canonical.tensors.items()}), inputs.mapped(dev)
 
 
 # The routes ------------------------------------------------------------------------------------

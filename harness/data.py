@@ -21,7 +21,9 @@ adapter returns them, by native tensor name (the adapter base maps them through 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +47,13 @@ class Inputs:
         B, T = self.x.shape[:2]
         return self.seq_lengths if self.seq_lengths is not None else np.full(B, T, dtype=np.int64)
 
+    def mapped(self, f: Callable[[np.ndarray], Any]) -> Inputs:
+        """Every array through ``f`` (e.g. onto a device), None kept; ``seq_lengths`` stays as
+        it is (the reference reads the lengths on the host)."""
+        return Inputs(x=f(self.x), h0=f(self.h0), c0=_maybe(f, self.c0),
+                      seq_lengths=self.seq_lengths, dy=_maybe(f, self.dy),
+                      dh_n=_maybe(f, self.dh_n), dc_n=_maybe(f, self.dc_n))
+
 
 @dataclass
 class Gradients:
@@ -64,6 +73,11 @@ class Gradients:
             out["dc0"] = self.dc0
         out.update({f"grad/{k}": v for k, v in self.params.items()})
         return out
+
+    def mapped(self, f: Callable[[np.ndarray], Any]) -> Gradients:
+        """Every array through ``f`` (e.g. back from a device), None kept."""
+        return Gradients(dx=f(self.dx), dh0=f(self.dh0), dc0=_maybe(f, self.dc0),
+                         params={k: f(v) for k, v in self.params.items()})
 
 
 @dataclass
@@ -87,6 +101,17 @@ class Outputs:
     def saved(self) -> dict[str, np.ndarray]:
         """Everything ``--save-outputs`` writes: the outputs and, when present, the gradients."""
         return self.named() | (self.grads.named() if self.grads is not None else {})
+
+    def mapped(self, f: Callable[[np.ndarray], Any]) -> Outputs:
+        """Every array through ``f`` (e.g. back from a device), None kept."""
+        return Outputs(y=f(self.y), h_n=f(self.h_n), c_n=_maybe(f, self.c_n),
+                       y_layers=None if self.y_layers is None else [f(y) for y in self.y_layers],
+                       extras={k: f(v) for k, v in self.extras.items()},
+                       grads=None if self.grads is None else self.grads.mapped(f))
+
+
+def _maybe(f: Callable[[np.ndarray], Any], a: np.ndarray | None) -> Any:
+    return None if a is None else f(a)
 
 
 def state_shapes(case: Case) -> tuple[tuple[int, ...], tuple[int, ...]]:

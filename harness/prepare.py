@@ -23,7 +23,7 @@ import numpy as np
 
 from harness import data, params, reference
 from harness.cases import field_line
-from harness.data import Gradients, Inputs, Outputs, state_shapes
+from harness.data import Inputs, Outputs, state_shapes
 from harness.dtypes import FORMATS, native_numpy, round_to
 from harness.errors import CaseError, HarnessError, WeightsError
 from harness.gpus import gpu_free_memory
@@ -514,29 +514,18 @@ class ArraysOn:
     def name(self) -> str:
         return f"torch {self.device}"
 
-    def to(self, a: np.ndarray | None) -> Any:
-        return None if a is None else self.torch.from_numpy(
-            np.ascontiguousarray(a, dtype=np.float64)).to(self.device)
+    def to(self, a: np.ndarray) -> Any:
+        return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to(self.device)
 
-    def back(self, a: Any) -> np.ndarray | None:
-        return None if a is None else a.detach().cpu().numpy()
+    def back(self, a: Any) -> np.ndarray:
+        return a.detach().cpu().numpy()
 
     def reference_outputs(self, case: Case, canonical: Canonical, inputs: Inputs, dtype: str
                           ) -> Outputs:
         """:func:`_reference_outputs` on this device, with NumPy arrays in and out."""
         on = Canonical({k: self.to(v) for k, v in canonical.tensors.items()})
-        moved = Inputs(x=self.to(inputs.x), h0=self.to(inputs.h0), c0=self.to(inputs.c0),
-                       seq_lengths=inputs.seq_lengths, dy=self.to(inputs.dy),
-                       dh_n=self.to(inputs.dh_n), dc_n=self.to(inputs.dc_n))
         with self.ieee_float32_products():
-            out = _reference_outputs(case, on, moved, dtype)
-        grads = None
-        if out.grads is not None:
-            g = out.grads
-            grads = Gradients(dx=self.back(g.dx), dh0=self.back(g.dh0), dc0=self.back(g.dc0),
-                              params={k: self.back(v) for k, v in g.params.items()})
-        out = Outputs(y=self.back(out.y), h_n=self.back(out.h_n), c_n=self.back(out.c_n),
-                      y_layers=[self.back(y) for y in out.y_layers or []], grads=grads)
+            out = _reference_outputs(case, on, inputs.mapped(self.to), dtype).mapped(self.back)
         if self.device == "cuda":  # the tapes' memory back to the GPU, for the adapters
             self.torch.cuda.empty_cache()
         return out

@@ -31,7 +31,7 @@ import numpy as np
 
 from harness.adapters._reference import EVERYTHING, forward_backward
 from harness.adapters.base import Adapter
-from harness.data import Gradients, Inputs, Outputs
+from harness.data import Inputs, Outputs
 from harness.dtypes import DTYPES
 from harness.errors import Unavailable
 from harness.params import Canonical
@@ -165,13 +165,11 @@ class ReferenceCUDA(Adapter):
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         b = backend()
 
-        def dev(a: np.ndarray | None) -> Any:
-            return None if a is None else b.to_device(np.array(a, dtype=np.float64))
+        def dev(a: np.ndarray) -> Any:
+            return b.to_device(np.array(a, dtype=np.float64))
 
         canonical = Canonical({k: dev(v) for k, v in native.items()})
-        on_gpu = Inputs(x=dev(inputs.x), h0=dev(inputs.h0), c0=dev(inputs.c0),
-                        seq_lengths=inputs.seq_lengths, dy=dev(inputs.dy),
-                        dh_n=dev(inputs.dh_n), dc_n=dev(inputs.dc_n))
+        on_gpu = inputs.mapped(dev)
         if fast_path_gaps(b.framework, case):
             out = forward_backward(case, canonical, on_gpu, "float64")
         else:
@@ -179,14 +177,4 @@ class ReferenceCUDA(Adapter):
 
             out = fast_cuda.run(fast_device(), case, canonical, on_gpu,
                                 graphs=case.num_layers >= GRAPHS_FROM_LAYERS)
-
-        def host(a: Any) -> np.ndarray | None:
-            return None if a is None else b.to_host(a)
-
-        grads = None
-        if out.grads is not None:
-            g = out.grads
-            grads = Gradients(dx=host(g.dx), dh0=host(g.dh0), dc0=host(g.dc0),
-                              params={k: host(v) for k, v in g.params.items()})
-        return Outputs(y=host(out.y), h_n=host(out.h_n), c_n=host(out.c_n),
-                       y_layers=[host(y) for y in out.y_layers or []], grads=grads)
+        return out.mapped(b.to_host)
