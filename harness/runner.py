@@ -677,14 +677,10 @@ def check_blind_spots(result: RunResult) -> None:
     """The blind-spot check of every case that compared something (:mod:`harness.blind`),
     judged with the tolerance of each adapter it compared; a vacuous case (blind to every
     plausible mistake, and not marked ``allow_vacuous``) becomes a case error."""
-    by_name = {a.name: a for a in result.adapters}
     for case in result.cases:
-        if case.name in result.case_errors:
+        check = blind_check.of_result(result, case)  # made now: the run has none yet
+        if check is None:
             continue
-        compared = [by_name[p.adapter] for p in result.pairs if p.case == case.name
-                    and p.status in compare.COMPARED and p.adapter in by_name]
-        if not compared:
-            continue
-        check = result.blind[case.name] = blind_check.check(case, compared)
+        result.blind[case.name] = check
         if check.error:
             result.case_errors[case.name] = check.error
