@@ -250,12 +250,8 @@ def _cmd_merge(args: argparse.Namespace) -> int:
                            option=option)
     for line in merged.warnings:
         print(f"rnn-harness: warning: {line}", file=sys.stderr)
-    counts: dict[str, int] = {}
-    for p in merged.result.pairs:
-        counts[p.status] = counts.get(p.status, 0) + 1
     print(f"merged {len(shards)} report(s) ({', '.join(merged.shards) or 'not shards'}): "
-          + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-          + f"; report in {merged.out}/")
+          + _counts(merged.result.pairs) + f"; report in {merged.out}/")
     # a merge that compared nothing tested nothing, as a run that compared nothing
     return 1 if merged.result.failed or not _compared_anything(merged.result.pairs) else 0
 
