@@ -43,6 +43,11 @@ MINIMUM_VERSIONS = {
     "keras": "3.15",
     "onnx": "1.17",
     "onnxruntime": "1.21",
+    "ai_edge_litert": "2.3",
+    "openvino": "2026.4.1",
+    "jax": "0.10.2",
+    "flax": "0.12.8",
+    "msgpack": "1.2.4",
 }
 
 
