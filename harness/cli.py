@@ -139,7 +139,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     limit = prepare.max_memory(args.max_memory, gpu_work=any(a.device == "gpu" for a in chosen))
     # before the run, not after it: every name the report writes
     check_writable(args.out, names=report_names([(c.name, a.name) for c in cases for a in chosen],
-                                                outputs=args.save_outputs))
+                                                outputs=args.save_outputs,
+                                                models={a.name: a.saved_models for a in chosen}))
     for case in cases:  # bad input is exit 2 before anything runs, not an error row later
         prepare.check(case, limit)
     progress = None if args.quiet else runner.plain_progress

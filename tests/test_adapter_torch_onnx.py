@@ -115,3 +115,27 @@ def test_not_applicable_with_reasons(name):
     assert "peephole" in adapter.not_applicable_reason(peep)
     f64 = Case(name="d", cell="gru", **(SMALL | {"dtype": "float64"}))
     assert "float32 only" in adapter.not_applicable_reason(f64)
+
+
+def test_save_outputs_writes_the_exported_graph_that_ran(tmp_path):
+    """``--save-outputs`` writes the exported .onnx beside the outputs; that file, run again in
+    ONNX Runtime, gives the outputs the report saved."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from harness.cli import main
+
+    _available("torch-onnx-torchscript")
+    case_file = tmp_path / "tiny.yaml"
+    case_file.write_text("name: tiny\ncell: gru\ninput_size: 3\nhidden_size: 4\nbatch: 2\n"
+                         "seq_len: 4\ndtype: float32\ninitial_state: random\n")
+    out = tmp_path / "report"
+    assert main(["run", str(case_file), "--adapters", "torch-onnx-torchscript", "--quiet",
+                 "--save-outputs", "--plots", "none", "--out", str(out)]) == 0
+    model = out / "outputs" / "tiny" / "torch-onnx-torchscript.onnx"
+    saved = np.load(out / "outputs" / "tiny" / "torch-onnx-torchscript.npz")
+    inputs = prepare(Case(name="tiny", cell="gru", **(SMALL | {"seed": 0}))).inputs
+    sess = ort.InferenceSession(model.read_bytes(), providers=["CPUExecutionProvider"])
+    y, h_n = sess.run(None, {"x": inputs.x.astype(np.float32), "h0": inputs.h0.astype(np.float32)})
+    np.testing.assert_array_equal(y, saved["y"].astype(np.float32))
+    np.testing.assert_array_equal(h_n, saved["h_n"].astype(np.float32))

@@ -12,9 +12,11 @@ reports the dynamo exporter freezing the sequence length of a bidirectional laye
 (:func:`forget_previous_exports`, which the adapter calls so that cases do not depend on their
 order).
 
-The exported model stays in memory (``ONNXProgram.model_proto`` / a BytesIO): no file is
-written. The module is exported unpacked, without ``pack_padded_sequence``, so the exported
-graph has no sequence-lengths input: variable-length cases are not applicable.
+The exported model stays in memory (``ONNXProgram.model_proto`` / a BytesIO) while the adapter
+runs; ``--save-outputs`` writes it as outputs/<case>/<adapter>.onnx (``Outputs.models``), the
+graph ORT ran, to open in Netron or run again. The module is exported unpacked, without
+``pack_padded_sequence``, so the exported graph has no sequence-lengths input: variable-length
+cases are not applicable.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class TorchOnnx(TorchRNN):
     requires = ("torch", "onnx", "onnxruntime")
     exporter = ""
     capabilities = CAPABILITIES
+    saved_models = ("onnx",)  # the exported graph, as ORT ran it
     forget_previous = True  # forget_previous_exports before each dynamo export (tests: False)
 
     def check_available(self) -> None:
@@ -135,15 +138,15 @@ class TorchOnnx(TorchRNN):
                               dynamic_axes={k: axes[k] for k in names})
             return onnx.load_from_string(buf.getvalue())
 
-    def session(self, model):
+    def session(self, model: bytes):
         _, ort = import_onnxruntime()
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only: ORT warns of outputs' declared shapes
-        return ort.InferenceSession(model.SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        sess = self.session(self.export(case, native))
+        model = self.export(case, native).SerializeToString()
+        sess = self.session(model)
         np_dtype = np.float32
         feeds = [inputs.x, inputs.h0] + ([inputs.c0] if case.cell == "lstm" else [])
         feed = {}
@@ -156,7 +159,7 @@ class TorchOnnx(TorchRNN):
             y, h_n, c_n = got
         else:
             (y, h_n), c_n = got, None
-        return Outputs(y=y, h_n=h_n, c_n=c_n)
+        return Outputs(y=y, h_n=h_n, c_n=c_n, models={"onnx": model})
 
 
 def forget_previous_exports(torch) -> None:

@@ -189,6 +189,9 @@ class Adapter:
     # the distributions (keys of MINIMUM_VERSIONS) the adapter imports: an installed one older
     # than its minimum makes the adapter unavailable, with the version needed
     requires: tuple[str, ...] = ()
+    # suffixes of the model files ``_run`` returns in ``Outputs.models`` (the graph an exporter
+    # wrote): ``--save-outputs`` writes each as outputs/<case>/<adapter>.<suffix>
+    saved_models: tuple[str, ...] = ()
 
     _availability: str | None | bool = False  # False: not checked yet
 
@@ -321,6 +324,10 @@ class Adapter:
             if tuple(got.shape) != shape:
                 raise AdapterFault(f"returned {name} of shape {list(got.shape)}, "
                                    f"expected {list(shape)}")
+        unknown = set(out.models) - set(self.saved_models)
+        if unknown:
+            raise AdapterFault(f"returned model file(s) {sorted(unknown)} it does not declare "
+                               f"(saved_models: {list(self.saved_models)})")
         if finite:
             self.check_finite(case, out)
 

@@ -280,16 +280,19 @@ def _limits(parent: Path) -> tuple[int, int]:
     return conf("PC_NAME_MAX", 255), conf("PC_PATH_MAX", 4096)
 
 
-def report_names(pairs: Iterable[tuple[str, str]], outputs: bool = False) -> list[str]:
+def report_names(pairs: Iterable[tuple[str, str]], outputs: bool = False,
+                 models: dict[str, tuple[str, ...]] | None = None) -> list[str]:
     """Every path (relative to the report folder) a report of these case x adapter pairs may
-    write, for :func:`check_names`."""
+    write, for :func:`check_names`; ``models``: adapter -> suffixes of the model files it
+    saves (``Adapter.saved_models``)."""
     pairs = list(pairs)
     width = max(3, len(str(len(pairs))))
     names = [*FILES, *FOLDERS]
     for n, (case, adapter) in enumerate(pairs, 1):
         names += [f"plots/{plot_stem(n, case, adapter, width)}{s}.png" for s in PLOT_SUFFIXES]
         if outputs:
-            names.append(f"outputs/{case}/{adapter}.npz")
+            names += [f"outputs/{case}/{adapter}.{suffix}"
+                      for suffix in ("npz", *(models or {}).get(adapter, ()))]
     return names
 
 
