@@ -3,8 +3,8 @@ the canonical weights (layout ``torch``, :meth:`harness.adapters._torch.TorchRNN
 it with ``torch.onnx.export`` (one exporter per adapter) and run the exported model in ONNX
 Runtime on CPU, at the case's own batch and length.
 
-The export example has a batch and a length other than the case's (one more, two more), and the
-batch and time axes are declared dynamic, so a graph that froze either at the example's size
+The export example has a batch and a length other than the case's (:func:`example_size`: 2, or
+3 where the case has 2), and the batch and time axes are declared dynamic, so a graph that froze either at the example's size
 is refused by ORT at the case's size; the adapter checks the graph's declared input shapes first
 and says which axis was frozen at what (an error row, not a crash of the run). pytorch#191855
 reports the dynamo exporter freezing the sequence length of a bidirectional layer; with torch
@@ -37,9 +37,14 @@ from harness.spec import Case
 # The torch these adapters were checked with (MINIMUM_VERSIONS' torch 2.4 has no dynamo argument)
 CHECKED_TORCH = (2, 13)
 
-# An export example this much bigger than the case, on the batch and time axes.
-EXAMPLE_EXTRA_BATCH = 1
-EXAMPLE_EXTRA_STEPS = 2
+
+def example_size(size: int) -> int:
+    """The export example's batch or length: another size than the case's, and small, as the
+    dynamo exporter's cost grows with the example's length (torch 2.13 traces aten.lstm's
+    decomposition one step at a time: seed 000's case, 5 bidirectional layers of 12 steps, took
+    4.0-5.2 s of CPU time an export with an example of 14 steps, 2.8-3.5 s with 2). At least 2:
+    torch.export specializes a dynamic axis whose example size is 0 or 1."""
+    return 3 if size == 2 else 2
 
 CAPABILITIES = Capabilities(
     # ORT's CPU LSTM/GRU kernels have no double (the onnxruntime adapter); a float16 export
@@ -107,15 +112,15 @@ class TorchOnnx(TorchRNN):
                 "onnxruntime": ort.__version__, "exporter": self.exporter}
 
     def export(self, case: Case, native: dict[str, np.ndarray]):
-        """The onnx.ModelProto of the case's module, exported with an example of batch
-        ``case.batch + 1`` and length ``case.seq_len + 2``, batch and time declared dynamic."""
+        """The onnx.ModelProto of the case's module, exported with an example of another batch
+        and length (:func:`example_size`), batch and time declared dynamic."""
         torch = import_torch()
         onnx, _ = import_onnxruntime()
         lstm = case.cell == "lstm"
         wrapped = with_state(self.build(case, native), lstm)
         dtype = getattr(torch, TORCH_DTYPES[case.dtype])
         gen = torch.Generator().manual_seed(0)
-        n, t = case.batch + EXAMPLE_EXTRA_BATCH, case.seq_len + EXAMPLE_EXTRA_STEPS
+        n, t = example_size(case.batch), example_size(case.seq_len)
         states = case.num_layers * case.num_directions
         x = torch.randn(n, t, case.input_size, generator=gen, dtype=dtype)
         h0 = torch.randn(states, n, case.hidden_size, generator=gen, dtype=dtype)
@@ -190,8 +195,7 @@ def frozen_axes(name: str, declared: list, shape: tuple[int, ...]) -> None:
         steps = name == "x" and any(axis == 1 for axis, _, _ in bad)
         raise AdapterFault(
             f"the exported graph froze input {name!r}: {what}; the export declared the batch and "
-            f"time axes dynamic, its example had batch+{EXAMPLE_EXTRA_BATCH}, "
-            f"length+{EXAMPLE_EXTRA_STEPS}"
+            f"time axes dynamic, its example had another batch and length"
             + (" (a frozen sequence length, as in pytorch/pytorch#191855)" if steps else ""))
 
 
