@@ -4,9 +4,10 @@ it with ``torch.onnx.export`` (one exporter per adapter) and run the exported mo
 Runtime on CPU, at the case's own batch and length.
 
 The export example has a batch and a length other than the case's (:func:`example_size`: 2, or
-3 where the case has 2), and the batch and time axes are declared dynamic, so a graph that froze either at the example's size
-is refused by ORT at the case's size; the adapter checks the graph's declared input shapes first
-and says which axis was frozen at what (an error row, not a crash of the run). pytorch#191855
+3 where the case has 2), and the batch and time axes are declared dynamic, so a graph that
+froze either at the example's size is refused by ORT at the case's size; the adapter checks the
+graph's declared input shapes first and says which axis was frozen at what (an error row, not a
+crash of the run). pytorch#191855
 reports the dynamo exporter freezing the sequence length of a bidirectional layer; with torch
 2.13 it happens to any nn.LSTM / nn.GRU exported after another of the same op in the process
 (:func:`forget_previous_exports`, which the adapter calls so that cases do not depend on their
