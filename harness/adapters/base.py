@@ -189,6 +189,11 @@ class Adapter:
     # the distributions (keys of MINIMUM_VERSIONS) the adapter imports: an installed one older
     # than its minimum makes the adapter unavailable, with the version needed
     requires: tuple[str, ...] = ()
+    # environment variables of a worker process of the adapter's own: not None, the adapter
+    # never runs in the process that asks for it (its availability check, environment and
+    # calls go to that worker, :mod:`harness.isolation`), e.g. for a framework that reads its
+    # configuration once per process, at import, from the environment
+    own_process: dict[str, str] | None = None
 
     _availability: str | None | bool = False  # False: not checked yet
 
