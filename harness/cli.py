@@ -275,11 +275,12 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from harness.adapters import ADAPTERS
+    from harness.isolation import unavailable_reason
 
     rows = []
     notes = []
     for a in ADAPTERS.values():
-        reason = a.unavailable_reason()
+        reason = unavailable_reason(a)
         caps = a.capabilities.table()
         rows.append([a.name, a.device, "yes" if reason is None else f"no: {reason}",
                      a.layout_name or "-", caps["cells"], caps["directions"], caps["dtypes"],
@@ -288,8 +289,8 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
             notes += [f"  {a.name} with {feature}: {why}"
                       for feature, why in sorted(a.capabilities.gradient_reasons.items())]
     if args.json or args.format == "json":
-        print(json.dumps({a.name: {"available": a.unavailable_reason() is None,
-                                   "reason": a.unavailable_reason(), "device": a.device,
+        print(json.dumps({a.name: {"available": unavailable_reason(a) is None,
+                                   "reason": unavailable_reason(a), "device": a.device,
                                    "layout": a.layout_name, "capabilities": a.capabilities.table()}
                           for a in ADAPTERS.values()}, indent=2))
         return 0

@@ -20,13 +20,29 @@ rest of the run goes on.
   (a segfault, ``os._exit``, SIGKILL, the OOM killer) becomes an error row naming its exit code
   or signal; the adapter's next pair starts a fresh worker. The adapter object is pickled to
   the worker (by reference to its class), so adapters must be importable by module name.
+
+An adapter with ``own_process`` (:attr:`Adapter.own_process`: a framework that fixes its
+configuration once per process, at import, from the environment) never runs in the process
+that asks for it. Its worker is started with those environment variables, set before the job
+is built, and with scratch folders of its own (:func:`harness.scratch.make_folders`: the
+framework's config and caches, removed when the worker goes); the parent's environment is not
+touched. :class:`InProcess` sends such an adapter's availability check, environment and calls
+to one worker per process (:func:`own_workers`), started at its first use and kept until the
+executor closes or the process exits, so a pytest session that runs its pairs one
+``run_pair`` at a time starts it once; a timeout or a crash there is an error row and the next
+pair starts a fresh worker, as with ``--isolate`` (which applies the same environment).
+:func:`unavailable_reason` and :func:`run_native` do the same for callers outside a run (the
+``adapters`` command, the probe).
 """
 
 from __future__ import annotations
 
+import atexit
 import math
 import multiprocessing
 import queue
+import shutil
+import tempfile
 import threading
 import time
 import traceback
@@ -37,6 +53,7 @@ from harness.adapters.base import Adapter
 from harness.data import Inputs, Outputs
 from harness.errors import NotApplicable, Unavailable
 from harness.params import Canonical
+from harness.scratch import make_folders
 from harness.spec import Case
 from harness.workers import NoReply, Worker
 
@@ -116,6 +133,7 @@ class InProcess:
         self._lanes: dict[str, _Lane] = {}
         self._hung: dict[str, str] = {}  # adapter -> the case it was running when it timed out
         self._environments: dict[str, dict] = {}
+        self._used_own = False  # an own-process adapter was called: close() stops its worker
 
     def _run(self, adapter: Adapter, what: str, fn: Callable[[], Any]) -> Any:
         if adapter.name in self._hung:
@@ -136,23 +154,34 @@ class InProcess:
         return value
 
     def unavailable_reason(self, adapter: Adapter) -> str | None:
+        if adapter.own_process is not None:
+            return own_workers().unavailable_reason(adapter)
         # in the main thread, untimed: a framework's import may install signal handlers,
         # which only the main thread can do
         return adapter.unavailable_reason()
 
     def environment(self, adapter: Adapter) -> dict:
         """The adapter's environment (:meth:`Adapter.environment`), here, where it runs."""
+        if adapter.own_process is not None:
+            return own_workers().environment(adapter)
         if adapter.name not in self._environments:
             self._environments[adapter.name] = adapter.environment()
         return self._environments[adapter.name]
 
     def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs, *,
              check_finite: bool = True) -> tuple[Outputs, float]:
+        if adapter.own_process is not None:
+            self._used_own = True
+            return own_workers().call(adapter, case, canonical, inputs,
+                                      check_finite=check_finite, timeout=self.timeout)
         return self._run(adapter, f"case {case.name}",
                          lambda: adapter.run(case, canonical, inputs, check_finite=check_finite))
 
     def close(self) -> None:
-        """Nothing to stop: a hung lane is a daemon thread and ends with the process."""
+        """Stop the own-process workers this executor called (they are started again at the
+        next use); a hung lane is a daemon thread and ends with the process."""
+        if self._used_own and _OWN is not None:
+            _OWN.close()
 
     def __enter__(self) -> InProcess:
         return self
@@ -180,10 +209,18 @@ class _AdapterJob:
         return ("ready", reason, environment)
 
     def handle(self, message: tuple) -> Iterator[tuple]:
-        _, case, canonical, inputs, check_finite = message
         try:
-            out, seconds = self.adapter.run(case, canonical, inputs, check_finite=check_finite)
-            reply: tuple = ("ok", out, seconds)
+            if message[0] == "native":  # run_native: the adapter's own tensors, checked
+                _, case, native, inputs = message
+                start = time.perf_counter()
+                out = self.adapter._run(case, native, inputs)
+                self.adapter._check(case, out)
+                reply: tuple = ("ok", out, time.perf_counter() - start)
+            else:
+                _, case, canonical, inputs, check_finite = message
+                out, seconds = self.adapter.run(case, canonical, inputs,
+                                                check_finite=check_finite)
+                reply = ("ok", out, seconds)
         except NotApplicable as exc:
             reply = ("raised", "not applicable", type(exc).__name__, str(exc), "")
         except Unavailable as exc:
@@ -209,24 +246,44 @@ class Isolated:
         self._workers: dict[str, Worker] = {}
         self._reasons: dict[str, str | None] = {}
         self._environments: dict[str, dict] = {}  # as the adapter's worker process saw it
+        self._scratch: dict[str, str] = {}  # adapter -> its own-process worker's scratch folder
+        self.started = 0  # worker processes started so far
 
-    def _worker(self, adapter: Adapter) -> Worker:
+    def _worker(self, adapter: Adapter, timeout: float | None = None) -> Worker:
         w = self._workers.get(adapter.name)
         if w is not None and w.alive():
             return w
         self._workers.pop(adapter.name, None)
+        self._drop_scratch(adapter.name)
         try:
             w = Worker(_AdapterJob, (adapter,), name=f"rnn-harness-{adapter.name}",
-                       context=self.context)
+                       context=self.context, env=self._own_env(adapter))
         except Exception as exc:  # e.g. the adapter does not pickle
+            self._drop_scratch(adapter.name)
             raise PairFailure(f"cannot start a worker process for {adapter.name}: "
                               f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
-        startup = max(self.timeout, STARTUP_SECONDS) if self.timeout else None
+        self.started += 1
+        timeout = self.timeout if timeout is None else timeout
+        startup = max(timeout, STARTUP_SECONDS) if timeout else None
         _, reason, environment = self._request(adapter, w, None, startup)
         self._workers[adapter.name] = w
         self._reasons[adapter.name] = reason
         self._environments.setdefault(adapter.name, environment)
         return w
+
+    def _own_env(self, adapter: Adapter) -> dict[str, str] | None:
+        """An own-process adapter's worker environment: its variables over scratch folders
+        made for this worker (its framework's config and caches stay out of the home)."""
+        if adapter.own_process is None:
+            return None
+        top = tempfile.mkdtemp(prefix=f"rnn-harness-{adapter.name}-")
+        self._scratch[adapter.name] = top
+        return make_folders(top) | dict(adapter.own_process)
+
+    def _drop_scratch(self, name: str) -> None:
+        top = self._scratch.pop(name, None)
+        if top is not None:
+            shutil.rmtree(top, ignore_errors=True)
 
     @staticmethod
     def _request(adapter: Adapter, w: Worker, message: tuple | None,
@@ -257,11 +314,21 @@ class Isolated:
         return self._environments[adapter.name]
 
     def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs, *,
-             check_finite: bool = True) -> tuple[Outputs, float]:
-        worker = self._worker(adapter)
+             check_finite: bool = True, timeout: float | None = None) -> tuple[Outputs, float]:
+        """``timeout``: this call's, instead of the executor's (an :class:`InProcess`'s own)."""
+        return self._call(adapter, ("run", case, canonical, inputs, check_finite), timeout)
+
+    def run_native(self, adapter: Adapter, case: Case, native: dict, inputs: Inputs
+                   ) -> Outputs:
+        """``adapter._run`` on its own native tensors, checked (:func:`run_native`)."""
+        return self._call(adapter, ("native", case, native, inputs), None)[0]
+
+    def _call(self, adapter: Adapter, message: tuple, timeout: float | None
+              ) -> tuple[Outputs, float]:
+        timeout = self.timeout if timeout is None else _limit(timeout)
+        worker = self._worker(adapter, timeout)
         start = time.perf_counter()
-        reply = self._request(adapter, worker, ("run", case, canonical, inputs, check_finite),
-                              self.timeout)
+        reply = self._request(adapter, worker, message, timeout)
         if reply[0] == "ok":
             return reply[1], reply[2]
         _, kind, type_name, message, detail = reply
@@ -276,12 +343,49 @@ class Isolated:
         for w in self._workers.values():
             w.stop()
         self._workers.clear()
+        for name in list(self._scratch):
+            self._drop_scratch(name)
 
     def __enter__(self) -> Isolated:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_OWN: Isolated | None = None
+
+
+def own_workers() -> Isolated:
+    """The workers of this process's own-process adapters (:attr:`Adapter.own_process`), one
+    per adapter, shared by every :class:`InProcess` here and stopped at exit. Timeouts are
+    each call's."""
+    global _OWN
+    if _OWN is None:
+        _OWN = Isolated()
+        atexit.register(_OWN.close)
+    return _OWN
+
+
+def unavailable_reason(adapter: Adapter) -> str | None:
+    """Why ``adapter`` cannot run, asked where it runs: here, or in its own process. A worker
+    that cannot start or answer is a reason too."""
+    if adapter.own_process is None:
+        return adapter.unavailable_reason()
+    try:
+        return own_workers().unavailable_reason(adapter)
+    except PairFailure as exc:
+        return str(exc)
+
+
+def run_native(adapter: Adapter, case: Case, native: dict, inputs: Inputs) -> Outputs:
+    """``adapter._run`` on native tensors (the probe's runs), checked as :meth:`Adapter.run`
+    checks them, here or in the adapter's own process."""
+    if adapter.own_process is None:
+        out = adapter._run(case, native, inputs)
+        adapter._check(case, out)
+        return out
+    return own_workers().run_native(adapter, case, native, inputs)
 
 
 Executor = InProcess | Isolated

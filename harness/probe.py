@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tabulate import tabulate
 
-from harness import data, reference
+from harness import data, isolation, reference
 from harness.adapters.base import Adapter
 from harness.errors import HarnessError
 from harness.layouts import get_layout
@@ -156,7 +156,7 @@ def probe(adapter: Adapter, case: Case, *, case_sizes: bool = False,
     """Measure ``adapter``'s layout on ``case`` (structure kept, data replaced; small sizes
     unless ``case_sizes``). ``progress``: told the framework runs done and the time left."""
     start = time.perf_counter()
-    reason = adapter.unavailable_reason()
+    reason = isolation.unavailable_reason(adapter)
     if reason:
         raise HarnessError(f"adapter {adapter.name!r} is unavailable here: {reason}")
     reason = adapter.not_applicable_reason(case)
@@ -181,8 +181,7 @@ def probe(adapter: Adapter, case: Case, *, case_sizes: bool = False,
     def run_native(native: dict[str, np.ndarray]) -> np.ndarray:
         nonlocal runs
         runs += 1
-        out = adapter._run(case, native, inputs)
-        adapter._check(case, out)
+        out = isolation.run_native(adapter, case, native, inputs)  # checked, where it runs
         ticker.done()
         return _flat(out.named())
 
@@ -400,7 +399,7 @@ def probe_file(adapter_name: str, case_file: str | None, *, name: str | None = N
     else:
         cases = [Case(name="probe-lstm", cell="lstm", input_size=2, hidden_size=2),
                  Case(name="probe-gru", cell="gru", input_size=2, hidden_size=2)]
-    why = adapter.unavailable_reason()
+    why = isolation.unavailable_reason(adapter)
     if why:
         raise HarnessError(f"adapter {adapter.name!r} is unavailable here: {why}")
     texts, code, ran = [], 0, 0

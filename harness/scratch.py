@@ -21,9 +21,21 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
-# variable -> its sub-folder of the scratch folder
+# variable -> its sub-folder of the scratch folder. JAX keeps no persistent compilation cache
+# unless JAX_COMPILATION_CACHE_DIR names one (a user's own would be read and written).
 FOLDERS = {"TMPDIR": "tmp", "XDG_CACHE_HOME": "cache", "XDG_CONFIG_HOME": "config",
-           "KERAS_HOME": "keras", "MPLCONFIGDIR": "matplotlib"}
+           "KERAS_HOME": "keras", "MPLCONFIGDIR": "matplotlib",
+           "JAX_COMPILATION_CACHE_DIR": "jax"}
+
+
+def make_folders(top: str) -> dict[str, str]:
+    """Make the sub-folders of :data:`FOLDERS` in ``top``; variable -> folder."""
+    env = {}
+    for var, sub in FOLDERS.items():
+        path = os.path.join(top, sub)
+        os.mkdir(path, 0o700)
+        env[var] = path
+    return env
 
 
 @contextlib.contextmanager
@@ -40,10 +52,7 @@ def scratch() -> Iterator[str | None]:
     saved = {k: os.environ.get(k) for k in FOLDERS}
     saved_tempdir = tempfile.tempdir  # tempfile caches $TMPDIR on first use
     try:
-        for var, sub in FOLDERS.items():
-            path = os.path.join(top, sub)
-            os.mkdir(path, 0o700)
-            os.environ[var] = path
+        os.environ.update(make_folders(top))
         tempfile.tempdir = os.environ["TMPDIR"]
         yield top
     finally:

@@ -52,8 +52,13 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _main(conn: Any, parent: int, make_job: Callable[..., Job], args: tuple) -> None:
-    """The worker loop."""
+def _main(conn: Any, parent: int, make_job: Callable[..., Job], args: tuple,
+          env: dict[str, str] | None = None) -> None:
+    """The worker loop. ``env`` is applied first, before the job is built: by then the child
+    has imported only the modules that unpickling ``make_job`` and ``args`` needed (the
+    harness's, which import no framework at import time)."""
+    if env:
+        os.environ.update(env)
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = make_job(*args)
@@ -88,13 +93,16 @@ def _main(conn: Any, parent: int, make_job: Callable[..., Job], args: tuple) -> 
 class Worker:
     """A worker process running ``make_job(*args)`` (both pickled to it), as its parent sees it.
     ``daemon``: ended with the parent by multiprocessing too; a daemon cannot start processes
-    of its own."""
+    of its own. ``env``: environment variables set in the worker before its job is built
+    (the parent's environment is left alone)."""
 
     def __init__(self, make_job: Callable[..., Job], args: tuple, *, name: str,
-                 daemon: bool = True, context: Any = None) -> None:
+                 daemon: bool = True, context: Any = None,
+                 env: dict[str, str] | None = None) -> None:
         context = context or multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_main, args=(child, os.getpid(), make_job, args),
+        self.process = context.Process(target=_main,
+                                       args=(child, os.getpid(), make_job, args, env),
                                        name=name, daemon=daemon)
         try:
             self.process.start()

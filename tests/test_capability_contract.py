@@ -19,7 +19,7 @@ import pytest
 from fault_adapters import Correct
 
 from harness import adapters as registry
-from harness import compare, runner
+from harness import compare, isolation, runner
 from harness.adapters.base import Adapter
 from harness.spec import Case
 
@@ -101,7 +101,7 @@ def broken_declarations(adapter: Adapter) -> list[str]:
 
 @pytest.mark.parametrize("adapter", adapters())
 def test_every_declared_capability_runs(adapter: Adapter) -> None:
-    reason = adapter.unavailable_reason()
+    reason = isolation.unavailable_reason(adapter)  # where it runs (its own process, if any)
     if reason:
         pytest.skip(f"{adapter.name}: {reason}")
     broken = broken_declarations(adapter)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from harness.adapters.base import Adapter, AdapterFault, Capabilities
 from harness.adapters.keras import Keras
 from harness.adapters.keras3 import Keras3
+from harness.adapters.keras3_jax import Keras3Jax
 from harness.adapters.keras_cudnn import KerasCuDNN
 from harness.adapters.onnxruntime import OnnxRuntime
 from harness.adapters.reference import NoiseFloor, Reference
@@ -32,7 +33,7 @@ ADAPTERS: dict[str, Adapter] = {
         TorchOnnxTorchScript(),
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
-        Keras(), Keras3(),
+        Keras(), Keras3(), Keras3Jax(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
     )
 }

@@ -184,8 +184,6 @@ def run_keras(
 
     valid = np.arange(T)[None, :] < inputs.lengths[:, None]  # [B, T]
     mask = tf.constant(valid) if inputs.seq_lengths is not None else None
-    D = case.num_directions
-    n_state = 2 if lstm else 1
     layers = make_layers(K, case, activation=activation, layer_kwargs=layer_kwargs)
     weights: dict[str, Any] = {}  # native name -> Keras variable
     for layer, rnn in enumerate(layers):
@@ -200,31 +198,51 @@ def run_keras(
     with tape if tape is not None else contextlib.nullcontext():
         if tape is not None:
             tape.watch([x, *h0, *c0])  # the cell variables are watched as they are read
-        layer_in = x
-        h_n, c_n, y_layers = [], [], []
-        for layer, rnn in enumerate(layers):
-            states = []  # Keras order: [h, c] per direction, forward first
-            for k in range(D):
-                s = layer * D + k
-                states += [h0[s]] + ([c0[s]] if lstm else [])
-            y, *finals = rnn(layer_in, initial_state=states, mask=mask)
-            if case.dir_mode == "reverse":  # go_backwards returns y in reading order
-                y = tf.reverse(y, axis=[1])
-            if mask is not None and D == 1:
-                # Keras CPU carries the last valid output into padded steps: zero them.
-                # (Bidirectional already writes zeros there.)
-                y = y * tf.cast(mask, y.dtype)[:, :, None]
-            for k in range(D):
-                h_n.append(finals[k * n_state])
-                if lstm:
-                    c_n.append(finals[k * n_state + 1])
-            y_layers.append(y)
-            layer_in = y
+        y, h_n, c_n, y_layers = run_stack(
+            case, layers, x, h0, c0,
+            call=lambda layer, rnn, layer_in, states: rnn(layer_in, initial_state=states,
+                                                          mask=mask),
+            flip=lambda y: tf.reverse(y, axis=[1]),
+            zero_padded=(None if mask is None else
+                         lambda y: y * tf.cast(mask, y.dtype)[:, :, None]))
 
     grads = None
     if tape is not None:
-        grads = backward(tf, tape, case, inputs, (layer_in, h_n, c_n), (x, h0, c0), weights)
-    return outputs_of(layer_in, h_n, c_n if lstm else None, y_layers, grads)
+        grads = backward(tf, tape, case, inputs, (y, h_n, c_n), (x, h0, c0), weights)
+    return outputs_of(y, h_n, c_n if lstm else None, y_layers, grads)
+
+
+def run_stack(case: Case, layers: list[Any], x: Any, h0: list[Any], c0: list[Any], *,
+              call: Any, flip: Any, zero_padded: Any) -> tuple[Any, list, list, list]:
+    """The stack of :func:`make_layers` on ``x`` [B, T, I], in the ops of whatever backend the
+    three functions use: ``call(layer, rnn, layer_in, states)`` -> Keras's ``[y, *finals]``,
+    ``flip(y)`` reverses time, ``zero_padded(y)`` zeroes padded steps (None: no mask). ``h0``,
+    ``c0``: one [B, H] tensor per layer and direction (``c0`` empty for GRU). Returns (y,
+    h_n, c_n, every layer's y), ``h_n``/``c_n`` one tensor per layer and direction."""
+    D = case.num_directions
+    lstm = case.cell == "lstm"
+    n_state = 2 if lstm else 1
+    layer_in = x
+    h_n, c_n, y_layers = [], [], []
+    for layer, rnn in enumerate(layers):
+        states = []  # Keras order: [h, c] per direction, forward first
+        for k in range(D):
+            s = layer * D + k
+            states += [h0[s]] + ([c0[s]] if lstm else [])
+        y, *finals = call(layer, rnn, layer_in, states)
+        if case.dir_mode == "reverse":  # go_backwards returns y in reading order
+            y = flip(y)
+        if zero_padded is not None and D == 1:
+            # Keras CPU carries the last valid output into padded steps: zero them.
+            # (Bidirectional already writes zeros there.)
+            y = zero_padded(y)
+        for k in range(D):
+            h_n.append(finals[k * n_state])
+            if lstm:
+                c_n.append(finals[k * n_state + 1])
+        y_layers.append(y)
+        layer_in = y
+    return layer_in, h_n, c_n, y_layers
 
 
 def outputs_of(y: Any, h_n: list, c_n: list | None, y_layers: list, grads: Gradients | None

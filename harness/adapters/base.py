@@ -192,6 +192,11 @@ class Adapter:
     # suffixes of the model files ``_run`` returns in ``Outputs.models`` (the graph an exporter
     # wrote): ``--save-outputs`` writes each as outputs/<case>/<adapter>.<suffix>
     saved_models: tuple[str, ...] = ()
+    # environment variables of a worker process of the adapter's own: not None, the adapter
+    # never runs in the process that asks for it (its availability check, environment and
+    # calls go to that worker, :mod:`harness.isolation`), e.g. for a framework that reads its
+    # configuration once per process, at import, from the environment
+    own_process: dict[str, str] | None = None
 
     _availability: str | None | bool = False  # False: not checked yet
 

@@ -7,7 +7,7 @@ import platform
 import sys
 from datetime import UTC, datetime
 
-from harness import __version__
+from harness import __version__, isolation
 from harness.report.record import SCHEMA_VERSION, RunRecord
 
 
@@ -21,7 +21,7 @@ def run_record(result) -> RunRecord:
         # reached is only asked whether it is available, here
         env = environments.get(a.name)
         if env is None:
-            reason = a.unavailable_reason()
+            reason = isolation.unavailable_reason(a)
             env = {"available": reason is None, "reason": reason}
         adapters[a.name] = {"available": env["available"], "reason": env["reason"],
                             "device": a.device}
