@@ -21,9 +21,12 @@ What OpenVINO 2026.4.1 does with each feature was measured (tests/test_adapter_o
 - ``layout=1``: its ONNX frontend ignores the attribute (openvinotoolkit/openvino#37820) and
   reads the batch-major data as time-major. Where that makes the shapes disagree (batch,
   steps and directions not all equal) it refuses the model at conversion ("Dimension
-  `batch_size` is not matched between inputs"): the pair is not applicable with that quote and
-  the issue. Where they agree (cases/batch-major.yaml: batch = steps = directions = 2) it runs
-  and is silently wrong: that case declares the pair a known upstream bug.
+  `batch_size` is not matched between inputs"); where they agree (cases/batch-major.yaml:
+  batch = steps = directions = 2) it runs and is silently wrong. So ``openvino-batch-major``
+  is unavailable where the installed OpenVINO does this (:func:`layout_ignored`, one small
+  conversion, no version hard-coded): every declared capability fails at the contract's sizes.
+  It becomes available once OpenVINO reads the attribute; cases/batch-major.yaml's
+  ``expected:`` then says whether the values are right ("looks fixed").
 """
 
 from __future__ import annotations
@@ -35,15 +38,12 @@ import numpy as np
 from harness.adapters._onnx import ONNX_REASONS, build_model, feeds, import_onnx, read_outputs
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
-from harness.errors import NotApplicable, Unavailable
+from harness.errors import Unavailable
 from harness.spec import Case
 
 # f32 whatever the CPU: the plugin's default on a CPU with bf16 support is bf16
 COMPILE_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 
-# What OpenVINO 2026.4.1's ONNX frontend says of a batch-major model whose shapes, read as
-# time-major, disagree (openvinotoolkit/openvino#37820)
-LAYOUT_REFUSAL = "Dimension `batch_size` is not matched between inputs"
 
 CAPABILITIES = Capabilities(
     directions=frozenset({"forward", "reverse", "bidirectional"}),
@@ -109,20 +109,14 @@ class OpenVINO(Adapter):
             OpenVINO._frontend = FrontEndManager().load_by_framework("onnx")
         return OpenVINO._core
 
-    def convert(self, case: Case, native: dict[str, np.ndarray], *, lengths: bool):
-        """The ov.Model of :func:`build_model` at this adapter's layout, read from memory."""
+    def convert(self, case: Case, native: dict[str, np.ndarray], *, lengths: bool,
+                layout: int | None = None):
+        """The ov.Model of :func:`build_model` at ``layout`` (by default this adapter's), read
+        from memory."""
         self.core()
-        model = build_model(case, native, lengths=lengths, layout=self.onnx_layout)
-        try:
-            return self._frontend.convert(self._frontend.load(io.BytesIO(
-                model.SerializeToString())))
-        except Exception as exc:
-            if self.onnx_layout == 1 and LAYOUT_REFUSAL in str(exc):
-                raise NotApplicable(
-                    f"OpenVINO refuses this batch-major (layout=1) model: '{LAYOUT_REFUSAL}'; "
-                    "its ONNX frontend reads layout=1 data as time-major "
-                    "(openvinotoolkit/openvino#37820)") from None
-            raise
+        model = build_model(case, native, lengths=lengths,
+                            layout=self.onnx_layout if layout is None else layout)
+        return self._frontend.convert(self._frontend.load(io.BytesIO(model.SerializeToString())))
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         model = self.convert(case, native, lengths=inputs.seq_lengths is not None)
@@ -136,3 +130,35 @@ class OpenVINOBatchMajor(OpenVINO):
     name = "openvino-batch-major"
     title = "ONNX LSTM/GRU nodes (layout=1, batch-major) in OpenVINO (CPU)"
     onnx_layout = 1
+
+    def check_available(self) -> None:
+        super().check_available()
+        reason = self.layout_ignored()
+        if reason:
+            raise Unavailable(reason)
+
+    def layout_ignored(self) -> str | None:
+        """Why the installed OpenVINO cannot run a batch-major graph, or None: an LSTM of
+        batch 2 and 3 steps, with its initial states, at ``layout=1`` must convert with ``Y``
+        [N, T, D, H] = [2, 3, 1, 1] (the contract's sizes, harness/adapters/base.py's
+        capabilities run there)."""
+        ov, _ = import_openvino()
+        case = Case(name="layout-check", cell="lstm", input_size=1, hidden_size=1, batch=2,
+                    seq_len=3)
+        native = {name: np.zeros(shape, np.float32)
+                  for name, shape in self.layout.shapes(case).items()}
+        why = (f"openvino {ov.__version__.split('-')[0]} ignores the ONNX LSTM/GRU layout "
+               "attribute (openvinotoolkit/openvino#37820)")
+        try:
+            model = self.convert(case, native, lengths=False, layout=1)
+        except Exception as exc:  # noqa: BLE001  (its words are the reason)
+            said = str(exc).strip().splitlines()
+            quote = next((line for line in said if "not matched" in line), said[-1] if said
+                         else type(exc).__name__)
+            return (f"{why}: a batch-major model of batch 2 and 3 steps is refused ('{quote}'); "
+                    "one whose batch, steps and directions agree runs wrong "
+                    "(cases/batch-major.yaml)")
+        shape = [str(d) for d in model.output("Y0").get_partial_shape()]
+        if shape != ["2", "3", "1", "1"]:
+            return f"{why}: a batch-major model's Y is [{', '.join(shape)}], not [2, 3, 1, 1]"
+        return None
