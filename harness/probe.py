@@ -36,7 +36,7 @@ from tabulate import tabulate
 
 from harness import data, isolation, reference
 from harness.adapters.base import Adapter
-from harness.errors import HarnessError
+from harness.errors import HarnessError, NotApplicable
 from harness.layouts import get_layout
 from harness.layouts.base import Layout
 from harness.params import Canonical, expected_shapes
@@ -187,6 +187,10 @@ def probe(adapter: Adapter, case: Case, *, case_sizes: bool = False,
 
     try:
         result = _measure(adapter, case, layout, tensors, inputs, tol, run_native, ticker)
+    except NotApplicable as exc:  # the framework refused the probe's case when it ran it
+        raise HarnessError(f"adapter {adapter.name!r} cannot run the probe's case "
+                           f"({_sizes(case)}, batch {case.batch}, {case.seq_len} steps): {exc}"
+                           ) from None
     finally:
         ticker.close()
     result.runs, result.seconds, result.shrunk_from = runs, time.perf_counter() - start, shrunk_from

@@ -77,7 +77,7 @@ def test_every_unknown_adapter_is_named_with_its_did_you_mean(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert ("unknown adapters 'torch_cpu' (did you mean 'torch-cpu' or 'torch-cudnn'?), 'onnx' "
-            "(did you mean 'onnxruntime'?), 'zzz'; known: ") in err, err
+            "(did you mean 'onnxruntime' or 'onnx-reference'?), 'zzz'; known: ") in err, err
 
 
 def test_adapters_format_json(capsys):

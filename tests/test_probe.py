@@ -23,8 +23,10 @@ from harness.spec import Case
 CPU = [a for a in ADAPTERS.values() if a.device == "cpu"]
 # Each probe run of these adapters is an export (torchscript ~0.1 s, dynamo 2-3 s) of the torch
 # layout torch-cpu's probe measures: torchscript probes its LSTM case here, dynamo is probed by
-# hand (`rnn-harness probe --adapter torch-onnx-dynamo`: 49 exports, about 2 minutes).
-EXPORTING = {"torch-onnx-torchscript": 1, "torch-onnx-dynamo": 0}
+# hand (`rnn-harness probe --adapter torch-onnx-dynamo`: 49 exports, about 2 minutes). Each of
+# openvino's is a compile_model (50-100 ms): its LSTM case here (2-3 s), the onnx layout's GRU
+# and bidirectional cases are onnxruntime's and onnx-reference's (openvino's by hand: 13 s).
+EXPORTING = {"torch-onnx-torchscript": 1, "torch-onnx-dynamo": 0, "openvino": 1}
 
 
 def probe_cases(adapter) -> list[Case]:

@@ -10,7 +10,9 @@ from harness.adapters.keras import Keras
 from harness.adapters.keras3 import Keras3
 from harness.adapters.keras3_jax import Keras3Jax
 from harness.adapters.keras_cudnn import KerasCuDNN
+from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
+from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
 from harness.adapters.tf_block import TFBlockLSTM, TFBlockLSTMV2
@@ -29,6 +31,8 @@ ADAPTERS: dict[str, Adapter] = {
         NoiseFloor(),
         TorchCPU(),
         OnnxRuntime(),
+        OpenVINO(), OpenVINOBatchMajor(),
+        OnnxReference(),
         TorchOnnxDynamo(),
         TorchOnnxTorchScript(),
         TFBlockLSTM(), TFBlockLSTMV2(),

@@ -15,12 +15,30 @@ native weight files). ONNX has no runtime forget bias: a case's ``forget_bias`` 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from harness.layouts.base import Layout, NativeTensor, OptionalTensor, fused, grid
 from harness.spec import Case
 
 # Canonical gate names in ONNX's block order: LSTM i o f c (canonical g is ONNX's c), GRU z r h.
 ORDER = {"lstm": "iofg", "gru": "zrn"}
 PEEPHOLE_ORDER = "iof"
+
+
+class DataAxes(NamedTuple):
+    """The axis order of an ONNX LSTM / GRU node's data for one value of its ``layout``
+    attribute, in letters: T time, N batch, I input features, D direction, H hidden. ``state``
+    is ``initial_h``, ``initial_c``, ``Y_h`` and ``Y_c`` alike."""
+
+    x: str
+    y: str
+    state: str
+
+
+# The operator's ``layout`` attribute (opset 14+; ONNX LSTM and GRU specifications): 0
+# time-major, 1 batch-major. The weights W, R, B, P are the same at either.
+DATA_AXES = {0: DataAxes(x="TNI", y="TDNH", state="DNH"),
+             1: DataAxes(x="NTI", y="NTDH", state="NDH")}
 
 
 def tensor_name(case: Case, layer: int, name: str) -> str:

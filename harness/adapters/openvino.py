@@ -1,0 +1,164 @@
+"""The harness's ONNX ``LSTM`` / ``GRU`` graph (harness/adapters/_onnx.py, the one the
+onnxruntime adapter runs) read by OpenVINO's ONNX frontend from memory and compiled for the CPU
+plugin: ``openvino`` with the nodes' ``layout=0`` (time-major), ``openvino-batch-major`` with
+``layout=1`` (batch-major). Layout ``onnx``.
+
+The model's bytes go to the frontend through a BytesIO: no file is written. The CPU plugin picks
+its inference precision from the CPU (bf16 on one with AVX-512 BF16 or AMX: the LSTMSequence
+then runs in bfloat16 whatever the model's type), so ``INFERENCE_PRECISION_HINT`` is pinned to
+f32 (:data:`COMPILE_CONFIG`, in versions(); the plugin's own default is in precision_flags()).
+
+What OpenVINO 2026.4.1 does with each feature was measured (tests/test_adapter_openvino.py):
+
+- runs right: sequence_lens, reverse and bidirectional directions, clip, GRU
+  linear_before_reset 0 and 1, initial states, stacked layers, float16 (computed in float32).
+- refuses: HardSigmoid activations ("Unsupported activation function", at compile_model).
+- drops silently: LSTM peepholes ``P`` and ``input_forget`` (the output equals the model's
+  without them; its frontend builds an LSTMSequence-5, which has neither), so both are not
+  applicable, with that reason.
+- float64: the CPU plugin converts a double model to float32 around the LSTMSequence
+  (``INFERENCE_PRECISION_HINT`` has no f64), so a float64 case is not applicable.
+- ``layout=1``: its ONNX frontend ignores the attribute (openvinotoolkit/openvino#37820) and
+  reads the batch-major data as time-major. Where that makes the shapes disagree (batch,
+  steps and directions not all equal) it refuses the model at conversion ("Dimension
+  `batch_size` is not matched between inputs"); where they agree (cases/batch-major.yaml:
+  batch = steps = directions = 2) it runs and is silently wrong. So ``openvino-batch-major``
+  is unavailable where the installed OpenVINO does this (:func:`layout_ignored`, one small
+  conversion, no version hard-coded): every declared capability fails at the contract's sizes.
+  It becomes available once OpenVINO reads the attribute; cases/batch-major.yaml's
+  ``expected:`` then says whether the values are right ("looks fixed").
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from harness.adapters._onnx import ONNX_REASONS, build_model, feeds, import_onnx, read_outputs
+from harness.adapters.base import Adapter, Capabilities
+from harness.data import Inputs, Outputs
+from harness.errors import Unavailable
+from harness.spec import Case
+
+# f32 whatever the CPU: the plugin's default on a CPU with bf16 support is bf16
+COMPILE_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+
+
+CAPABILITIES = Capabilities(
+    directions=frozenset({"forward", "reverse", "bidirectional"}),
+    dtypes=frozenset({"float32", "float16"}),
+    gate_clip=True,
+    reasons=ONNX_REASONS | {
+        "dtypes": "OpenVINO CPU plugin: float32 and float16 only; a double model's LSTMSequence "
+                  "runs in float32 (INFERENCE_PRECISION_HINT: 'Supported values: bf16, f16, "
+                  "f32, undefined'), and a bfloat16 model is not built here",
+        "peepholes": "OpenVINO's ONNX frontend drops LSTM input P silently (openvino 2026.4.1: "
+                     "the output equals the model's without P; it builds an LSTMSequence-5, "
+                     "which has no peepholes)",
+        "input_forget": "OpenVINO's ONNX frontend ignores input_forget=1 silently (openvino "
+                        "2026.4.1: the output equals the model's without it)",
+        "recurrent_activations": "OpenVINO CPU plugin refuses HardSigmoid in activations: "
+                                 "'Unsupported activation function' (compile_model)",
+    },
+)
+
+
+def import_openvino():
+    try:
+        import openvino
+        from openvino.frontend import FrontEndManager
+    except ImportError as exc:
+        raise Unavailable(f"openvino is not installed ({exc}); pip install openvino") from None
+    return openvino, FrontEndManager
+
+
+class OpenVINO(Adapter):
+    name = "openvino"
+    title = "ONNX LSTM/GRU nodes (layout=0) in OpenVINO (CPU)"
+    framework = "openvino"
+    requires = ("onnx", "openvino")
+    layout_name = "onnx"
+    native_in_case_dtype = True
+    capabilities = CAPABILITIES
+    onnx_layout = 0  # the nodes' layout attribute: 0 time-major, 1 batch-major
+
+    _core = None
+    _frontend = None
+
+    def check_available(self) -> None:
+        import_onnx()
+        import_openvino()
+
+    def versions(self) -> dict[str, str]:
+        ov, _ = import_openvino()
+        return {"onnx": import_onnx().__version__, "openvino": ov.__version__,
+                "compile_config": ", ".join(f"{k}={v}" for k, v in COMPILE_CONFIG.items())}
+
+    def precision_flags(self) -> dict[str, object]:
+        """The CPU plugin's own inference precision here, which :data:`COMPILE_CONFIG`
+        overrides for every compiled model."""
+        return {"openvino.CPU.INFERENCE_PRECISION_HINT (default, overridden)":
+                self.core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()}
+
+    def core(self):
+        """One ``ov.Core`` and ONNX frontend per process (made on first use)."""
+        if OpenVINO._core is None:
+            ov, FrontEndManager = import_openvino()
+            OpenVINO._core = ov.Core()
+            OpenVINO._frontend = FrontEndManager().load_by_framework("onnx")
+        return OpenVINO._core
+
+    def convert(self, case: Case, native: dict[str, np.ndarray], *, lengths: bool,
+                layout: int | None = None):
+        """The ov.Model of :func:`build_model` at ``layout`` (by default this adapter's), read
+        from memory."""
+        self.core()
+        model = build_model(case, native, lengths=lengths,
+                            layout=self.onnx_layout if layout is None else layout)
+        return self._frontend.convert(self._frontend.load(io.BytesIO(model.SerializeToString())))
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        model = self.convert(case, native, lengths=inputs.seq_lengths is not None)
+        compiled = self.core().compile_model(model, "CPU", COMPILE_CONFIG)
+        result = compiled(feeds(case, inputs, layout=self.onnx_layout))
+        got = {port.get_any_name(): value for port, value in result.items()}
+        return read_outputs(case, got, layout=self.onnx_layout)
+
+
+class OpenVINOBatchMajor(OpenVINO):
+    name = "openvino-batch-major"
+    title = "ONNX LSTM/GRU nodes (layout=1, batch-major) in OpenVINO (CPU)"
+    onnx_layout = 1
+
+    def check_available(self) -> None:
+        super().check_available()
+        reason = self.layout_ignored()
+        if reason:
+            raise Unavailable(reason)
+
+    def layout_ignored(self) -> str | None:
+        """Why the installed OpenVINO cannot run a batch-major graph, or None: an LSTM of
+        batch 2 and 3 steps, with its initial states, at ``layout=1`` must convert with ``Y``
+        [N, T, D, H] = [2, 3, 1, 1] (the contract's sizes, harness/adapters/base.py's
+        capabilities run there)."""
+        ov, _ = import_openvino()
+        case = Case(name="layout-check", cell="lstm", input_size=1, hidden_size=1, batch=2,
+                    seq_len=3)
+        native = {name: np.zeros(shape, np.float32)
+                  for name, shape in self.layout.shapes(case).items()}
+        why = (f"openvino {ov.__version__.split('-')[0]} ignores the ONNX LSTM/GRU layout "
+               "attribute (openvinotoolkit/openvino#37820)")
+        try:
+            model = self.convert(case, native, lengths=False, layout=1)
+        except Exception as exc:  # noqa: BLE001  (its words are the reason)
+            said = str(exc).strip().splitlines()
+            quote = next((line for line in said if "not matched" in line), said[-1] if said
+                         else type(exc).__name__)
+            return (f"{why}: a batch-major model of batch 2 and 3 steps is refused ('{quote}'); "
+                    "one whose batch, steps and directions agree runs wrong "
+                    "(cases/batch-major.yaml)")
+        shape = [str(d) for d in model.output("Y0").get_partial_shape()]
+        if shape != ["2", "3", "1", "1"]:
+            return f"{why}: a batch-major model's Y is [{', '.join(shape)}], not [2, 3, 1, 1]"
+        return None
