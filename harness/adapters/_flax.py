@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
 from harness.params import DIRECTION_NAMES
@@ -218,3 +219,46 @@ def run(case: Case, native: dict[str, np.ndarray], inputs: Inputs, *, family: st
                             flat[f"layer{k}/{DIRECTION_NAMES[d]}/{gate}/{kind}"] = f64(g)
             out.grads = Gradients(dx=f64(dx), dh0=f64(dh0), dc0=f64(dc0), params=flat)
         return out
+
+
+# Why a case is not applicable to the flax cells (every flax adapter).
+FLAX_REASONS = {
+    "peepholes": "flax LSTM cells have no peephole connections",
+    "projection": "flax LSTM cells have no projection",
+    "projection_layers": "flax LSTM cells have no projection",
+    "cell_clip": "flax LSTM cells have no cell-state clipping",
+    "proj_clip": "flax LSTM cells have no projection (nor its clipping)",
+    "gate_clip": "flax LSTM/GRU cells have no gate pre-activation clipping",
+    "input_forget": "flax LSTM cells have no coupled input-forget gate",
+    "recurrent_activations": "the adapters run flax's default gate_fn (sigmoid)",
+    "gru_reset_after": "flax's GRUCell applies the reset gate after the recurrent matmul "
+                       "(r * (h @ hn/kernel + hn/bias)): it has no reset_after=False form",
+}
+
+
+class LinenAdapter(Adapter):
+    """A flax.linen cell under nn.RNN: subclasses name the cell class per case cell."""
+
+    framework = "jax"
+    requires = ("jax", "flax")
+    layout_name = "flax"
+    native_in_case_dtype = True
+    cell_names: dict[str, str] = {}
+
+    def check_available(self) -> None:
+        import_flax()
+
+    def versions(self) -> dict[str, str]:
+        jax, _, flax = import_flax()
+        import jaxlib
+
+        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__}
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        import_flax()
+        from flax import linen as nn
+
+        cell_cls = getattr(nn, self.cell_names[case.cell])
+        return run(case, native, inputs, family=self.name,
+                   run_layer=linen_layer(case, cell_cls),
+                   gradients=self.computes_gradients(case))

@@ -7,11 +7,11 @@ GRU cell. The executor is :mod:`harness.adapters._flax`, as for ``flax-linen``.
 
 from __future__ import annotations
 
+from harness.adapters._flax import FLAX_REASONS, LinenAdapter
 from harness.adapters.base import Capabilities
-from harness.adapters.flax_linen import FLAX_REASONS, FlaxLinen
 
 
-class FlaxLinenOptimized(FlaxLinen):
+class FlaxLinenOptimized(LinenAdapter):
     name = "flax-linen-optimized"
     title = "Flax linen OptimizedLSTMCell under nn.RNN, JAX (CPU)"
     cell_names = {"lstm": "OptimizedLSTMCell"}
