@@ -49,6 +49,8 @@ CASES: dict[str, list[dict]] = {
     "onnx": [{"name": "lstm-bidirectional-peepholes", **LSTM, "hidden_size": 2,
               "bidirectional": True, "peepholes": True},
              {"name": "gru", **GRU}],
+    "flax": [{"name": "lstm-fb1", **LSTM, "forget_bias": 1.0}, {"name": "gru", **GRU}],
+    "flax-nnx": [{"name": "lstm", **LSTM}, {"name": "gru", **GRU}],
 }
 
 

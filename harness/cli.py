@@ -556,17 +556,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     cv = sub.add_parser("convert", help="convert native weights between layouts")
     cv.add_argument("--case", help="the case file (sizes and semantics); default: read from IN "
-                    "where it holds them (.pt, .onnx, .h5, .keras)")
+                    "where it holds them (.pt, .onnx, .h5, .keras, .msgpack)")
     cv.add_argument("--from", dest="src", metavar="LAYOUT",
                     help="layout of IN (default: the file's own; needed with --case)")
     cv.add_argument("--to", dest="dst", metavar="LAYOUT",
-                    help="layout of an .npz OUT (a .pt, .onnx or .weights.h5 OUT is the "
-                    "framework's own)")
+                    help="layout of an .npz OUT (a .pt, .onnx, .weights.h5 or .msgpack OUT is "
+                    "the framework's own)")
     cv.add_argument("input", metavar="IN", help="weights: .npz, or a PyTorch .pt/.pth state_dict, "
-                    "a Keras .h5/.keras model, an ONNX model")
+                    "a Keras .h5/.keras model, an ONNX model, flax .msgpack parameters")
     cv.add_argument("output", metavar="OUT", help="the converted weights: .pt (state_dict for "
                     "torch.nn.LSTM/GRU.load_state_dict), .onnx (a model of the LSTM/GRU "
-                    "nodes), .weights.h5 (Keras 3 model.load_weights) or .npz (native tensors)")
+                    "nodes), .weights.h5 (Keras 3 model.load_weights), .msgpack "
+                    "(flax.serialization.from_bytes) or .npz (native tensors)")
     cv.add_argument("--name", help="the case to use when the file expands to several")
     cv.add_argument("--select", help="which module (torch prefix), layers (Keras names) or "
                     "nodes (ONNX names) of IN to read")

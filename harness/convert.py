@@ -231,17 +231,20 @@ def guard(cases: list[Case], name: str | None) -> None:
 
 # Output extension -> (layout, the adapter whose framework loads it). ``.npz``: any layout.
 FRAMEWORK_FILES = {".pt": ("torch", "torch-cpu"), ".pth": ("torch", "torch-cpu"),
-                   ".onnx": ("onnx", "onnxruntime"), ".weights.h5": ("keras", "keras3")}
+                   ".onnx": ("onnx", "onnxruntime"), ".weights.h5": ("keras", "keras3"),
+                   ".msgpack": ("flax", "flax-linen")}
 
 
 def output_kind(path: str) -> str:
-    """``.pt``, ``.onnx``, ``.weights.h5`` or ``.npz`` of an output path (else refused)."""
+    """``.pt``, ``.onnx``, ``.weights.h5``, ``.msgpack`` or ``.npz`` of an output path (else
+    refused)."""
     low = path.lower()
-    for ext in (".weights.h5", ".pt", ".pth", ".onnx", ".npz"):
+    for ext in (".weights.h5", ".pt", ".pth", ".onnx", ".msgpack", ".npz"):
         if low.endswith(ext):
             return ext
     raise HarnessError("the output is a .pt (PyTorch state_dict), .onnx (ONNX model), "
-                       ".weights.h5 (Keras 3 weights) or .npz (native tensors) file", file=path)
+                       ".weights.h5 (Keras 3 weights), .msgpack (flax parameters) or .npz "
+                       "(native tensors) file", file=path)
 
 
 def framework_refusal(case: Case, ext: str) -> str | None:
@@ -294,8 +297,9 @@ def write_framework_file(path: str, ext: str, case: Case, native: dict[str, np.n
 def _write_framework_file(path: str, ext: str, case: Case, native: dict[str, np.ndarray]) -> None:
     """``native`` (the target layout's tensors) as a file the framework loads: a state_dict for
     ``torch.nn.LSTM/GRU.load_state_dict``, an ONNX model of the LSTM/GRU node(s), Keras 3
-    ``model.load_weights`` weights of a Sequential(Input, LSTM/GRU [Bidirectional] ...).
-    Float32, the frameworks' own precision."""
+    ``model.load_weights`` weights of a Sequential(Input, LSTM/GRU [Bidirectional] ...), the
+    ``flax.serialization.to_bytes`` of the ``flax`` tree ``{layer{k}: {forward|backward: {GATE:
+    {kernel, bias}}}}`` (:func:`flax_tree`). Float32, the frameworks' own precision."""
     if ext in (".pt", ".pth"):
         import torch
 
@@ -304,8 +308,26 @@ def _write_framework_file(path: str, ext: str, case: Case, native: dict[str, np.
         import onnx
 
         onnx.save(onnx_model(case, native), path)
+    elif ext == ".msgpack":
+        from flax import serialization
+
+        Path(path).write_bytes(serialization.to_bytes(flax_tree(native)))
     else:
         keras_model(case, native).save_weights(path)
+
+
+def flax_tree(native: dict[str, np.ndarray]) -> dict:
+    """The nested tree of ``flax`` names (``layer0/forward/ii/kernel`` -> tree[layer0][forward]
+    [ii][kernel]): each leaf a cell's parameter, so ``tree[layer][direction]`` is what
+    ``nn.RNN``'s ``{"params": {"cell": ...}}`` holds."""
+    tree: dict = {}
+    for name, value in native.items():
+        *scopes, leaf = name.split("/")
+        node = tree
+        for s in scopes:
+            node = node.setdefault(s, {})
+        node[leaf] = value
+    return tree
 
 
 def onnx_model(case: Case, native: dict[str, np.ndarray]):

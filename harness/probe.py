@@ -207,7 +207,10 @@ def _measure(adapter: Adapter, case: Case, layout: Layout, tensors, inputs, tol:
     shapes = expected_shapes(case)
     fb_options = [case.forget_bias, 0.0] if case.forget_bias else [0.0]
     readings = {}
-    for split in (False, True):
+    # a reset-after GRU may keep only the n gate's pair apart (bR_n acts inside r * (...)) and
+    # sum the others (flax's GRUCell): the reading "n"
+    splits = (False, True, "n") if case.cell == "gru" and case.reset_after else (False, True)
+    for split in splits:
         for fb in fb_options:
             c = case.model_copy(update={"forget_bias": fb})
             base = _base_canonical(shapes, split)
@@ -221,12 +224,12 @@ def _measure(adapter: Adapter, case: Case, layout: Layout, tensors, inputs, tol:
             f"(closest: {_reading_words(best, case)}, off by {dist[best]:.2g}); the executor "
             "does something the reference does not (check its runtime notes)")
     ref_case, base_canon, ref_base = readings[best]
-    declared_split = any(len(pl.sources) == 1 and pl.sources[0].rsplit("/", 1)[1].startswith("bR")
-                         for t in tensors for pl in t.placements)
+    apart = {pl.sources[0].rsplit("/", 1)[1] for t in tensors for pl in t.placements
+             if len(pl.sources) == 1 and pl.sources[0].rsplit("/", 1)[1].startswith("bR")}
+    declared_split = "n" if apart == {"bR_n"} and "n" in splits else bool(apart)
     declared_runtime_fb = bool(case.forget_bias) and not any(
         pl.fold_forget_bias for t in tensors for pl in t.placements)
-    facts = [("biases", "input and recurrent apart" if declared_split else "one summed bias",
-              "input and recurrent apart" if best[0] else "one summed bias")]
+    facts = [("biases", _bias_words(declared_split), _bias_words(best[0]))]
     if case.forget_bias:
         facts.append((f"forget_bias {case.forget_bias:g}",
                       "added at run time" if declared_runtime_fb else "stored in a bias",
@@ -276,17 +279,26 @@ def _flat(named: dict[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([np.asarray(named[k], dtype=np.float64).ravel() for k in sorted(named)])
 
 
-def _base_canonical(shapes: dict[str, tuple[int, ...]], split: bool) -> dict[str, np.ndarray]:
+def _base_canonical(shapes: dict[str, tuple[int, ...]], split: bool | str
+                    ) -> dict[str, np.ndarray]:
+    """Every block BASE, except the recurrent biases a reading sums away: all (``False``), none
+    (``True``), all but the GRU n gate's (``"n"``)."""
     out = {}
     for k, s in shapes.items():
         name = k.rsplit("/", 1)[1]
-        out[k] = np.full(s, 0.0 if (name.startswith("bR") and not split) else BASE)
+        summed = name.startswith("bR") and (not split or (split == "n" and name != "bR_n"))
+        out[k] = np.full(s, 0.0 if summed else BASE)
     return out
 
 
-def _reading_words(r: tuple[bool, float], case: Case) -> str:
+def _bias_words(split: bool | str) -> str:
+    return {False: "one summed bias", True: "input and recurrent apart",
+            "n": "one summed bias, the n gate's apart"}[split]
+
+
+def _reading_words(r: tuple[bool | str, float], case: Case) -> str:
     split, fb = r
-    words = "input and recurrent biases apart" if split else "one summed bias"
+    words = _bias_words(split).replace("apart", "biases apart", 1)
     if case.forget_bias:
         words += ", forget_bias " + ("added at run time" if fb else "not added")
     return words

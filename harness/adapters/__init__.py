@@ -6,6 +6,8 @@ Importing this module imports no framework; each adapter imports its own when it
 from __future__ import annotations
 
 from harness.adapters.base import Adapter, AdapterFault, Capabilities
+from harness.adapters.flax_linen import FlaxLinen
+from harness.adapters.flax_linen_optimized import FlaxLinenOptimized
 from harness.adapters.keras import Keras
 from harness.adapters.keras3 import Keras3
 from harness.adapters.keras3_jax import Keras3Jax
@@ -38,6 +40,7 @@ ADAPTERS: dict[str, Adapter] = {
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
         Keras(), Keras3(), Keras3Jax(),
+        FlaxLinen(), FlaxLinenOptimized(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
     )
 }

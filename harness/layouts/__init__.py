@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.errors import HarnessError
 from harness.layouts.base import Layout
 from harness.layouts.canonical import CANONICAL
+from harness.layouts.flax import FLAX, FLAX_NNX
 from harness.layouts.keras import KERAS
 from harness.layouts.keras_cudnn import KERAS_CUDNN
 from harness.layouts.onnx import ONNX
@@ -23,6 +24,7 @@ LAYOUTS: dict[str, Layout] = {
         TF_BLOCK, TF_BLOCK_V2,
         TF_LEGACY,
         TF_CUDNN, TF_CUDNN_PARAMS, KERAS_CUDNN,
+        FLAX, FLAX_NNX,
     )
 }
 

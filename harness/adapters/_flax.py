@@ -1,0 +1,264 @@
+"""The executor shared by the Flax adapters (``flax-linen``, ``flax-linen-optimized``,
+``flax-nnx``): JAX on CPU, one jitted function per case shape.
+
+Per layer, ``nn.RNN(cell, return_carry=True)`` for one direction (``reverse=True,
+keep_order=True`` for the backward one) or ``nn.Bidirectional`` for two; layer k+1 reads layer
+k's outputs (forward features first). The parameters come from the layouts ``flax`` /
+``flax-nnx`` (harness/layouts/flax.py) as the cell's own tree. Two facts of flax's API the
+executor follows, not patches:
+
+- the LSTM carry is ``(c, h)`` (google/flax#5469): the case's ``h0``/``c0`` are handed over in
+  that order and the final carry read back in it;
+- with ``seq_lengths`` nn.RNN returns each sequence's carry at its last valid step and flips
+  only the valid steps for the reverse direction (``flip_sequences``), so the reverse direction
+  starts at each sequence's last valid step; it leaves padded outputs as computed, and the
+  executor writes 0 there (the harness convention, harness/data.py).
+
+Gradient cases: ``jax.vjp`` of the same function (after the zeroing of padded steps), pulled
+back with ``dy``, ``dh_n``, ``dc_n`` in the case dtype: the VJP of the loss in harness/data.py.
+
+JAX compiles per shape; the compiled function of a case shape is kept (:data:`_COMPILED`) so
+that a case run again with other weights (``probe``, the blind-spot check) does not compile
+again. float64 runs under ``jax.enable_x64`` for the call only, so no other adapter in the
+process sees 64-bit defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from harness.adapters.base import Adapter
+from harness.data import Gradients, Inputs, Outputs
+from harness.errors import Unavailable
+from harness.params import DIRECTION_NAMES
+from harness.spec import Case
+
+JNP_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16",
+              "bfloat16": "bfloat16"}
+_COMPILED: dict[tuple, Callable] = {}
+_MAX_COMPILED = 32  # compiled case shapes kept (each a few hundred kB)
+
+
+def import_jax():
+    """(jax, jax.numpy), on CPU unless something already chose a platform, or Unavailable."""
+    # The adapters are CPU adapters: a GPU jaxlib must not take the run elsewhere. Set before
+    # jax initialises its backends, and only when nothing chose one.
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError as exc:
+        raise Unavailable(f"jax is not installed ({exc}); pip install jax flax") from None
+    return jax, jnp
+
+
+def import_flax():
+    """(jax, jax.numpy, flax) or Unavailable."""
+    jax, jnp = import_jax()
+    try:
+        import flax
+    except ImportError as exc:
+        raise Unavailable(f"flax is not installed ({exc}); pip install flax") from None
+    return jax, jnp, flax
+
+
+def cpu_device(jax: Any) -> Any:
+    return jax.devices("cpu")[0]
+
+
+def params_of(case: Case, native: dict[str, np.ndarray], layer: int, d: int,
+              cast: Callable[[np.ndarray], Any]) -> dict[str, dict[str, Any]]:
+    """The cell's parameter tree {GATE: {kernel, bias}} of one layer and direction from the
+    layout's flat names ``layer{k}/{dir}/GATE/kind``."""
+    prefix = f"layer{layer}/{DIRECTION_NAMES[d]}/"
+    tree: dict[str, dict[str, Any]] = {}
+    for name, value in native.items():
+        if name.startswith(prefix):
+            gate, kind = name[len(prefix):].split("/")
+            tree.setdefault(gate, {})[kind] = cast(value)
+    return tree
+
+
+def _mask(jnp: Any, y: Any, lengths: Any) -> Any:
+    """``y`` [B, T, F] with 0 at padded steps."""
+    valid = jnp.arange(y.shape[1])[None, :] < lengths[:, None]
+    return jnp.where(valid[..., None], y, jnp.zeros((), y.dtype))
+
+
+def _state_split(case: Case, carry: Any) -> tuple[Any, Any | None]:
+    """(h, c) of a cell carry: flax's LSTM carry is (c, h) (google/flax#5469)."""
+    if case.cell == "lstm":
+        c, h = carry
+        return h, c
+    return carry, None
+
+
+def _carry(case: Case, h: Any, c: Any | None) -> Any:
+    return (c, h) if case.cell == "lstm" else h
+
+
+def forward_fn(case: Case, run_layer: Callable) -> Callable:
+    """f(params, x, h0, c0, lengths) -> (y, h_n, c_n) for the whole stack; ``run_layer(k,
+    params_k, x, carries, lengths) -> (y, [carry per direction])`` runs one layer
+    (``lengths`` is None for full-length batches)."""
+    D = case.num_directions
+
+    def f(params, x, h0, c0, lengths):
+        import jax.numpy as jnp
+
+        hs, cs = [], []
+        for k in range(case.num_layers):
+            carries = [_carry(case, h0[k * D + j], None if c0 is None else c0[k * D + j])
+                       for j in range(D)]
+            y, finals = run_layer(k, params[k], x, carries, lengths)
+            if lengths is not None:
+                y = _mask(jnp, y, lengths)
+            for carry in finals:
+                h, c = _state_split(case, carry)
+                hs.append(h)
+                cs.append(c)
+            x = y
+        h_n = jnp.stack(hs)
+        c_n = jnp.stack(cs) if case.cell == "lstm" else None
+        return x, h_n, c_n
+
+    return f
+
+
+def linen_layer(case: Case, cell_cls: Any) -> Callable:
+    """``run_layer`` of :func:`forward_fn` with flax.linen: nn.RNN for one direction,
+    nn.Bidirectional for two. ``params_k``: one cell tree per direction."""
+    from flax import linen as nn
+
+    H = case.hidden_size
+
+    def rnn(reverse: bool) -> Any:
+        return nn.RNN(cell_cls(features=H), return_carry=True, reverse=reverse,
+                      keep_order=True)
+
+    def run_layer(k, params_k, x, carries, lengths):
+        if case.num_directions == 2:
+            layer = nn.Bidirectional(rnn(False), rnn(True), return_carry=True)
+            variables = {"params": {"forward_rnn": {"cell": params_k[0]},
+                                    "backward_rnn": {"cell": params_k[1]}}}
+            finals, y = layer.apply(variables, x, initial_carry=tuple(carries),
+                                    seq_lengths=lengths)
+            return y, list(finals)
+        carry, y = rnn(case.dir_mode == "reverse").apply(
+            {"params": {"cell": params_k[0]}}, x, initial_carry=carries[0],
+            seq_lengths=lengths)
+        return y, [carry]
+
+    return run_layer
+
+
+def compiled(key: tuple, case: Case, run_layer: Callable, gradients: bool) -> Callable:
+    """The jitted forward (and VJP, for a gradient case) of the case shape ``key``."""
+    fn = _COMPILED.get(key)
+    if fn is not None:
+        return fn
+    import jax
+
+    f = forward_fn(case, run_layer)
+    if gradients:
+        def fwd_bwd(params, x, h0, c0, lengths, dy, dh, dc):
+            out, pull = jax.vjp(lambda p, x_, h_, c_: f(p, x_, h_, c_, lengths),
+                                params, x, h0, c0)
+            cot = (dy, dh, dc) if case.cell == "lstm" else (dy, dh, None)
+            return out, pull(cot)
+        fn = jax.jit(fwd_bwd)
+    else:
+        fn = jax.jit(f)
+    if len(_COMPILED) >= _MAX_COMPILED:
+        _COMPILED.pop(next(iter(_COMPILED)))
+    _COMPILED[key] = fn
+    return fn
+
+
+def run(case: Case, native: dict[str, np.ndarray], inputs: Inputs, *, family: str,
+        run_layer: Callable, gradients: bool) -> Outputs:
+    """Run ``case`` with ``run_layer`` (:func:`linen_layer`, or the nnx one) on the CPU; the
+    native tensors are the layout's; returns float64 outputs (and native-keyed gradients)."""
+    jax, jnp = import_jax()
+    x64 = case.dtype == "float64"
+    with jax.enable_x64(x64), jax.default_device(cpu_device(jax)):
+        dt = jnp.dtype(JNP_DTYPES[case.dtype])
+
+        def cast(a: np.ndarray | None) -> Any:
+            return None if a is None else jnp.asarray(np.asarray(a, dtype=np.float64), dtype=dt)
+
+        params = [[params_of(case, native, k, d, cast) for d in case.directions]
+                  for k in range(case.num_layers)]
+        lengths = (None if inputs.seq_lengths is None
+                   else jnp.asarray(np.asarray(inputs.seq_lengths), dtype=jnp.int32))
+        key = (family, case.cell, case.input_size, case.hidden_size, case.num_layers,
+               case.dir_mode, case.batch, case.seq_len, case.dtype, lengths is not None,
+               gradients)
+        fn = compiled(key, case, run_layer, gradients)
+        args = (params, cast(inputs.x), cast(inputs.h0), cast(inputs.c0), lengths)
+        if gradients:
+            (y, h_n, c_n), (dparams, dx, dh0, dc0) = fn(
+                *args, cast(inputs.dy), cast(inputs.dh_n), cast(inputs.dc_n))
+        else:
+            y, h_n, c_n = fn(*args)
+
+        def f64(a: Any) -> np.ndarray | None:
+            return None if a is None else np.asarray(a).astype(np.float64)
+
+        out = Outputs(y=f64(y), h_n=f64(h_n), c_n=f64(c_n))
+        if gradients:
+            flat = {}
+            for k, per_dir in enumerate(dparams):
+                for j, d in enumerate(case.directions):
+                    for gate, kinds in per_dir[j].items():
+                        for kind, g in kinds.items():
+                            flat[f"layer{k}/{DIRECTION_NAMES[d]}/{gate}/{kind}"] = f64(g)
+            out.grads = Gradients(dx=f64(dx), dh0=f64(dh0), dc0=f64(dc0), params=flat)
+        return out
+
+
+# Why a case is not applicable to the flax cells (every flax adapter).
+FLAX_REASONS = {
+    "peepholes": "flax LSTM cells have no peephole connections",
+    "projection": "flax LSTM cells have no projection",
+    "projection_layers": "flax LSTM cells have no projection",
+    "cell_clip": "flax LSTM cells have no cell-state clipping",
+    "proj_clip": "flax LSTM cells have no projection (nor its clipping)",
+    "gate_clip": "flax LSTM/GRU cells have no gate pre-activation clipping",
+    "input_forget": "flax LSTM cells have no coupled input-forget gate",
+    "recurrent_activations": "the adapters run flax's default gate_fn (sigmoid)",
+    "gru_reset_after": "flax's GRUCell applies the reset gate after the recurrent matmul "
+                       "(r * (h @ hn/kernel + hn/bias)): it has no reset_after=False form",
+}
+
+
+class LinenAdapter(Adapter):
+    """A flax.linen cell under nn.RNN: subclasses name the cell class per case cell."""
+
+    framework = "jax"
+    requires = ("jax", "flax")
+    layout_name = "flax"
+    native_in_case_dtype = True
+    cell_names: dict[str, str] = {}
+
+    def check_available(self) -> None:
+        import_flax()
+
+    def versions(self) -> dict[str, str]:
+        jax, _, flax = import_flax()
+        import jaxlib
+
+        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__}
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        import_flax()
+        from flax import linen as nn
+
+        cell_cls = getattr(nn, self.cell_names[case.cell])
+        return run(case, native, inputs, family=self.name,
+                   run_layer=linen_layer(case, cell_cls),
+                   gradients=self.computes_gradients(case))

@@ -1,0 +1,24 @@
+"""Flax linen ``OptimizedLSTMCell`` under ``nn.RNN``, JAX (CPU) (layout ``flax``).
+
+The same parameter tree as ``LSTMCell`` (one Dense per gate), concatenated at call time into one
+input and one hidden matmul: the arithmetic differs, the storage does not. There is no optimized
+GRU cell. The executor is :mod:`harness.adapters._flax`, as for ``flax-linen``.
+"""
+
+from __future__ import annotations
+
+from harness.adapters._flax import FLAX_REASONS, LinenAdapter
+from harness.adapters.base import Capabilities
+
+
+class FlaxLinenOptimized(LinenAdapter):
+    name = "flax-linen-optimized"
+    title = "Flax linen OptimizedLSTMCell under nn.RNN, JAX (CPU)"
+    cell_names = {"lstm": "OptimizedLSTMCell"}
+    capabilities = Capabilities(
+        cells=frozenset({"lstm"}),
+        directions=frozenset({"forward", "reverse", "bidirectional"}),
+        gradients=True,
+        reasons={**FLAX_REASONS, "cells": "flax has no optimized GRU cell (OptimizedLSTMCell "
+                                          "only; GRUCell runs under flax-linen)"},
+    )
