@@ -10,7 +10,8 @@ of its LSTM/GRU code paths, with the installed keras 3.15.1 / jax 0.10.2 on the 
 - float64: left out of the capabilities because Keras's tanh computes it in float32 on JAX;
   run anyway, it must still diverge (when Keras fixes it, this fails: add float64 back).
 
-Each test starts one worker (~3 s: spawn, jax and keras imports); cases are small.
+One planted adapter (tests/keras3_jax_planted.py) serves every test, so one worker is started
+(~3 s: spawn, jax and keras imports); cases are small.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from keras3_jax_planted import GRUPathSpy, MaskIgnoredGRU, ReverseInInputOrder
+from keras3_jax_planted import Planted
 
 from harness import compare, isolation
 from harness.prepare import prepare
@@ -42,7 +43,7 @@ def _available(adapter):
 
 
 def test_fast_gru_path_taken_and_mask_ignored_is_diverged():
-    spy = _available(GRUPathSpy())
+    spy = _available(Planted())
     plain = run_pair(prepare(Case(name="gru-fast", cell="gru", **SMALL)), spy)
     assert plain.status == compare.PASS, plain.reason
     assert int(plain.outputs.extras["fast_gru"]) == 1, "keras#22401's lax.scan GRU not taken"
@@ -50,16 +51,15 @@ def test_fast_gru_path_taken_and_mask_ignored_is_diverged():
     r = run_pair(prepare(masked), spy)
     assert r.status == compare.PASS and int(r.outputs.extras["fast_gru"]) == 0  # generic loop
 
-    planted = _available(MaskIgnoredGRU())
-    r = run_pair(prepare(masked), planted)
+    r = run_pair(prepare(masked.model_copy(update={"name": "mask-ignored"})), spy)
     assert r.status == compare.DIVERGED, r.reason
     f = r.first_diverging
     assert (f["output"], f["layer"], f["direction"]) == ("h_n", 0, 0), compare.where(f)
 
 
 def test_reverse_in_input_order_is_diverged_with_where():
-    planted = _available(ReverseInInputOrder())
-    r = run_pair(prepare(Case(name="lstm-rev", cell="lstm", direction="reverse", **SMALL)),
+    planted = _available(Planted())
+    r = run_pair(prepare(Case(name="reverse-order", cell="lstm", direction="reverse", **SMALL)),
                  planted)
     assert r.status == compare.DIVERGED, r.reason
     f = r.first_diverging
@@ -68,10 +68,10 @@ def test_reverse_in_input_order_is_diverged_with_where():
 
 
 def test_float64_still_computed_in_float32():
-    spy = _available(GRUPathSpy())
+    spy = _available(Planted())
     forced = dataclasses.replace(spy.capabilities,
                                  dtypes=spy.capabilities.dtypes | {"float64"})
-    spy.capabilities = forced  # this object only (pickled to the worker with it)
+    spy.capabilities = forced  # this object only: applicability is decided here
     case = Case(name="lstm-f64", cell="lstm", **(SMALL | {"dtype": "float64"}))
     r = run_pair(prepare(case), spy)
     assert r.status == compare.DIVERGED, "float64 now conforms on JAX: add it to dtypes"
