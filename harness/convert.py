@@ -440,8 +440,8 @@ def convert_file(case_file: str | None, src_name: str | None, dst_name: str | No
                                f".npz for layout {dst_name!r}", field="--to")
         dst_name = own
     elif dst_name is None:
-        raise HarnessError("--to is needed for an .npz output (or write .pt, .onnx, "
-                           ".weights.h5)", field="--to")
+        raise HarnessError("--to is needed for an .npz output (or write "
+                           f"{', '.join(sorted(FRAMEWORK_FILES))})", field="--to")
     case, src, native, notes = read_any(in_path, src_name, case_file, name, select)
     dst = get_layout(dst_name)
     if ext in FRAMEWORK_FILES:

@@ -500,7 +500,8 @@ np.savez(f"{w}/w.npz", weight_ih_l0=rng.normal(size=(12, 2)), weight_hh_l0=rng.n
          bias_ih_l0=np.zeros(12), bias_hh_l0=np.zeros(12))
 codes = [
     main(["run", f"{w}/c.yaml", "--out", f"{out}/r", "--quiet", "--plots", "all",
-          "--adapters", "reference,torch-cpu,onnxruntime,keras3"]),
+          "--adapters", "reference,torch-cpu,onnxruntime,keras3,openvino,"
+          "onnx-reference,flax-linen,keras3-jax,torch-onnx-torchscript"]),
     main(["run", f"{w}/c.yaml", "--out", f"{out}/s1", "--quiet", "--shard", "1/2",
           "--adapters", "reference,noise-floor", "--isolate"]),
     main(["run", f"{w}/c.yaml", "--out", f"{out}/s2", "--quiet", "--shard", "2/2",
@@ -509,6 +510,9 @@ codes = [
     main(["convert", "--case", f"{w}/c.yaml", "--from", "torch", f"{w}/w.npz", f"{out}/w.onnx"]),
     main(["convert", "--case", f"{w}/c.yaml", "--from", "torch", f"{w}/w.npz",
           f"{out}/w.weights.h5"]),
+    main(["convert", "--case", f"{w}/c.yaml", "--from", "torch", f"{w}/w.npz",
+          f"{out}/w.msgpack"]),
+    main(["convert", "--from", "flax", "--to", "torch", f"{out}/w.msgpack", f"{out}/back.npz"]),
     main(["doctor", "--case", f"{w}/c.yaml", "--weights", f"{w}/w.npz", "--layout", "torch",
           "--adapter", "torch-cpu", "--budget", "5"]),
     main(["init", f"{out}/init"]),
@@ -533,7 +537,7 @@ def test_commands_leave_home_cache_and_tmpdir_unchanged(tmp_path):
     (w / "c.yaml").write_text(GOOD)
     proc = subprocess.run([sys.executable, "-c", _SIDE_EFFECTS, str(w), str(out)], env=env,
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert "CODES [0, 0, 0, 0, 0, 0," in proc.stdout, proc.stdout + proc.stderr
+    assert "CODES [0, 0, 0, 0, 0, 0, 0, 0," in proc.stdout, proc.stdout + proc.stderr
     for k, p in fresh.items():
         left = sorted(str(q.relative_to(p)) for q in p.rglob("*"))
         assert left == [], f"{k}: the commands left {left}"

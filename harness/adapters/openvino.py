@@ -32,6 +32,7 @@ What OpenVINO 2026.4.1 does with each feature was measured (tests/test_adapter_o
 from __future__ import annotations
 
 import io
+import sys
 
 import numpy as np
 
@@ -65,6 +66,13 @@ CAPABILITIES = Capabilities(
 
 
 def import_openvino():
+    """(openvino, FrontEndManager), or Unavailable. ``import openvino`` imports its model
+    converter, which sends a usage event and writes a client id under ``~/intel`` through the
+    ``openvino_telemetry`` package when that is installed (openvino/tools/ovc/__init__.py);
+    without it OpenVINO uses its own no-op stub. The harness writes nothing into the user's
+    home and sends nothing, so the package is kept from being imported in this process."""
+    if "openvino" not in sys.modules:
+        sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
     try:
         import openvino
         from openvino.frontend import FrontEndManager
