@@ -83,7 +83,8 @@ class Gradients:
 @dataclass
 class Outputs:
     """What an adapter returns. ``y_layers`` (optional) holds every layer's ``y``; ``grads``
-    the backward pass of a gradient case."""
+    the backward pass of a gradient case; ``note`` what the adapter learnt only by running (the
+    LiteRT adapters: which form the converter emitted), added to the pair's reason."""
 
     y: np.ndarray
     h_n: np.ndarray
@@ -91,6 +92,7 @@ class Outputs:
     y_layers: list[np.ndarray] | None = None
     extras: dict[str, np.ndarray] = field(default_factory=dict)
     grads: Gradients | None = None
+    note: str = ""
 
     def named(self) -> dict[str, np.ndarray]:
         out = {"y": self.y, "h_n": self.h_n}
@@ -107,7 +109,8 @@ class Outputs:
         return Outputs(y=f(self.y), h_n=f(self.h_n), c_n=_maybe(f, self.c_n),
                        y_layers=None if self.y_layers is None else [f(y) for y in self.y_layers],
                        extras={k: f(v) for k, v in self.extras.items()},
-                       grads=None if self.grads is None else self.grads.mapped(f))
+                       grads=None if self.grads is None else self.grads.mapped(f),
+                       note=self.note)
 
 
 def _maybe(f: Callable[[np.ndarray], Any], a: np.ndarray | None) -> Any:

@@ -9,6 +9,8 @@ from harness.adapters.base import Adapter, AdapterFault, Capabilities
 from harness.adapters.keras import Keras
 from harness.adapters.keras3 import Keras3
 from harness.adapters.keras_cudnn import KerasCuDNN
+from harness.adapters.litert_keras3 import LiteRTKeras3
+from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.onnxruntime import OnnxRuntime
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
@@ -33,6 +35,7 @@ ADAPTERS: dict[str, Adapter] = {
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
         Keras(), Keras3(),
+        LiteRTTfKeras(), LiteRTKeras3(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
     )
 }

@@ -102,6 +102,18 @@ def direction_layers(case: Case, rnn: Any) -> list[tuple[int, Any]]:
     return [(case.directions[0], rnn)]
 
 
+def load_native(case: Case, layers: list[Any], native: dict[str, np.ndarray], np_dtype: Any
+                ) -> dict[str, Any]:
+    """Load ``native`` into every layer of :func:`make_layers`; native name -> Keras variable."""
+    weights: dict[str, Any] = {}
+    for layer, rnn in enumerate(layers):
+        for d, sub in direction_layers(case, rnn):
+            prefix = native_prefix(case, layer, d)
+            set_native(sub, native, prefix, np_dtype)
+            weights |= {prefix + short_name(v): v for v in sub.weights}
+    return weights
+
+
 def variable_shapes(case: Case, layers: list[Any]) -> dict[str, tuple[int, ...]]:
     """Native name (layout ``keras`` scoping) -> shape of every variable Keras created."""
     return {
@@ -158,6 +170,12 @@ def backward(
     )
 
 
+def valid_mask(inputs: Inputs) -> np.ndarray:
+    """[B, T] bool: which steps of each sequence are valid (right padded)."""
+    T = inputs.x.shape[1]
+    return np.arange(T)[None, :] < inputs.lengths[:, None]
+
+
 def run_keras(
     K: Any,
     tf: Any,
@@ -176,23 +194,14 @@ def run_keras(
 
     dtype = case.dtype
     np_dtype = FORMATS[dtype].numpy
-    T = inputs.x.shape[1]
     lstm = case.cell == "lstm"
 
     def tensor(a: np.ndarray) -> Any:
         return tf.constant(np.asarray(a).astype(np_dtype), dtype=dtype)
 
-    valid = np.arange(T)[None, :] < inputs.lengths[:, None]  # [B, T]
-    mask = tf.constant(valid) if inputs.seq_lengths is not None else None
-    D = case.num_directions
-    n_state = 2 if lstm else 1
+    mask = tf.constant(valid_mask(inputs)) if inputs.seq_lengths is not None else None
     layers = make_layers(K, case, activation=activation, layer_kwargs=layer_kwargs)
-    weights: dict[str, Any] = {}  # native name -> Keras variable
-    for layer, rnn in enumerate(layers):
-        for d, sub in direction_layers(case, rnn):
-            prefix = native_prefix(case, layer, d)
-            set_native(sub, native, prefix, np_dtype)
-            weights |= {prefix + short_name(v): v for v in sub.weights}
+    weights = load_native(case, layers, native, np_dtype)
     x = tensor(inputs.x)
     h0 = [tensor(h) for h in inputs.h0]
     c0 = [tensor(c) for c in inputs.c0] if lstm else []
@@ -200,31 +209,44 @@ def run_keras(
     with tape if tape is not None else contextlib.nullcontext():
         if tape is not None:
             tape.watch([x, *h0, *c0])  # the cell variables are watched as they are read
-        layer_in = x
-        h_n, c_n, y_layers = [], [], []
-        for layer, rnn in enumerate(layers):
-            states = []  # Keras order: [h, c] per direction, forward first
-            for k in range(D):
-                s = layer * D + k
-                states += [h0[s]] + ([c0[s]] if lstm else [])
-            y, *finals = rnn(layer_in, initial_state=states, mask=mask)
-            if case.dir_mode == "reverse":  # go_backwards returns y in reading order
-                y = tf.reverse(y, axis=[1])
-            if mask is not None and D == 1:
-                # Keras CPU carries the last valid output into padded steps: zero them.
-                # (Bidirectional already writes zeros there.)
-                y = y * tf.cast(mask, y.dtype)[:, :, None]
-            for k in range(D):
-                h_n.append(finals[k * n_state])
-                if lstm:
-                    c_n.append(finals[k * n_state + 1])
-            y_layers.append(y)
-            layer_in = y
+        y, h_n, c_n, y_layers = forward(tf, case, layers, x, h0, c0, mask)
 
     grads = None
     if tape is not None:
-        grads = backward(tf, tape, case, inputs, (layer_in, h_n, c_n), (x, h0, c0), weights)
-    return outputs_of(layer_in, h_n, c_n if lstm else None, y_layers, grads)
+        grads = backward(tf, tape, case, inputs, (y, h_n, c_n), (x, h0, c0), weights)
+    return outputs_of(y, h_n, c_n if lstm else None, y_layers, grads)
+
+
+def forward(tf: Any, case: Case, layers: list[Any], x: Any, h0: list[Any], c0: list[Any],
+            mask: Any) -> tuple[Any, list[Any], list[Any], list[Any]]:
+    """The stack's forward pass on TF tensors, eagerly or traced (the LiteRT adapters convert a
+    ``tf.function`` of it): ``layers`` from :func:`make_layers`, ``h0``/``c0`` one [B, H] tensor
+    per layer and direction in the harness order (``c0`` empty for GRU), ``mask`` [B, T] bool or
+    None. Returns (y, h_n, c_n, y_layers), the states as lists in the same order."""
+    D = case.num_directions
+    lstm = case.cell == "lstm"
+    n_state = 2 if lstm else 1
+    layer_in = x
+    h_n, c_n, y_layers = [], [], []
+    for layer, rnn in enumerate(layers):
+        states = []  # Keras order: [h, c] per direction, forward first
+        for k in range(D):
+            s = layer * D + k
+            states += [h0[s]] + ([c0[s]] if lstm else [])
+        y, *finals = rnn(layer_in, initial_state=states, mask=mask)
+        if case.dir_mode == "reverse":  # go_backwards returns y in reading order
+            y = tf.reverse(y, axis=[1])
+        if mask is not None and D == 1:
+            # Keras CPU carries the last valid output into padded steps: zero them.
+            # (Bidirectional already writes zeros there.)
+            y = y * tf.cast(mask, y.dtype)[:, :, None]
+        for k in range(D):
+            h_n.append(finals[k * n_state])
+            if lstm:
+                c_n.append(finals[k * n_state + 1])
+        y_layers.append(y)
+        layer_in = y
+    return layer_in, h_n, c_n, y_layers
 
 
 def outputs_of(y: Any, h_n: list, c_n: list | None, y_layers: list, grads: Gradients | None
