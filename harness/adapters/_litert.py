@@ -16,13 +16,17 @@ kernels, a ``WHILE`` loop over the cell's ops, or (``unroll=True``) the steps un
 TensorFlow 2.21 a ``tf.function`` converted by ``from_concrete_functions`` becomes a ``WHILE``
 loop for tf_keras and Keras 3 layers alike (docs/layouts.md, keras, "LiteRT"): the fused kernel
 is emitted only through the SavedModel route (``from_keras_model``), for a tf_keras LSTM whose
-final states are not outputs, at seconds per layer (:data:`ROUTES`).
+final states are not outputs, at seconds per layer (:data:`ROUTE`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -35,11 +39,21 @@ from harness.spec import Case
 
 FUSED_OPS = ("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM")
 
-# How the traced function reaches the converter. ``concrete``: frozen in memory (variables to
-# constants, grappler inlining the Keras layer's function), 0.2-1 s a model. ``saved_model``:
-# written as a SavedModel to a temporary folder first (what ``from_keras_model`` does), which
-# keeps the ``api_implements`` attribute the converter fuses an LSTM by; 2-13 s a model.
-ROUTES = ("concrete", "saved_model")
+# The traced function reaches the converter frozen in memory (variables to constants, grappler
+# inlining the Keras layer's function): 0.2-9 s a model. The SavedModel route (what
+# ``from_keras_model`` does: written to a temporary folder first, which keeps the
+# ``api_implements`` attribute the converter fuses an LSTM by) took 2-16 s a model, and fused only
+# layers whose final states are not outputs, which the harness compares.
+ROUTE = "TFLiteConverter.from_concrete_functions (frozen in memory)"
+
+# Found by converting the bundled cases (TensorFlow 2.21, ai-edge-litert 2.3): the builtin
+# kernels are float32; a float16 or float64 graph keeps its ops as TF ops the builtin runtime
+# does not have, and bfloat16 is refused outright.
+DTYPE_REASON = ("TFLiteConverter: float32 only; a float64 or float16 LSTM/GRU graph fails with "
+                "\"'tf.Transpose' op is neither a custom op nor a flex op ... Some ops are not "
+                "supported by the native TFLite runtime\" (TF Select would be needed), bfloat16 "
+                "with \"Unsupported TensorFlow type <dtype: 'bfloat16'> provided for the input "
+                "type\"")
 
 
 def import_litert():
@@ -88,11 +102,10 @@ def signature(case: Case, tf: Any) -> list[Any]:
 
 
 def convert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], *, activation: str,
-            layer_kwargs: dict[str, Any] | None = None, route: str = "concrete") -> bytes:
+            layer_kwargs: dict[str, Any] | None = None) -> bytes:
     """The ``.tflite`` flatbuffer of the case's stack (weights ``native`` as constants)."""
     from harness.dtypes import FORMATS
 
-    assert route in ROUTES, route
     lstm = case.cell == "lstm"
     n = case.num_layers * case.num_directions
     layers = make_layers(K, case, activation=activation, layer_kwargs=layer_kwargs)
@@ -107,25 +120,35 @@ def convert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], *, activ
         return [*y_layers, *h_n, *c_n]  # the order output_names says
 
     module = tf.Module()
-    module.layers = layers  # tracked: the SavedModel route saves the variables with it
+    module.layers = layers  # keeps the variables alive until they are frozen
     module.stack = tf.function(stack, input_signature=signature(case, tf))
     concrete = module.stack.get_concrete_function()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], module)
-    converter.experimental_lower_to_saved_model = route == "saved_model"
+    converter.experimental_lower_to_saved_model = False  # frozen in memory (ROUTE)
     with quiet_converter(tf):
         return converter.convert()
 
 
 @contextlib.contextmanager
-def quiet_converter(tf: Any):
-    """The converter logs its passes through absl/TF logging at INFO and WARNING: errors only."""
+def quiet_converter(tf: Any) -> Iterator[None]:
+    """The converter logs its passes through Python logging at INFO and WARNING, and its MLIR
+    diagnostics (one location line per op of a graph it refuses) from C++ to file descriptor 2:
+    neither is for the user's terminal. A refusal still raises ``ConverterError``, whose message
+    names the ops (the pair's error row or not-applicable reason quotes it)."""
     logger = tf.get_logger()
     level = logger.level
     logger.setLevel("ERROR")
+    sys.stderr.flush()
+    saved = os.dup(2)
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
+        with tempfile.TemporaryFile() as scratch, contextlib.redirect_stdout(io.StringIO()):
+            os.dup2(scratch.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
     finally:
+        os.close(saved)
         logger.setLevel(level)
 
 
@@ -167,13 +190,11 @@ def feeds(case: Case, inputs: Inputs) -> dict[str, np.ndarray]:
 
 
 def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], inputs: Inputs, *,
-               activation: str, layer_kwargs: dict[str, Any] | None = None,
-               route: str = "concrete") -> Outputs:
+               activation: str, layer_kwargs: dict[str, Any] | None = None) -> Outputs:
     """Convert (:func:`convert`) and run the case in the LiteRT interpreter; the form the
     converter emitted is in ``Outputs.note``."""
     Interpreter = import_litert()
-    model = convert(K, tf, case, native, activation=activation, layer_kwargs=layer_kwargs,
-                    route=route)
+    model = convert(K, tf, case, native, activation=activation, layer_kwargs=layer_kwargs)
     ops = main_ops(Interpreter, model)
     interpreter = Interpreter(model_content=model)
     interpreter.allocate_tensors()
@@ -189,6 +210,6 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
         h_n=np.stack([got[f"h_n_{s}"] for s in range(n)]),
         c_n=np.stack([got[f"c_n_{s}"] for s in range(n)]) if case.cell == "lstm" else None,
         y_layers=y_layers,
-        note=f"LiteRT ran the {form_of(ops)} form (converted ops: {', '.join(dict.fromkeys(ops))};"
-             f" converter route {route})",
+        note=f"LiteRT ran the {form_of(ops)} form (converted ops: "
+             f"{', '.join(dict.fromkeys(ops))})",
     )

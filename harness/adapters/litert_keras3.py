@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapters._litert import import_litert, litert_version, run_litert
+from harness.adapters._litert import (
+    DTYPE_REASON,
+    ROUTE,
+    import_litert,
+    litert_version,
+    run_litert,
+)
 from harness.adapters.base import Adapter, Capabilities
 from harness.adapters.keras3 import ACTIVATIONS, import_keras3
 from harness.data import Inputs, Outputs
@@ -23,12 +29,14 @@ class LiteRTKeras3(Adapter):
     requires = ("tensorflow", "keras", "ai_edge_litert")
     layout_name = "keras"
     native_in_case_dtype = True
-    route = "concrete"  # harness.adapters._litert.ROUTES
     unroll = False
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
+        dtypes=frozenset({"float32"}),
         recurrent_activations=frozenset(ACTIVATIONS),
         reasons={
+            "dtypes": DTYPE_REASON,
+            "gradients": "a converted LiteRT model is inference only (no backward pass)",
             "peepholes": "Keras 3 LSTM has no peephole connections",
             "projection": "Keras 3 LSTM has no projection",
             "cell_clip": "Keras 3 LSTM has no cell clipping",
@@ -48,7 +56,7 @@ class LiteRTKeras3(Adapter):
     def versions(self) -> dict[str, str]:
         tf, keras = import_keras3()
         return {"tensorflow": tf.__version__, "keras": keras.__version__,
-                "ai_edge_litert": litert_version(), "converter_route": self.route,
+                "ai_edge_litert": litert_version(), "converter": ROUTE,
                 "unroll": str(self.unroll)}
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
@@ -56,5 +64,4 @@ class LiteRTKeras3(Adapter):
         with tf.device("/CPU:0"):
             return run_litert(keras, tf, case, native, inputs,
                               activation=ACTIVATIONS[case.recurrent_activation],
-                              layer_kwargs={"use_cudnn": False, "unroll": self.unroll},
-                              route=self.route)
+                              layer_kwargs={"use_cudnn": False, "unroll": self.unroll})

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapters._litert import import_litert, litert_version, run_litert
+from harness.adapters._litert import (
+    DTYPE_REASON,
+    ROUTE,
+    import_litert,
+    litert_version,
+    run_litert,
+)
 from harness.adapters.base import Adapter, Capabilities
 from harness.adapters.keras import ACTIVATIONS, import_tf_keras
 from harness.data import Inputs, Outputs
@@ -21,12 +27,14 @@ class LiteRTTfKeras(Adapter):
     requires = ("tensorflow", "tf_keras", "ai_edge_litert")
     layout_name = "keras"
     native_in_case_dtype = True
-    route = "concrete"  # harness.adapters._litert.ROUTES
     unroll = False  # tf_keras ``unroll=True``: the steps unrolled into the graph (tests)
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
+        dtypes=frozenset({"float32"}),
         recurrent_activations=frozenset(ACTIVATIONS),
         reasons={
+            "dtypes": DTYPE_REASON,
+            "gradients": "a converted LiteRT model is inference only (no backward pass)",
             "peepholes": "tf_keras LSTM has no peephole connections",
             "projection": "tf_keras LSTM has no projection",
             "cell_clip": "tf_keras LSTM has no cell clipping",
@@ -46,7 +54,7 @@ class LiteRTTfKeras(Adapter):
     def versions(self) -> dict[str, str]:
         tf, tf_keras = import_tf_keras()
         return {"tensorflow": tf.__version__, "tf_keras": tf_keras.__version__,
-                "ai_edge_litert": litert_version(), "converter_route": self.route,
+                "ai_edge_litert": litert_version(), "converter": ROUTE,
                 "unroll": str(self.unroll)}
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
@@ -54,4 +62,4 @@ class LiteRTTfKeras(Adapter):
         with tf.device("/CPU:0"):
             return run_litert(tf_keras, tf, case, native, inputs,
                               activation=ACTIVATIONS[case.recurrent_activation],
-                              layer_kwargs={"unroll": self.unroll}, route=self.route)
+                              layer_kwargs={"unroll": self.unroll})
