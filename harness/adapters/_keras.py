@@ -32,13 +32,55 @@ L = Σ dy ⊙ y + Σ dh_n ⊙ h_n + Σ dc_n ⊙ c_n, without summing a loss in t
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import numpy as np
 
+from harness.adapters._tf import import_tf
 from harness.data import Gradients, Inputs, Outputs
+from harness.errors import Unavailable
 from harness.params import DIRECTION_NAMES
 from harness.spec import Case
+
+# case recurrent_activation -> tf_keras name; tf_keras 'hard_sigmoid' is clip(0.2x + 0.5)
+TF_KERAS_ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_tf_keras": "hard_sigmoid"}
+
+
+def import_tf_keras():
+    """(tensorflow, tf_keras), or Unavailable."""
+    try:
+        tf = import_tf()  # first, without its C++ start-up lines
+        import tf_keras
+    except ImportError as exc:
+        raise Unavailable(
+            f"tf_keras is not installed ({exc}); pip install tensorflow==2.21.0 tf_keras==2.21.0"
+        ) from None
+    return tf, tf_keras
+
+
+# case recurrent_activation -> Keras 3 name; Keras 3 'hard_sigmoid' is relu6(x + 3) / 6
+KERAS3_ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_keras3": "hard_sigmoid"}
+
+
+def import_keras3():
+    """(tensorflow, keras) with Keras 3 on the TensorFlow backend, or Unavailable."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    try:
+        tf = import_tf()  # first, without its C++ start-up lines
+        import keras
+    except ImportError as exc:
+        raise Unavailable(
+            f"keras/tensorflow not installed ({exc}); pip install keras==3.15.1 tensorflow==2.21.0"
+        ) from None
+    if not keras.__version__.startswith("3."):
+        raise Unavailable(f"keras {keras.__version__} is not Keras 3")
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise Unavailable(f"Keras 3 is loaded with the {backend!r} backend in this process "
+                          "(KERAS_BACKEND); this adapter needs 'tensorflow'")
+    return tf, keras
+
 
 # What the executor reads out of a Keras cell variable name ("lstm/lstm_cell/kernel:0" in
 # tf_keras, "kernel" in Keras 3): the layout's native names.

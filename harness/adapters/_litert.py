@@ -132,9 +132,10 @@ def convert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], *, activ
 @contextlib.contextmanager
 def quiet_converter(tf: Any) -> Iterator[None]:
     """The converter logs its passes through Python logging at INFO and WARNING, and its MLIR
-    diagnostics (one location line per op of a graph it refuses) from C++ to file descriptor 2:
-    neither is for the user's terminal. A refusal still raises ``ConverterError``, whose message
-    names the ops (the pair's error row or not-applicable reason quotes it)."""
+    diagnostics (one location line per op of a graph it refuses) from C++ to file descriptor 2,
+    as the interpreter does its delegate's creation: none is for the user's terminal. A refusal
+    still raises ``ConverterError``, whose message names the ops (the pair's error row or
+    not-applicable reason quotes it)."""
     logger = tf.get_logger()
     level = logger.level
     logger.setLevel("ERROR")
@@ -195,9 +196,10 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
     converter emitted is in ``Outputs.note``."""
     Interpreter = import_litert()
     model = convert(K, tf, case, native, activation=activation, layer_kwargs=layer_kwargs)
-    ops = main_ops(Interpreter, model)
-    interpreter = Interpreter(model_content=model)
-    interpreter.allocate_tensors()
+    with quiet_converter(tf):  # the interpreter's "Created ... XNNPACK delegate" line
+        ops = main_ops(Interpreter, model)
+        interpreter = Interpreter(model_content=model)
+        interpreter.allocate_tensors()
     by_name = {d["name"]: d["index"] for d in interpreter.get_input_details()}
     for name, value in feeds(case, inputs).items():
         interpreter.set_tensor(by_name[name], value)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.adapters._keras import KERAS3_ACTIVATIONS as ACTIVATIONS
+from harness.adapters._keras import import_keras3
 from harness.adapters._litert import (
     DTYPE_REASON,
     ROUTE,
@@ -17,7 +19,6 @@ from harness.adapters._litert import (
     run_litert,
 )
 from harness.adapters.base import Adapter, Capabilities
-from harness.adapters.keras3 import ACTIVATIONS, import_keras3
 from harness.data import Inputs, Outputs
 from harness.spec import Case
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.adapters._keras import TF_KERAS_ACTIVATIONS as ACTIVATIONS
+from harness.adapters._keras import import_tf_keras
 from harness.adapters._litert import (
     DTYPE_REASON,
     ROUTE,
@@ -15,7 +17,6 @@ from harness.adapters._litert import (
     run_litert,
 )
 from harness.adapters.base import Adapter, Capabilities
-from harness.adapters.keras import ACTIVATIONS, import_tf_keras
 from harness.data import Inputs, Outputs
 from harness.spec import Case
 
