@@ -85,7 +85,9 @@ class Outputs:
     """What an adapter returns. ``y_layers`` (optional) holds every layer's ``y``; ``grads``
     the backward pass of a gradient case; ``models`` the model files the adapter made and ran
     (file suffix -> bytes, e.g. an exported ``.onnx``), which ``--save-outputs`` writes beside
-    the outputs so the very graph that diverged can be opened."""
+    the outputs so the very graph that diverged can be opened; ``note`` what the adapter learnt
+    only by running (the LiteRT adapters: which form the converter emitted), added to the
+    pair's reason."""
 
     y: np.ndarray
     h_n: np.ndarray
@@ -94,6 +96,7 @@ class Outputs:
     extras: dict[str, np.ndarray] = field(default_factory=dict)
     grads: Gradients | None = None
     models: dict[str, bytes] = field(default_factory=dict)
+    note: str = ""
 
     def named(self) -> dict[str, np.ndarray]:
         out = {"y": self.y, "h_n": self.h_n}
@@ -111,7 +114,7 @@ class Outputs:
                        y_layers=None if self.y_layers is None else [f(y) for y in self.y_layers],
                        extras={k: f(v) for k, v in self.extras.items()},
                        grads=None if self.grads is None else self.grads.mapped(f),
-                       models=dict(self.models))
+                       models=dict(self.models), note=self.note)
 
 
 def _maybe(f: Callable[[np.ndarray], Any], a: np.ndarray | None) -> Any:

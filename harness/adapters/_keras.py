@@ -32,13 +32,55 @@ L = Σ dy ⊙ y + Σ dh_n ⊙ h_n + Σ dc_n ⊙ c_n, without summing a loss in t
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import numpy as np
 
+from harness.adapters._tf import import_tf
 from harness.data import Gradients, Inputs, Outputs
+from harness.errors import Unavailable
 from harness.params import DIRECTION_NAMES
 from harness.spec import Case
+
+# case recurrent_activation -> tf_keras name; tf_keras 'hard_sigmoid' is clip(0.2x + 0.5)
+TF_KERAS_ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_tf_keras": "hard_sigmoid"}
+
+
+def import_tf_keras():
+    """(tensorflow, tf_keras), or Unavailable."""
+    try:
+        tf = import_tf()  # first, without its C++ start-up lines
+        import tf_keras
+    except ImportError as exc:
+        raise Unavailable(
+            f"tf_keras is not installed ({exc}); pip install tensorflow==2.21.0 tf_keras==2.21.0"
+        ) from None
+    return tf, tf_keras
+
+
+# case recurrent_activation -> Keras 3 name; Keras 3 'hard_sigmoid' is relu6(x + 3) / 6
+KERAS3_ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_keras3": "hard_sigmoid"}
+
+
+def import_keras3():
+    """(tensorflow, keras) with Keras 3 on the TensorFlow backend, or Unavailable."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    try:
+        tf = import_tf()  # first, without its C++ start-up lines
+        import keras
+    except ImportError as exc:
+        raise Unavailable(
+            f"keras/tensorflow not installed ({exc}); pip install keras==3.15.1 tensorflow==2.21.0"
+        ) from None
+    if not keras.__version__.startswith("3."):
+        raise Unavailable(f"keras {keras.__version__} is not Keras 3")
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise Unavailable(f"Keras 3 is loaded with the {backend!r} backend in this process "
+                          "(KERAS_BACKEND); this adapter needs 'tensorflow'")
+    return tf, keras
+
 
 # What the executor reads out of a Keras cell variable name ("lstm/lstm_cell/kernel:0" in
 # tf_keras, "kernel" in Keras 3): the layout's native names.
@@ -102,6 +144,18 @@ def direction_layers(case: Case, rnn: Any) -> list[tuple[int, Any]]:
     return [(case.directions[0], rnn)]
 
 
+def load_native(case: Case, layers: list[Any], native: dict[str, np.ndarray], np_dtype: Any
+                ) -> dict[str, Any]:
+    """Load ``native`` into every layer of :func:`make_layers`; native name -> Keras variable."""
+    weights: dict[str, Any] = {}
+    for layer, rnn in enumerate(layers):
+        for d, sub in direction_layers(case, rnn):
+            prefix = native_prefix(case, layer, d)
+            set_native(sub, native, prefix, np_dtype)
+            weights |= {prefix + short_name(v): v for v in sub.weights}
+    return weights
+
+
 def variable_shapes(case: Case, layers: list[Any]) -> dict[str, tuple[int, ...]]:
     """Native name (layout ``keras`` scoping) -> shape of every variable Keras created."""
     return {
@@ -158,6 +212,12 @@ def backward(
     )
 
 
+def valid_mask(inputs: Inputs) -> np.ndarray:
+    """[B, T] bool: which steps of each sequence are valid (right padded)."""
+    T = inputs.x.shape[1]
+    return np.arange(T)[None, :] < inputs.lengths[:, None]
+
+
 def run_keras(
     K: Any,
     tf: Any,
@@ -176,21 +236,14 @@ def run_keras(
 
     dtype = case.dtype
     np_dtype = FORMATS[dtype].numpy
-    T = inputs.x.shape[1]
     lstm = case.cell == "lstm"
 
     def tensor(a: np.ndarray) -> Any:
         return tf.constant(np.asarray(a).astype(np_dtype), dtype=dtype)
 
-    valid = np.arange(T)[None, :] < inputs.lengths[:, None]  # [B, T]
-    mask = tf.constant(valid) if inputs.seq_lengths is not None else None
+    mask = tf.constant(valid_mask(inputs)) if inputs.seq_lengths is not None else None
     layers = make_layers(K, case, activation=activation, layer_kwargs=layer_kwargs)
-    weights: dict[str, Any] = {}  # native name -> Keras variable
-    for layer, rnn in enumerate(layers):
-        for d, sub in direction_layers(case, rnn):
-            prefix = native_prefix(case, layer, d)
-            set_native(sub, native, prefix, np_dtype)
-            weights |= {prefix + short_name(v): v for v in sub.weights}
+    weights = load_native(case, layers, native, np_dtype)
     x = tensor(inputs.x)
     h0 = [tensor(h) for h in inputs.h0]
     c0 = [tensor(c) for c in inputs.c0] if lstm else []
@@ -198,18 +251,24 @@ def run_keras(
     with tape if tape is not None else contextlib.nullcontext():
         if tape is not None:
             tape.watch([x, *h0, *c0])  # the cell variables are watched as they are read
-        y, h_n, c_n, y_layers = run_stack(
-            case, layers, x, h0, c0,
-            call=lambda layer, rnn, layer_in, states: rnn(layer_in, initial_state=states,
-                                                          mask=mask),
-            flip=lambda y: tf.reverse(y, axis=[1]),
-            zero_padded=(None if mask is None else
-                         lambda y: y * tf.cast(mask, y.dtype)[:, :, None]))
+        y, h_n, c_n, y_layers = forward(tf, case, layers, x, h0, c0, mask)
 
     grads = None
     if tape is not None:
         grads = backward(tf, tape, case, inputs, (y, h_n, c_n), (x, h0, c0), weights)
     return outputs_of(y, h_n, c_n if lstm else None, y_layers, grads)
+
+
+def forward(tf: Any, case: Case, layers: list[Any], x: Any, h0: list[Any], c0: list[Any],
+            mask: Any) -> tuple[Any, list[Any], list[Any], list[Any]]:
+    """:func:`run_stack` in TF ops, eagerly or traced (the LiteRT adapters convert a
+    ``tf.function`` of it); ``mask`` [B, T] bool or None."""
+    return run_stack(
+        case, layers, x, h0, c0,
+        call=lambda layer, rnn, layer_in, states: rnn(layer_in, initial_state=states, mask=mask),
+        flip=lambda y: tf.reverse(y, axis=[1]),
+        zero_padded=(None if mask is None else
+                     lambda y: y * tf.cast(mask, y.dtype)[:, :, None]))
 
 
 def run_stack(case: Case, layers: list[Any], x: Any, h0: list[Any], c0: list[Any], *,

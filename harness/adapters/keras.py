@@ -12,27 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapters._keras import run_keras
-from harness.adapters._tf import import_tf
+from harness.adapters._keras import TF_KERAS_ACTIVATIONS as ACTIVATIONS
+from harness.adapters._keras import import_tf_keras, run_keras
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
 from harness.spec import Case
-
-# case recurrent_activation -> tf_keras name; tf_keras 'hard_sigmoid' is clip(0.2x + 0.5)
-ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_tf_keras": "hard_sigmoid"}
-
-
-def import_tf_keras():
-    """(tensorflow, tf_keras), or Unavailable."""
-    try:
-        tf = import_tf()  # first, without its C++ start-up lines
-        import tf_keras
-    except ImportError as exc:
-        raise Unavailable(
-            f"tf_keras is not installed ({exc}); pip install tensorflow==2.21.0 tf_keras==2.21.0"
-        ) from None
-    return tf, tf_keras
 
 
 class Keras(Adapter):

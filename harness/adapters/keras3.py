@@ -12,38 +12,13 @@ Gradient cases: TensorFlow's own backward pass, a ``tf.GradientTape`` over the s
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from harness.adapters._keras import run_keras
-from harness.adapters._tf import import_tf
+from harness.adapters._keras import KERAS3_ACTIVATIONS as ACTIVATIONS
+from harness.adapters._keras import import_keras3, run_keras
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
 from harness.spec import Case
-
-# case recurrent_activation -> Keras 3 name; Keras 3 'hard_sigmoid' is relu6(x + 3) / 6
-ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_keras3": "hard_sigmoid"}
-
-
-def import_keras3():
-    """(tensorflow, keras) with Keras 3 on the TensorFlow backend, or Unavailable."""
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    try:
-        tf = import_tf()  # first, without its C++ start-up lines
-        import keras
-    except ImportError as exc:
-        raise Unavailable(
-            f"keras/tensorflow not installed ({exc}); pip install keras==3.15.1 tensorflow==2.21.0"
-        ) from None
-    if not keras.__version__.startswith("3."):
-        raise Unavailable(f"keras {keras.__version__} is not Keras 3")
-    backend = keras.backend.backend()
-    if backend != "tensorflow":
-        raise Unavailable(f"Keras 3 is loaded with the {backend!r} backend in this process "
-                          "(KERAS_BACKEND); this adapter needs 'tensorflow'")
-    return tf, keras
 
 
 class Keras3(Adapter):
