@@ -27,7 +27,7 @@ from harness import compare
 from harness.adapters.torch_cpu import TorchCPU
 from harness.cases import load_cases
 from harness.prepare import Prepared, prepare
-from harness.runner import PairResult, run_pair
+from harness.runner import PairResult, run_pair, selected_by_case
 from harness.spec import Case
 
 CASES = Path(__file__).resolve().parent.parent / "cases"
@@ -157,7 +157,8 @@ def bundled_cases() -> list[Case]:
     adapter = TorchCPU()
     cases = [c for f in sorted(CASES.glob("*.yaml")) for c in load_cases(f)]
     cases += load_cases(CASES / "trained-like" / "trained-like.yaml")
-    return [c for c in cases if not adapter.not_applicable_reason(c)]
+    return [c for c in cases
+            if not adapter.not_applicable_reason(c) and selected_by_case(c, adapter)]
 
 
 def _forward(out) -> dict[str, np.ndarray]:
