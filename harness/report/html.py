@@ -47,13 +47,16 @@ th { background: #eef1f5; } td.num { text-align: right; font-variant-numeric: ta
 .unavailable { background: #fbeec6; } .baseline { background: #dde8f7; }
 .meta { color: #555; } .badge { display: inline-block; padding: 0 .5em; margin-right: .3em;
   border-radius: 3px; border: 1px solid #c5cad1; }
-/* the verdict grid: every adapter column visible in a 1400 px window (names break at hyphens,
-   a cell is two short lines); wider grids scroll sideways with the case column kept in view */
+/* the verdict grid: every adapter column visible in a 1400 px window (adapter names written
+   bottom to top, so a column is as wide as its cells, two short lines); wider grids scroll
+   sideways with the case column kept in view */
 .grid { width: calc(100vw - 4em); max-width: max-content; overflow-x: auto; }
 table.matrix { margin: 0; }
-table.matrix td { text-align: center; padding: .15em .25em; line-height: 1.25; font-size: 12px; }
+table.matrix td { text-align: center; padding: .15em .2em; line-height: 1.25; font-size: 11px; }
 table.matrix a { color: inherit; }
-table.matrix th { font-size: 12px; } table.matrix tr:first-child th { min-width: 3.5em; }
+table.matrix th { font-size: 12px; }
+table.matrix tr:first-child th + th { writing-mode: vertical-rl; transform: rotate(180deg);
+  white-space: nowrap; text-align: left; vertical-align: bottom; padding: .4em .15em; }
 table.matrix th:first-child { position: sticky; left: 0; z-index: 1; background: #eef1f5;
   text-align: left; max-width: 14em; }
 .reason { color: #444; font-size: 12px; max-width: 38em; }
@@ -117,8 +120,13 @@ def _table(headers: list[str], rows: list[list[str]], classes: list[list[str]] |
     return "\n".join(parts)
 
 
+# the grid's short words for the long verdicts (the hover and the legend under it say them whole)
+GRID_WORDS = {compare.NOT_APPLICABLE: "n/a", compare.UNAVAILABLE: "unavail.",
+              compare.KNOWN_BUG: "known bug"}
+
+
 def _matrix_cell(p: PairResult, gradients: bool = False, dtype: str = "float32") -> str:
-    lines = [p.status]
+    lines = [GRID_WORDS.get(p.status, p.status)]
     w = p.worst
     if w is not None:
         if dtype == "float64" and p.status == compare.PASS:
@@ -140,9 +148,8 @@ def overview(result: RunResult) -> str:
     adapters = [a.name for a in result.adapters
                 if any(p.adapter == a.name and p.status != compare.BASELINE for p in result.pairs)]
     by = {(p.case, p.adapter): p for p in result.pairs}
-    # adapter names may break after a hyphen (<wbr>), so the columns stay narrow
     parts = ['<div class="grid"><table class="matrix"><tr><th>case</th>'
-             + "".join(f"<th>{escape(a).replace('-', '-<wbr>')}</th>" for a in adapters)
+             + "".join(f"<th>{escape(a)}</th>" for a in adapters)
              + "</tr>"]
     for case in result.cases:
         cells = [_matrix_cell(by[(case.name, a)], case.gradients, case.dtype)
@@ -151,8 +158,9 @@ def overview(result: RunResult) -> str:
         parts.append(f'<tr><th><a href="#{_slug("case-" + case.name)}">{escape(case.name)}</a></th>'
                      + "".join(cells) + "</tr>")
     parts.append("</table></div>")
-    parts.append('<p class="meta">Each cell: verdict and the worst error in units of the '
-                 "tolerance (≤ 1 passes), gradients included; a passing float64 pair: its worst "
+    parts.append('<p class="meta">Each cell: verdict (n/a: not applicable, unavail.: '
+                 "unavailable here, known bug: a known upstream bug) and the worst error in "
+                 "units of the tolerance (≤ 1 passes), gradients included; a passing float64 pair: its worst "
                  "error in ulp (units in the last place of float64); \"forward only\": a "
                  "gradient case whose backward pass the adapter cannot run. Hover for the reason "
                  "of not-applicable, unavailable, forward-only, errors and where a DIVERGED pair "
