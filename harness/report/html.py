@@ -161,8 +161,9 @@ def overview(result: RunResult) -> str:
     parts.append('<p class="meta">Each cell: verdict (n/a: not applicable, unavail.: '
                  "unavailable here, known bug: a known upstream bug) and the worst error in "
                  "units of the tolerance (≤ 1 passes), gradients included; a passing float64 "
-                 "pair: its worst error in ulp (units in the last place of float64); \"forward only\": a "
-                 "gradient case whose backward pass the adapter cannot run. Hover for the reason "
+                 "pair: its worst error in ulp (units in the last place of float64); "
+                 "\"forward only\": a gradient case whose backward pass the adapter cannot run. "
+                 "Hover for the reason "
                  "of not-applicable, unavailable, forward-only, errors and where a DIVERGED pair "
                  "diverged first.</p>")
     return "\n".join(parts)
