@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 
+from harness import isolation
 from harness.adapters import ADAPTERS
 from harness.adapters.torch_cpu import TorchCPU
 from harness.cli import main
@@ -27,6 +28,12 @@ CPU = [a for a in ADAPTERS.values() if a.device == "cpu"]
 # openvino's is a compile_model (50-100 ms): its LSTM case here (2-3 s), the onnx layout's GRU
 # and bidirectional cases are onnxruntime's and onnx-reference's (openvino's by hand: 13 s).
 EXPORTING = {"torch-onnx-torchscript": 1, "torch-onnx-dynamo": 0, "openvino": 1}
+# Each probe run of these is a conversion or a compile of a few tenths of a second (LiteRT's
+# converter; XLA in keras3-jax's own process) of the keras layout that keras and keras3 probe in
+# full: here one LSTM of hidden size 1 (17 runs; transposes still show, as I differs from H).
+# By hand, at the default sizes: litert-tf-keras 73 conversions in 29 s, keras3-jax 73 runs in
+# 27 s.
+ONE_SMALL_LSTM = ("litert-tf-keras", "litert-keras3", "keras3-jax")
 
 
 def probe_cases(adapter) -> list[Case]:
@@ -48,9 +55,13 @@ def probe_cases(adapter) -> list[Case]:
 
 @pytest.mark.parametrize("adapter", CPU, ids=lambda a: a.name)
 def test_measured_layout_is_the_declared_one(adapter) -> None:
-    if adapter.unavailable_reason():
-        pytest.skip(adapter.unavailable_reason())
+    reason = isolation.unavailable_reason(adapter)  # where it runs (its own process, if any)
+    if reason:
+        pytest.skip(reason)
     cases = probe_cases(adapter)
+    if adapter.name in ONE_SMALL_LSTM:
+        cases = [Case(name="probe-lstm-h1", cell="lstm", input_size=2, hidden_size=1,
+                      forget_bias=1.0)]
     assert cases, f"{adapter.name} runs none of the probe cases"
     if adapter.name in EXPORTING:
         cases = cases[:EXPORTING[adapter.name]]
