@@ -82,6 +82,24 @@ def import_keras3():
     return tf, keras
 
 
+def layer_reasons(library: str) -> dict[str, str]:
+    """Why ``library``'s LSTM / GRU (``tf_keras`` or ``Keras 3``, the same layer API on every
+    backend and after conversion) cannot run a case needing a feature: Capabilities.reasons."""
+    other = {"tf_keras": ("'hard_sigmoid' is 0.2x + 0.5 (hard_sigmoid_tf_keras)",
+                          "x/6 + 0.5 (hard_sigmoid_keras3)"),
+             "Keras 3": ("'hard_sigmoid' is x/6 + 0.5 (hard_sigmoid_keras3)",
+                         "0.2x + 0.5 (hard_sigmoid_tf_keras)")}[library]
+    return {
+        "peepholes": f"{library} LSTM has no peephole connections",
+        "projection": f"{library} LSTM has no projection",
+        "cell_clip": f"{library} LSTM has no cell clipping",
+        "proj_clip": f"{library} LSTM has no projection (nor its clipping)",
+        "gate_clip": f"{library} LSTM/GRU have no gate pre-activation clipping",
+        "input_forget": f"{library} LSTM has no coupled input-forget gate",
+        "recurrent_activations": f"{library} {other[0]}; it has no {other[1]}",
+    }
+
+
 # What the executor reads out of a Keras cell variable name ("lstm/lstm_cell/kernel:0" in
 # tf_keras, "kernel" in Keras 3): the layout's native names.
 NATIVE_NAMES = ("kernel", "recurrent_kernel", "bias")

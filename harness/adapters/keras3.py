@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.adapters._keras import KERAS3_ACTIVATIONS as ACTIVATIONS
-from harness.adapters._keras import import_keras3, run_keras
+from harness.adapters._keras import import_keras3, layer_reasons, run_keras
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.spec import Case
@@ -32,17 +32,7 @@ class Keras3(Adapter):
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         recurrent_activations=frozenset(ACTIVATIONS),
         gradients=True,
-        reasons={
-            "peepholes": "Keras 3 LSTM has no peephole connections",
-            "projection": "Keras 3 LSTM has no projection",
-            "cell_clip": "Keras 3 LSTM has no cell clipping",
-            "proj_clip": "Keras 3 LSTM has no projection (nor its clipping)",
-            "gate_clip": "Keras 3 LSTM/GRU have no gate pre-activation clipping",
-            "input_forget": "Keras 3 LSTM has no coupled input-forget gate",
-            "recurrent_activations": "Keras 3 'hard_sigmoid' is x/6 + 0.5 "
-                                     "(hard_sigmoid_keras3); it has no 0.2x + 0.5 "
-                                     "(hard_sigmoid_tf_keras)",
-        },
+        reasons=layer_reasons("Keras 3"),
     )
 
     def check_available(self) -> None:

@@ -28,6 +28,7 @@ import numpy as np
 
 from harness.adapters._keras import (
     direction_layers,
+    layer_reasons,
     make_layers,
     native_prefix,
     run_stack,
@@ -92,18 +93,9 @@ class Keras3Jax(Adapter):
         dtypes=frozenset({"float32", "float16", "bfloat16"}),
         recurrent_activations=frozenset(ACTIVATIONS),
         gradients=True,
-        reasons={
+        reasons=layer_reasons("Keras 3") | {
             "dtypes": "Keras 3 on JAX computes a float64 LSTM/GRU's tanh in float32 "
                       "(result_type demotes 64-bit types off TensorFlow, keras-team/keras#23223)",
-            "peepholes": "Keras 3 LSTM has no peephole connections",
-            "projection": "Keras 3 LSTM has no projection",
-            "cell_clip": "Keras 3 LSTM has no cell clipping",
-            "proj_clip": "Keras 3 LSTM has no projection (nor its clipping)",
-            "gate_clip": "Keras 3 LSTM/GRU have no gate pre-activation clipping",
-            "input_forget": "Keras 3 LSTM has no coupled input-forget gate",
-            "recurrent_activations": "Keras 3 'hard_sigmoid' is x/6 + 0.5 "
-                                     "(hard_sigmoid_keras3); it has no 0.2x + 0.5 "
-                                     "(hard_sigmoid_tf_keras)",
         },
     )
 

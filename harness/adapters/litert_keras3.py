@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.adapters._keras import KERAS3_ACTIVATIONS as ACTIVATIONS
-from harness.adapters._keras import import_keras3
+from harness.adapters._keras import import_keras3, layer_reasons
 from harness.adapters._litert import (
     DTYPE_REASON,
     ROUTE,
@@ -35,18 +35,9 @@ class LiteRTKeras3(Adapter):
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
         recurrent_activations=frozenset(ACTIVATIONS),
-        reasons={
+        reasons=layer_reasons("Keras 3") | {
             "dtypes": DTYPE_REASON,
             "gradients": "a converted LiteRT model is inference only (no backward pass)",
-            "peepholes": "Keras 3 LSTM has no peephole connections",
-            "projection": "Keras 3 LSTM has no projection",
-            "cell_clip": "Keras 3 LSTM has no cell clipping",
-            "proj_clip": "Keras 3 LSTM has no projection (nor its clipping)",
-            "gate_clip": "Keras 3 LSTM/GRU have no gate pre-activation clipping",
-            "input_forget": "Keras 3 LSTM has no coupled input-forget gate",
-            "recurrent_activations": "Keras 3 'hard_sigmoid' is x/6 + 0.5 "
-                                     "(hard_sigmoid_keras3); it has no 0.2x + 0.5 "
-                                     "(hard_sigmoid_tf_keras)",
         },
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.adapters._keras import TF_KERAS_ACTIVATIONS as ACTIVATIONS
-from harness.adapters._keras import import_tf_keras
+from harness.adapters._keras import import_tf_keras, layer_reasons
 from harness.adapters._litert import (
     DTYPE_REASON,
     ROUTE,
@@ -33,18 +33,9 @@ class LiteRTTfKeras(Adapter):
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
         recurrent_activations=frozenset(ACTIVATIONS),
-        reasons={
+        reasons=layer_reasons("tf_keras") | {
             "dtypes": DTYPE_REASON,
             "gradients": "a converted LiteRT model is inference only (no backward pass)",
-            "peepholes": "tf_keras LSTM has no peephole connections",
-            "projection": "tf_keras LSTM has no projection",
-            "cell_clip": "tf_keras LSTM has no cell clipping",
-            "proj_clip": "tf_keras LSTM has no projection (nor its clipping)",
-            "gate_clip": "tf_keras LSTM/GRU have no gate pre-activation clipping",
-            "input_forget": "tf_keras LSTM has no coupled input-forget gate",
-            "recurrent_activations": "tf_keras 'hard_sigmoid' is 0.2x + 0.5 "
-                                     "(hard_sigmoid_tf_keras); it has no x/6 + 0.5 "
-                                     "(hard_sigmoid_keras3)",
         },
     )
 
