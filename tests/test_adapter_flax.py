@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from runnable import runnable
 
 from harness import compare
 from harness.adapters import get_adapter
@@ -35,26 +36,18 @@ TRAINED = dict(input_size=3, hidden_size=4, batch=2, seq_len=5, initial_state="r
                dtype="float32", seed=21, weights={"init": "normal", "scale": 2.5})
 
 
-def _available(name: str):
-    adapter = get_adapter(name)
-    reason = adapter.unavailable_reason()
-    if reason:
-        pytest.skip(f"{name} unavailable: {reason}")
-    return adapter
-
-
 def test_linen_lstm_trained_like_passes_and_carry_is_c_h():
     """The plain pair passes on trained-like weights with a random (h0, c0): the carry order
     and the summed biases are right as shipped."""
     r = run_pair(prepare(Case(name="flax-ok", cell="lstm", **TRAINED)),
-                 _available("flax-linen"))
+                 runnable("flax-linen"))
     assert r.status == compare.PASS, r.reason
 
 
 def test_planted_unsummed_torch_bias_diverges_with_where():
     """google/flax#3746 planted: hi/hf/hg/ho bias = bW only (PyTorch's bias_ih, bias_hh not
     summed)."""
-    adapter = _available("flax-linen")
+    adapter = runnable("flax-linen")
 
     def describe(case, layer, d):
         out = []
@@ -86,7 +79,7 @@ def test_planted_carry_h_c_order_diverges_at_step_0(monkeypatch):
     """google/flax#5469 planted: the initial carry handed over as PyTorch's (h, c)."""
     from harness.adapters import _flax
 
-    adapter = _available("flax-linen")
+    adapter = runnable("flax-linen")
     monkeypatch.setattr(_flax, "_COMPILED", {})  # trace again with the planted carry
     monkeypatch.setattr(_flax, "_carry",
                         lambda case, h, c: (h, c) if case.cell == "lstm" else h)

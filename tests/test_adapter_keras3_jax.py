@@ -20,8 +20,9 @@ import dataclasses
 
 import pytest
 from keras3_jax_planted import Planted
+from runnable import runnable
 
-from harness import compare, isolation
+from harness import compare
 from harness.prepare import prepare
 from harness.runner import run_pair
 from harness.spec import Case
@@ -35,15 +36,8 @@ SMALL = dict(input_size=3, hidden_size=4, batch=3, seq_len=5, initial_state="ran
              dtype="float32", seed=11, weights={"scale": 2.0})
 
 
-def _available(adapter):
-    reason = isolation.unavailable_reason(adapter)
-    if reason:
-        pytest.skip(f"{adapter.name} unavailable: {reason}")
-    return adapter
-
-
 def test_fast_gru_path_taken_and_mask_ignored_is_diverged():
-    spy = _available(Planted())
+    spy = runnable(Planted())
     plain = run_pair(prepare(Case(name="gru-fast", cell="gru", **SMALL)), spy)
     assert plain.status == compare.PASS, plain.reason
     assert int(plain.outputs.extras["fast_gru"]) == 1, "keras#22401's lax.scan GRU not taken"
@@ -58,7 +52,7 @@ def test_fast_gru_path_taken_and_mask_ignored_is_diverged():
 
 
 def test_reverse_in_input_order_is_diverged_with_where():
-    planted = _available(Planted())
+    planted = runnable(Planted())
     r = run_pair(prepare(Case(name="reverse-order", cell="lstm", direction="reverse", **SMALL)),
                  planted)
     assert r.status == compare.DIVERGED, r.reason
@@ -68,7 +62,7 @@ def test_reverse_in_input_order_is_diverged_with_where():
 
 
 def test_float64_still_computed_in_float32():
-    spy = _available(Planted())
+    spy = runnable(Planted())
     forced = dataclasses.replace(spy.capabilities,
                                  dtypes=spy.capabilities.dtypes | {"float64"})
     spy.capabilities = forced  # this object only: applicability is decided here

@@ -17,6 +17,7 @@ Conversions cost 0.2-2 s each: few, small cases.
 from __future__ import annotations
 
 import pytest
+from runnable import runnable
 
 from harness import compare
 from harness.adapters import _litert, get_adapter
@@ -33,18 +34,10 @@ SMALL = dict(input_size=3, hidden_size=4, batch=2, seq_len=5, initial_state="ran
              dtype="float32", seed=5, weights={"init": "normal", "scale": 2.0})
 
 
-def _available(name: str):
-    adapter = get_adapter(name)
-    reason = adapter.unavailable_reason()
-    if reason:
-        pytest.skip(f"{name} unavailable: {reason}")
-    return adapter
-
-
 @pytest.mark.parametrize("name", ["litert-tf-keras", "litert-keras3"])
 def test_lstm_conforms_and_says_its_form(name):
     """#73254 / LiteRT#41 / #126061: the form is reported; the loop's numbers conform."""
-    adapter = _available(name)
+    adapter = runnable(name)
     r = run_pair(prepare(Case(name="lstm", cell="lstm", **SMALL)), adapter)
     assert r.status == compare.PASS, r.reason
     assert "LiteRT ran the WHILE loop form" in r.reason
@@ -53,7 +46,7 @@ def test_lstm_conforms_and_says_its_form(name):
 def test_unrolled_conforms():
     """tensorflow#57015 does not reproduce: unroll=True converts to the steps unrolled, and
     conforms as unroll=False does."""
-    adapter = _available("litert-tf-keras")
+    adapter = runnable("litert-tf-keras")
     unrolled = type(adapter)()
     unrolled.unroll = True
     r = run_pair(prepare(Case(name="unrolled", cell="lstm", **SMALL)), unrolled)
@@ -64,7 +57,7 @@ def test_unrolled_conforms():
 def test_planted_unrolled_state_dropped_diverges_with_where(monkeypatch):
     """#57015's mechanism planted: an unrolled conversion whose state is dropped (zeros) at step
     2 must be DIVERGED first at step 2 of layer 0, forward; its step-local rows say where."""
-    adapter = _available("litert-tf-keras")
+    adapter = runnable("litert-tf-keras")
     unrolled = type(adapter)()
     unrolled.unroll = True
     forward = _litert.forward
@@ -91,7 +84,7 @@ def test_planted_unrolled_state_dropped_diverges_with_where(monkeypatch):
 def test_planted_gate_order_diverges_with_where(monkeypatch, name):
     """Weights fed in a wrong gate order (the kernel's f and g blocks swapped before
     conversion, so the .tflite constants hold them swapped): DIVERGED at the first step."""
-    adapter = _available(name)
+    adapter = runnable(name)
     load_native = _litert.load_native
 
     def swapped(case, layers, native, np_dtype):

@@ -23,6 +23,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from runnable import runnable
 
 from harness import compare, data, params, reference
 from harness.adapters import get_adapter
@@ -37,14 +38,6 @@ SMALL = dict(input_size=3, hidden_size=4, batch=3, seq_len=5, initial_state="ran
              dtype="float32", seed=21)
 TRAINED_LIKE = dict(weights={"init": "normal", "scale": 2.5}, inputs={"init": "normal",
                                                                      "scale": 2.0})
-
-
-def _available(name: str):
-    adapter = get_adapter(name)
-    reason = adapter.unavailable_reason()
-    if reason:
-        pytest.skip(f"{name} unavailable: {reason}")
-    return adapter
 
 
 def _forced(adapter, **caps):
@@ -64,7 +57,7 @@ def _forced(adapter, **caps):
     dict(cell="gru", bidirectional=True, dtype="float16"),
 ], ids=["lstm-bi-L2-varlen", "gru-reverse-lbr0-clip", "gru-float16"])
 def test_openvino_passes(kw):
-    adapter = _available("openvino")
+    adapter = runnable("openvino")
     r = run_pair(prepare(Case(name="ov", **{**SMALL, **kw})), adapter)
     assert r.status == compare.PASS, (r.reason, r.worst)
 
@@ -73,7 +66,7 @@ def test_openvino_passes(kw):
 def test_f32_is_pinned():
     """The CPU plugin's default here may be bf16 (it is on this project's AMD EPYC machine);
     every compiled model is f32."""
-    adapter = _available("openvino")
+    adapter = runnable("openvino")
     from harness.adapters.openvino import COMPILE_CONFIG
 
     assert adapter.versions()["compile_config"] == "INFERENCE_PRECISION_HINT=f32"
@@ -90,7 +83,7 @@ def test_f32_is_pinned():
 def test_silently_dropped_features_diverge_when_forced(feature):
     """OpenVINO 2026.4.1 takes P and input_forget=1 and computes as if they were absent: run
     anyway, the pair is DIVERGED from the first step, and equals the reference without them."""
-    adapter = _available("openvino")
+    adapter = runnable("openvino")
     assert "silently" in adapter.not_applicable_reason(Case(name="n", cell="lstm",
                                                             **{feature: True}, **SMALL))
     case = Case(name="drop", cell="lstm", **{feature: True}, **SMALL, **TRAINED_LIKE)
@@ -106,7 +99,7 @@ def test_silently_dropped_features_diverge_when_forced(feature):
 
 @pytest.mark.openvino
 def test_hard_sigmoid_refusal_is_quoted():
-    adapter = _available("openvino")
+    adapter = runnable("openvino")
     case = Case(name="hs", cell="gru", recurrent_activation="hard_sigmoid_keras3", **SMALL)
     assert "'Unsupported activation function'" in adapter.not_applicable_reason(case)
     r = run_pair(prepare(case), _forced(adapter, recurrent_activations=frozenset(
@@ -121,8 +114,8 @@ def _batch_major_regardless():
     from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
 
     class Regardless(OpenVINOBatchMajor):
-        def check_available(self) -> None:
-            OpenVINO.check_available(self)
+        def checkrunnable(self) -> None:
+            OpenVINO.checkrunnable(self)
 
     return Regardless()
 
@@ -130,7 +123,7 @@ def _batch_major_regardless():
 @pytest.mark.openvino
 def test_batch_major_unavailable_while_layout_is_ignored():
     adapter = get_adapter("openvino-batch-major")
-    _available("openvino")
+    runnable("openvino")
     reason = adapter.layout_ignored()
     if reason is None:  # fixed upstream: cases/batch-major.yaml's expected turns "looks fixed"
         assert adapter.unavailable_reason() is None
@@ -146,7 +139,7 @@ def test_batch_major_unavailable_while_layout_is_ignored():
 def test_batch_major_bundled_case_is_a_known_bug_with_where():
     """cases/batch-major.yaml: batch = steps = directions = 2, so OpenVINO runs the batch-major
     graph as time-major: wrong from the first step of the first layer's forward direction."""
-    _available("openvino")
+    runnable("openvino")
     adapter = _batch_major_regardless()
     if adapter.layout_ignored() is None:
         pytest.skip("OpenVINO reads the layout attribute: the bundled case judges it")
@@ -173,7 +166,7 @@ def test_batch_major_bundled_case_is_a_known_bug_with_where():
 
 @pytest.mark.onnx
 def test_onnx_reference_float64_peepholes_stack():
-    adapter = _available("onnx-reference")
+    adapter = runnable("onnx-reference")
     case = Case(name="oref", cell="lstm", peepholes=True, bidirectional=True, num_layers=2,
                 **{**SMALL, "dtype": "float64"}, **TRAINED_LIKE)
     r = run_pair(prepare(case), adapter)
@@ -189,7 +182,7 @@ def test_onnx_reference_float64_peepholes_stack():
 def test_onnx_reference_ignores_what_it_says(cell, feature, plain):
     """Its not-applicable reasons: the attribute is taken and has no effect (the output is the
     reference's without it, which is far from the reference's with it)."""
-    adapter = _available("onnx-reference")
+    adapter = runnable("onnx-reference")
     case = Case(name="gap", cell=cell, **feature, **SMALL, **TRAINED_LIKE)
     assert "ignore" in adapter.not_applicable_reason(case)
     canonical, inputs = params.generate(case), data.generate(case)
@@ -201,7 +194,7 @@ def test_onnx_reference_ignores_what_it_says(cell, feature, plain):
 
 @pytest.mark.onnx
 def test_onnx_reference_ignores_sequence_lens():
-    adapter = _available("onnx-reference")
+    adapter = runnable("onnx-reference")
     case = Case(name="len", cell="gru", bidirectional=True, **{**SMALL, "seq_lengths": [5, 2, 1]})
     assert "sequence_lens" in adapter.not_applicable_reason(case)
     canonical, inputs = params.generate(case), data.generate(case)

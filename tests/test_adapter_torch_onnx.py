@@ -16,6 +16,7 @@ Exports cost seconds each (the dynamo exporter 1.5-5 s): few, small cases.
 from __future__ import annotations
 
 import pytest
+from runnable import runnable
 
 from harness import compare
 from harness.adapters import get_adapter
@@ -32,21 +33,13 @@ SMALL = dict(input_size=3, hidden_size=4, batch=2, seq_len=4, initial_state="ran
              dtype="float32", seed=3)
 
 
-def _available(name: str):
-    adapter = get_adapter(name)
-    reason = adapter.unavailable_reason()
-    if reason:
-        pytest.skip(f"{name} unavailable: {reason}")
-    return adapter
-
-
 def test_frozen_length_of_a_second_export_is_an_error_row(monkeypatch):
     """pytorch#191855, as torch 2.13 has it: the second export of an nn.LSTM in a process."""
     import torch
 
     from harness.adapters._torch_onnx import forget_previous_exports
 
-    adapter = _available("torch-onnx-dynamo")
+    adapter = runnable("torch-onnx-dynamo")
     prep = prepare(Case(name="frozen", cell="lstm", **SMALL))
     forget_previous_exports(torch)  # whatever ran before: this is the process's first export
     monkeypatch.setattr(adapter, "forget_previous", False)
@@ -63,7 +56,7 @@ def test_frozen_length_of_a_second_export_is_an_error_row(monkeypatch):
 def test_planted_gru_linear_before_reset_0_diverges_with_where(monkeypatch):
     """pytorch#189225 / onnxscript#2852: fixed here (the export writes 1); rewritten to 0, the
     harness must say DIVERGED and where."""
-    adapter = _available("torch-onnx-dynamo")
+    adapter = runnable("torch-onnx-dynamo")
     written = []
     export = adapter.export
 
@@ -89,7 +82,7 @@ def test_planted_gru_linear_before_reset_0_diverges_with_where(monkeypatch):
 
 def test_torchscript_exporter_bidirectional_stack():
     """The TorchScript exporter keeps batch and time dynamic through a bidirectional stack."""
-    adapter = _available("torch-onnx-torchscript")
+    adapter = runnable("torch-onnx-torchscript")
     case = Case(name="ts-bi", cell="gru", bidirectional=True, num_layers=2, **SMALL)
     r = run_pair(prepare(case), adapter)
     assert r.status == compare.PASS, r.reason
@@ -125,7 +118,7 @@ def test_save_outputs_writes_the_exported_graph_that_ran(tmp_path):
 
     from harness.cli import main
 
-    _available("torch-onnx-torchscript")
+    runnable("torch-onnx-torchscript")
     case_file = tmp_path / "tiny.yaml"
     case_file.write_text("name: tiny\ncell: gru\ninput_size: 3\nhidden_size: 4\nbatch: 2\n"
                          "seq_len: 4\ndtype: float32\ninitial_state: random\n")
