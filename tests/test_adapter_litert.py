@@ -41,6 +41,13 @@ def test_lstm_conforms_and_says_its_form(name):
     r = run_pair(prepare(Case(name="lstm", cell="lstm", **SMALL)), adapter)
     assert r.status == compare.PASS, r.reason
     assert "LiteRT ran the WHILE loop form" in r.reason
+    # the model --save-outputs writes is the converted flatbuffer the interpreter ran
+    model = r.outputs.models["tflite"]
+    assert model[4:8] == b"TFL3"
+    from ai_edge_litert.interpreter import Interpreter
+
+    names = {d["name"] for d in Interpreter(model_content=model).get_input_details()}
+    assert {"x", "h0_0", "c0_0"} <= names, names
 
 
 def test_unrolled_conforms():

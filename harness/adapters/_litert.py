@@ -193,7 +193,8 @@ def feeds(case: Case, inputs: Inputs) -> dict[str, np.ndarray]:
 def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], inputs: Inputs, *,
                activation: str, layer_kwargs: dict[str, Any] | None = None) -> Outputs:
     """Convert (:func:`convert`) and run the case in the LiteRT interpreter; the form the
-    converter emitted is in ``Outputs.note``."""
+    converter emitted is in ``Outputs.note``, the converted model in ``Outputs.models``
+    (``--save-outputs`` writes it as outputs/<case>/<adapter>.tflite)."""
     Interpreter = import_litert()
     model = convert(K, tf, case, native, activation=activation, layer_kwargs=layer_kwargs)
     with quiet_converter(tf):  # the interpreter's "Created ... XNNPACK delegate" line
@@ -214,4 +215,5 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
         y_layers=y_layers,
         note=f"LiteRT ran the {form_of(ops)} form (converted ops: "
              f"{', '.join(dict.fromkeys(ops))})",
+        models={"tflite": model},
     )

@@ -30,6 +30,7 @@ class LiteRTKeras3(Adapter):
     requires = ("tensorflow", "keras", "ai_edge_litert")
     layout_name = "keras"
     native_in_case_dtype = True
+    saved_models = ("tflite",)  # the converted model the interpreter ran
     unroll = False
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),

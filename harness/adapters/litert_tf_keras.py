@@ -28,6 +28,7 @@ class LiteRTTfKeras(Adapter):
     requires = ("tensorflow", "tf_keras", "ai_edge_litert")
     layout_name = "keras"
     native_in_case_dtype = True
+    saved_models = ("tflite",)  # the converted model the interpreter ran
     unroll = False  # tf_keras ``unroll=True``: the steps unrolled into the graph (tests)
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
