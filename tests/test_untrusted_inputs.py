@@ -501,7 +501,7 @@ np.savez(f"{w}/w.npz", weight_ih_l0=rng.normal(size=(12, 2)), weight_hh_l0=rng.n
 codes = [
     main(["run", f"{w}/c.yaml", "--out", f"{out}/r", "--quiet", "--plots", "all",
           "--adapters", "reference,torch-cpu,onnxruntime,keras3,openvino,"
-          "onnx-reference,flax-linen,keras3-jax,torch-onnx-torchscript"]),
+          "onnx-reference,flax-linen,keras3-jax,torch-onnx-torchscript,litert-keras3"]),
     main(["run", f"{w}/c.yaml", "--out", f"{out}/s1", "--quiet", "--shard", "1/2",
           "--adapters", "reference,noise-floor", "--isolate"]),
     main(["run", f"{w}/c.yaml", "--out", f"{out}/s2", "--quiet", "--shard", "2/2",
