@@ -6,11 +6,15 @@ none) without uninstalling it here.
 
 Python imports ``sitecustomize`` at start-up from ``sys.path``; this one puts a finder first on
 ``sys.meta_path`` that refuses the named top-level packages (and their submodules) with the
-ModuleNotFoundError an absent package gives. Child processes inherit both variables.
+ModuleNotFoundError an absent package gives, and makes ``importlib.util.find_spec`` answer None
+for them, as it does for an absent package (torch's dynamo asks it whether TensorFlow is
+installed, and an import error there would break torch.export). Child processes inherit both
+variables.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -26,5 +30,14 @@ class _Hidden:
         return None
 
 
+_find_spec = importlib.util.find_spec
+
+
+def _find_spec_of_installed(name, package=None):
+    full = importlib.util.resolve_name(name, package) if name.startswith(".") else name
+    return None if full.split(".")[0] in HIDDEN else _find_spec(name, package)
+
+
 if HIDDEN:
     sys.meta_path.insert(0, _Hidden())
+    importlib.util.find_spec = _find_spec_of_installed
