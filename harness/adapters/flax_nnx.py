@@ -28,7 +28,9 @@ class FlaxNnx(FlaxAdapter):
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         gru_reset_after=frozenset({True}),
         gradients=True,
-        reasons=FLAX_REASONS,
+        reasons={**FLAX_REASONS, "gru_reset_after": "nnx's GRUCell applies the reset gate "
+                 "after the recurrent matmul (r * (h @ dense_h[n]), no b_hn: google/flax#5594): "
+                 "it has no reset_after=False form"},
     )
 
     def _layer(self, case: Case) -> Callable:
