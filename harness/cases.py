@@ -32,6 +32,9 @@ MAX_YAML_BYTES = 1 << 20  # a case file is a page of YAML, not a data file
 MAX_MATRIX_CASES = 10_000  # a matrix is a handful of variations, not a generator of millions
 MAX_YAML_DEPTH = 50  # case files nest three levels deep; deeper is an attack or an accident
 
+# the keys ``expected.ADAPTER.when`` may test: the case's own keys but its name and expected
+WHEN_KEYS = [k for k in Case.model_fields if k not in ("name", "source", "expected")]
+
 _ABBREV = {
     "hidden_size": "h", "input_size": "i", "num_layers": "L", "proj_size": "p", "batch": "b",
     "seq_len": "t", "seed": "seed", "cell_clip": "cclip", "proj_clip": "pclip",
@@ -220,6 +223,26 @@ def _check_references(case: Case, file: str, node: yaml.Node | None) -> None:
             elif key == ("expected",) and ADAPTERS[name].baseline:
                 fail((*key, name), f"{name} is the baseline every adapter is compared with: it "
                      "has no verdict to expect")
+    for name, known in case.expected.items():
+        for when_key in known.when or {}:
+            if when_key not in WHEN_KEYS:
+                fail(("expected", name, "when", when_key), "not a case key"
+                     + _did_you_mean(when_key, WHEN_KEYS) + f" (case keys: {', '.join(WHEN_KEYS)})")
+
+
+def _apply_when(cases: list[Case], file: str, node: yaml.Node | None) -> list[Case]:
+    """The cases of one file, each keeping only the ``expected:`` entries whose ``when`` its
+    fields match. An entry that matches none of the file's cases is an error: a misspelled
+    value would otherwise drop the expectation without a word."""
+    for name, known in cases[0].expected.items() if cases else ():
+        if known.when and not any(known.holds_for(c) for c in cases):
+            raise CaseError(f"matches none of the file's cases: {json.dumps(known.when)}",
+                            file=file, field=f"expected.{name}.when",
+                            line=_line_of(node, ("expected", name, "when")))
+    return [c if all(k.holds_for(c) for k in c.expected.values())
+            else c.model_copy(update={"expected": {n: k for n, k in c.expected.items()
+                                                   if k.holds_for(c)}})
+            for c in cases]
 
 
 def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
@@ -322,7 +345,7 @@ def load_cases(path: str | Path) -> list[Case]:
                         file=file, line=node.start_mark.line + 1 if node is not None else 1)
     matrix = data.pop("matrix", None)
     if matrix is None:
-        return [validate_case(data, file=file, node=node)]
+        return _apply_when([validate_case(data, file=file, node=node)], file, node)
     mline = _line_of(node, ("matrix",))
     if not isinstance(matrix, dict) or not matrix:
         raise CaseError("expected a mapping of key -> list of values", file=file, field="matrix",
@@ -363,7 +386,7 @@ def load_cases(path: str | Path) -> list[Case]:
                             field="name")
         names.add(case.name)
         cases.append(case)
-    return cases
+    return _apply_when(cases, file, node)
 
 
 def _check_template(template: str, keys: list[str], file: str, line: int | None) -> None:

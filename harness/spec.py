@@ -96,6 +96,14 @@ class Expected(_Strict):
         description="the verdict the open upstream bug gives: DIVERGED")
     upstream: str = Field(min_length=1, pattern=r"\S",
         description="the upstream issue, e.g. pytorch/pytorch#12345 or its URL")
+    when: dict[str, StrictBool | int | float | str | None] | None = Field(None,
+        description="case key -> value, e.g. {cell: gru}: the expectation holds only for the "
+                    "cases (matrix entries) whose keys have these values; default: every case "
+                    "of the file")
+
+    def holds_for(self, case: Case) -> bool:
+        """Whether this expectation applies to ``case`` (every key of ``when`` matches)."""
+        return all(getattr(case, key) == value for key, value in (self.when or {}).items())
 
 
 class Case(_Strict):
@@ -157,8 +165,8 @@ class Case(_Strict):
     gradients: StrictBool = Field(False,
         description="also compare gradients of the outputs w.r.t. inputs, states and weights")
     expected: dict[str, Expected] = Field(default_factory=dict,
-        description="adapter name -> {verdict: DIVERGED, upstream: ISSUE}: a known upstream bug "
-                    "(docs/cases.md, Known upstream bugs)")
+        description="adapter name -> {verdict: DIVERGED, upstream: ISSUE, optionally when: "
+                    "{KEY: VALUE}}: a known upstream bug (docs/cases.md, Known upstream bugs)")
     allow_vacuous: StrictBool = Field(False,
         description="true: the case is meant to be blind to every plausible layout mistake "
                     "(otherwise that is a case error; docs/cases.md, Blind spots)")

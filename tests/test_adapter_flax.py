@@ -1,5 +1,5 @@
-"""The Flax adapters (``flax-linen``, ``flax-linen-optimized``) and the two layout facts of flax
-that a port from PyTorch gets wrong, with the installed flax (0.12.8):
+"""The Flax adapters (``flax-linen``, ``flax-linen-optimized``, ``flax-nnx``) and the two layout
+facts of flax that a port from PyTorch gets wrong, with the installed flax (0.12.8):
 
 - google/flax#3746: a flax LSTM gate has one bias (the hidden Dense's); PyTorch's ``bias_ih``
   and ``bias_hh`` must be summed into it. Planted: the layout storing ``bW`` alone (the torch
@@ -8,7 +8,9 @@ that a port from PyTorch gets wrong, with the installed flax (0.12.8):
   state ``(h, c)``. Planted: the initial carry handed over as ``(h, c)`` must come out DIVERGED
   at step 0.
 
-Both are facts of flax's API, not bugs a fix would remove: the mapping table states them
+And one open bug: nnx.GRUCell has no b_hn (google/flax#5594), declared on the bundled GRU cases.
+
+Both facts are of flax's API, not bugs a fix would remove: the mapping table states them
 (harness/layouts/flax.py) and these tests keep the harness able to see them. Weights of
 trained-like magnitude (scale 2.5, biases a few units). Each new case shape compiles once
 (~0.5-1 s).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from runnable import runnable
 
@@ -100,3 +103,24 @@ def test_not_applicable_with_reasons(name, case, why):
     reason = get_adapter(name).not_applicable_reason(
         Case(name="na", input_size=3, hidden_size=4, **case))
     assert reason is not None and why in reason
+
+
+def test_nnx_gru_diverges_by_the_missing_b_hn_alone(tmp_path):
+    """google/flax#5594: nnx.GRUCell has no b_hn, and the layout drops bR_n. With bR_n zero, a
+    stacked, bidirectional, variable-length GRU agrees with the reference in every output and
+    every gradient but dbR_n (the zero gradient of a block the cell does not read, against the
+    reference's): the bundled GRU cases' DIVERGED (declared ``expected:``) is that bias alone."""
+    from harness.npz import save_npz
+    from harness.params import generate
+
+    case = Case(name="nnx-gru", cell="gru", input_size=3, hidden_size=4, num_layers=2,
+                bidirectional=True, batch=3, seq_len=5, seq_lengths=[5, 3, 1],
+                initial_state="random", dtype="float64", seed=22, gradients=True)
+    save_npz(tmp_path / "w.npz", {k: np.zeros_like(v) if k.endswith("/bR_n") else v
+                                  for k, v in generate(case).tensors.items()})
+    case = Case.model_validate({**case.model_dump(), "weights": {
+        "file": str(tmp_path / "w.npz"), "layout": "canonical"}})
+    r = run_pair(prepare(case), runnable("flax-nnx"))
+    assert r.status == compare.DIVERGED
+    bad = r.rows[r.rows["verdict"] != compare.PASS]
+    assert set(bad["output"]) == {"dbR_n"}, bad[["output", "layer", "direction", "max_abs"]]

@@ -93,3 +93,28 @@ def test_merge_of_reports_that_compared_nothing_exits_1(tmp_path, capsys):
                      "--quiet", "--shard", f"{k}/2"]) == 0  # a shard alone may compare nothing
     assert main(["merge", str(tmp_path / "merged"), *shards]) == 1
     assert "nothing was compared" in capsys.readouterr().err
+
+
+WHEN = ("expected:\n"
+        "  noise-floor: {verdict: DIVERGED, upstream: example/fw#123, when: {%s: gru}}\n"
+        "matrix:\n  cell: [lstm, gru]\n")
+
+
+def test_expected_when_holds_for_the_matching_matrix_entries_only(tmp_path):
+    from harness.cases import load_cases
+
+    path = tmp_path / "when.yaml"
+    path.write_text("name: when\ninput_size: 3\nhidden_size: 4\n" + WHEN % "cell")
+    by_cell = {c.cell: c.expected for c in load_cases(path)}
+    assert by_cell["gru"]["noise-floor"].upstream == "example/fw#123"
+    assert by_cell["lstm"] == {}
+
+
+def test_expected_when_with_an_unknown_key_is_exit_2_with_the_line(tmp_path, capsys):
+    path = tmp_path / "bad-when.yaml"
+    path.write_text("name: bad-when\ninput_size: 3\nhidden_size: 4\n" + WHEN % "cel")
+    assert main(["run", str(path), "--adapters", "reference,noise-floor",
+                 "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "bad-when.yaml:5: expected.noise-floor.when.cel: not a case key" in err
+    assert "did you mean 'cell'?" in err

@@ -8,6 +8,7 @@ from __future__ import annotations
 from harness.adapters.base import Adapter, AdapterFault, Capabilities
 from harness.adapters.flax_linen import FlaxLinen
 from harness.adapters.flax_linen_optimized import FlaxLinenOptimized
+from harness.adapters.flax_nnx import FlaxNnx
 from harness.adapters.keras import Keras
 from harness.adapters.keras3 import Keras3
 from harness.adapters.keras3_jax import Keras3Jax
@@ -43,7 +44,7 @@ ADAPTERS: dict[str, Adapter] = {
         TFLegacy(),
         Keras(), Keras3(), Keras3Jax(),
         LiteRTTfKeras(), LiteRTKeras3(),
-        FlaxLinen(), FlaxLinenOptimized(),
+        FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
     )
 }

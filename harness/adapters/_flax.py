@@ -156,6 +156,42 @@ def linen_layer(case: Case, cell_cls: Any) -> Callable:
     return run_layer
 
 
+def nnx_layer(case: Case, cell_cls: Any) -> Callable:
+    """``run_layer`` of :func:`forward_fn` with flax.nnx: nnx.RNN for one direction,
+    nnx.Bidirectional for two. nnx modules hold their parameters, so the layer is built inside
+    the traced function (zero initialisers: nothing random is traced) and its ``dense_i`` /
+    ``dense_h`` parameters set to ``params_k``'s, one tree per direction."""
+    from flax import nnx
+
+    H, zeros = case.hidden_size, nnx.initializers.zeros
+
+    def cell(in_features: int, tree: dict[str, dict[str, Any]]) -> Any:
+        c = cell_cls(in_features, H, kernel_init=zeros, recurrent_kernel_init=zeros,
+                     bias_init=zeros, param_dtype=tree["dense_i"]["kernel"].dtype,
+                     rngs=nnx.Rngs(0))
+        for dense, kinds in tree.items():
+            for kind, value in kinds.items():
+                getattr(getattr(c, dense), kind)[...] = value
+        return c
+
+    def rnn(tree: dict[str, dict[str, Any]], in_features: int, reverse: bool) -> Any:
+        return nnx.RNN(cell(in_features, tree), return_carry=True, reverse=reverse,
+                       keep_order=True, rngs=False)
+
+    def run_layer(k, params_k, x, carries, lengths):
+        I = x.shape[-1]
+        if case.num_directions == 2:
+            layer = nnx.Bidirectional(rnn(params_k[0], I, False), rnn(params_k[1], I, True),
+                                      return_carry=True, rngs=False)
+            finals, y = layer(x, initial_carry=tuple(carries), seq_lengths=lengths)
+            return y, list(finals)
+        carry, y = rnn(params_k[0], I, case.dir_mode == "reverse")(
+            x, initial_carry=carries[0], seq_lengths=lengths)
+        return y, [carry]
+
+    return run_layer
+
+
 def compiled(key: tuple, case: Case, run_layer: Callable, gradients: bool) -> Callable:
     """The jitted forward (and VJP, for a gradient case) of the case shape ``key``."""
     fn = _COMPILED.get(key)
@@ -236,8 +272,9 @@ FLAX_REASONS = {
 }
 
 
-class LinenAdapter(Adapter):
-    """A flax.linen cell under nn.RNN: subclasses name the cell class per case cell."""
+class FlaxAdapter(Adapter):
+    """A flax cell under flax's RNN wrapper: subclasses name the cell class per case cell and
+    give the ``run_layer`` of :func:`forward_fn` (:func:`linen_layer` or :func:`nnx_layer`)."""
 
     framework = "jax"
     requires = ("jax", "flax")
@@ -254,11 +291,19 @@ class LinenAdapter(Adapter):
 
         return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__}
 
+    def _layer(self, case: Case) -> Callable:
+        raise NotImplementedError
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         import_flax()
+        return run(case, native, inputs, family=self.name, run_layer=self._layer(case),
+                   gradients=self.computes_gradients(case))
+
+
+class LinenAdapter(FlaxAdapter):
+    """A flax.linen cell under nn.RNN."""
+
+    def _layer(self, case: Case) -> Callable:
         from flax import linen as nn
 
-        cell_cls = getattr(nn, self.cell_names[case.cell])
-        return run(case, native, inputs, family=self.name,
-                   run_layer=linen_layer(case, cell_cls),
-                   gradients=self.computes_gradients(case))
+        return linen_layer(case, getattr(nn, self.cell_names[case.cell]))
