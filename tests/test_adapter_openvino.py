@@ -114,8 +114,8 @@ def _batch_major_regardless():
     from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
 
     class Regardless(OpenVINOBatchMajor):
-        def checkrunnable(self) -> None:
-            OpenVINO.checkrunnable(self)
+        def check_available(self) -> None:
+            OpenVINO.check_available(self)
 
     return Regardless()
 

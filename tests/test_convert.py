@@ -30,6 +30,9 @@ from harness.report.layouts_md import mapping_markdown
 from harness.spec import Case
 
 ATOL = 1e-5  # two float32 frameworks, each within ~2e-7 of the float64 reference
+# (layout, cell) -> the block a conversion into it would drop, although the layout's adapter
+# runs the case: nnx.GRUCell has no b_hn (google/flax#5594; flax-nnx runs it without, DIVERGED)
+LOSES = {("flax-nnx", "gru"): "bR_n"}
 
 
 def _runner_of(layout_name: str):
@@ -90,13 +93,19 @@ def test_every_pair_of_cpu_layouts_reproduces_the_source_framework(case: Case) -
     checked = refused = 0
     for src in CPU_LAYOUTS:
         A = get_layout(src)
-        if refusal(case, A):
+        if refusal(case, A) or (src, case.cell) in LOSES:
             continue
         native_a = A.to_native(canonical, case)
         out_a = run(src, native_a)
         for dst in CPU_LAYOUTS:
             B = get_layout(dst)
             reason = refusal(case, B)
+            lost = LOSES.get((dst, case.cell))
+            if lost and not reason:  # its adapter runs the case, but the tensors cannot hold it
+                with pytest.raises(CannotHold, match=f"it would lose {lost}"):
+                    convert(case, A, B, native_a)
+                refused += 1
+                continue
             if reason:
                 with pytest.raises(CannotHold, match="cannot hold this case"):
                     convert(case, A, B, native_a)
