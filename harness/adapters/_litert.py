@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import sys
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from harness.adapters._keras import forward, load_native, make_layers, valid_mask
+from harness.adapters._tf import native_stderr_to_scratch
 from harness.adapters.base import AdapterFault
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
@@ -139,17 +137,10 @@ def quiet_converter(tf: Any) -> Iterator[None]:
     logger = tf.get_logger()
     level = logger.level
     logger.setLevel("ERROR")
-    sys.stderr.flush()
-    saved = os.dup(2)
     try:
-        with tempfile.TemporaryFile() as scratch, contextlib.redirect_stdout(io.StringIO()):
-            os.dup2(scratch.fileno(), 2)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 2)
+        with native_stderr_to_scratch(), contextlib.redirect_stdout(io.StringIO()):
+            yield
     finally:
-        os.close(saved)
         logger.setLevel(level)
 
 

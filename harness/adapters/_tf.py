@@ -57,6 +57,14 @@ def quiet_native_stderr() -> Iterator[None]:
     if "tensorflow" in sys.modules:  # imported already: nothing more to hide
         yield
         return
+    with native_stderr_to_scratch():
+        yield
+
+
+@contextmanager
+def native_stderr_to_scratch() -> Iterator[None]:
+    """File descriptor 2 (what C++ code writes, which Python's redirections do not reach) sent
+    to a scratch file for the duration, then restored."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
