@@ -9,14 +9,45 @@ or goes away. A worker ignores Ctrl-C (the parent's to handle) and dies with its
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 STOP = ("stop",)
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """A Ctrl-C or SIGTERM that comes in the block is handled when it ends (by the handler
+    there was before). Python runs signal handlers in the main thread only, whichever thread
+    the signal reached, so the main thread's handlers are swapped for ones that note the signal;
+    elsewhere (where handlers cannot be set) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {}
+    for sig in INTERRUPTS:
+        handler = signal.getsignal(sig)
+        if handler is not None:  # None: a handler not set from Python, left alone
+            previous[sig] = signal.signal(sig, lambda s, _frame: caught.append(s))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(caught):
+            handler = previous[sig]
+            if callable(handler):
+                handler(sig, None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), sig)  # the default action, now that it is back
 
 
 class Job(Protocol):
@@ -104,8 +135,12 @@ class Worker:
         self.process = context.Process(target=_main,
                                        args=(child, os.getpid(), make_job, args, env),
                                        name=name, daemon=daemon)
+        # A Ctrl-C or SIGTERM handled between the spawn and the end of what the parent writes
+        # to the new process would leave it reading half its start-up data ("EOFError: Ran out
+        # of input" with a traceback on the terminal): held until the start is whole.
         try:
-            self.process.start()
+            with _interrupts_held():
+                self.process.start()
         finally:
             child.close()
 

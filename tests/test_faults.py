@@ -376,3 +376,40 @@ def test_an_inherited_sigterm_ignore_is_kept(monkeypatch):
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert seen == [signal.SIG_IGN, cli._on_sigterm]
+
+
+_START_INTERRUPTED = """
+import os, signal, sys, time
+import multiprocessing.popen_spawn_posix as popen
+from harness.adapters.reference import Reference
+from harness.isolation import _AdapterJob
+from harness.workers import Worker
+
+def interrupted_open(*args, **kwargs):  # the child exists; its start-up data is sent next
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):  # where Python runs a handler: an unheld Ctrl-C is raised here
+        pass
+    return open(*args, **kwargs)
+popen.open = interrupted_open
+try:
+    w = Worker(_AdapterJob, (Reference(),), name="w")
+    print("no interrupt")
+except KeyboardInterrupt:
+    print("interrupted")
+    time.sleep(3)  # what a run's clean-up takes: a half-started worker reads EOF meanwhile
+    sys.exit(0)
+del popen.open
+print("ready:", w.receive(60)[0])
+w.stop()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals")
+def test_a_ctrl_c_while_a_worker_starts_waits_for_the_start_to_be_whole():
+    """A SIGINT that comes while the parent writes a new worker's start-up data is handled once
+    the start is whole: the worker does not die reading half of it (EOFError and a traceback on
+    the terminal) and the parent still sees the interrupt."""
+    proc = subprocess.run([sys.executable, "-c", _START_INTERRUPTED], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert "EOFError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[0] == "interrupted", proc.stdout
