@@ -279,8 +279,10 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
 
     rows = []
     notes = []
+    # asked once: an own-process adapter's is asked of a worker it starts
+    reasons = {name: unavailable_reason(a) for name, a in ADAPTERS.items()}
     for a in ADAPTERS.values():
-        reason = unavailable_reason(a)
+        reason = reasons[a.name]
         caps = a.capabilities.table()
         rows.append([a.name, a.device, "yes" if reason is None else f"no: {reason}",
                      a.layout_name or "-", caps["cells"], caps["directions"], caps["dtypes"],
@@ -289,8 +291,8 @@ def _cmd_adapters(args: argparse.Namespace) -> int:
             notes += [f"  {a.name} with {feature}: {why}"
                       for feature, why in sorted(a.capabilities.gradient_reasons.items())]
     if args.json or args.format == "json":
-        print(json.dumps({a.name: {"available": unavailable_reason(a) is None,
-                                   "reason": unavailable_reason(a), "device": a.device,
+        print(json.dumps({a.name: {"available": reasons[a.name] is None,
+                                   "reason": reasons[a.name], "device": a.device,
                                    "layout": a.layout_name, "capabilities": a.capabilities.table()}
                           for a in ADAPTERS.values()}, indent=2))
         return 0
