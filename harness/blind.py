@@ -173,8 +173,7 @@ def blind_spots(case: Case, canonical: Canonical | None = None, inputs: Inputs |
 def _judge(case: Case, canonical: Canonical | None, inputs: Inputs | None, k: float,
            tols: list[Tolerance]) -> tuple[list[tuple[list[BlindSpot], int]], str]:
     """(spots, mistakes probed) per tolerance, and what the copy probed was."""
-    from harness.doctor import Doctor
-    from harness.mistakes import catalogue
+    from harness.mistakes import Scorer, catalogue
     from harness.prepare import load_inputs, load_weights
 
     canonical = canonical if canonical is not None else load_weights(case)
@@ -191,15 +190,15 @@ def _judge(case: Case, canonical: Canonical | None, inputs: Inputs | None, k: fl
     truth = reference.run(case, Canonical(kept), inputs).named()
     out = []
     for tol in tols:
-        doctor = Doctor(case, layout, kept, inputs, truth, tol)
+        scorer = Scorer(case, layout, kept, inputs, truth, tol)
         spots = [BlindSpot("", text, f"the same at these sizes: {why}")
-                 for text, why in doctor.catalogue.noops]
-        for m in doctor.catalogue.mistakes:
-            s = doctor.evaluate((m,))
+                 for text, why in scorer.catalogue.noops]
+        for m in scorer.catalogue.mistakes:
+            s = scorer.evaluate((m,))
             if s.worst < k:
                 spots.append(BlindSpot(m.id, m.brief,
                                        f"changes the outputs by only {s.worst:.2g}x tolerance"))
-        out.append((spots, len(doctor.catalogue.mistakes)))
+        out.append((spots, len(scorer.catalogue.mistakes)))
     return out, probed_on
 
 

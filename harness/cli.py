@@ -99,7 +99,7 @@ def _tolerance_override(case, atol: float | None, rtol: float | None):
 def _cmd_run(args: argparse.Namespace) -> int:
     from harness import adapters as registry
     from harness import cases as case_files
-    from harness import prepare, runner
+    from harness import memory, prepare, runner
     from harness.bundled import bundled_cases
     from harness.report import write_report
     from harness.report.folder import check_writable, report_names
@@ -136,7 +136,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise HarnessError(f"expected seconds >= 0 (0: no limit), got {args.timeout:g}",
                            field="--timeout")
     # the limits follow the machine: RAM for the host, free GPU memory where GPU adapters run
-    limit = prepare.max_memory(args.max_memory, gpu_work=any(a.device == "gpu" for a in chosen))
+    limit = memory.max_memory(args.max_memory, gpu_work=any(a.device == "gpu" for a in chosen))
     # before the run, not after it: every name the report writes
     check_writable(args.out, names=report_names([(c.name, a.name) for c in cases for a in chosen],
                                                 outputs=args.save_outputs,

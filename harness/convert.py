@@ -201,7 +201,7 @@ def read_for(case: Case, layout: Layout, path: str, select: str | None = None
              ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Native tensors of ``layout`` from ``path`` (any supported format), checked against the
     layout's names and shapes; a mismatch names the layouts the file does fit."""
-    from harness.prepare import max_memory
+    from harness.memory import max_memory
     from harness.readers import read_native
 
     # the file's size is checked against the memory limit before it is read (a zip bomb)

@@ -59,6 +59,10 @@ from harness.workers import NoReply, Worker
 
 STARTUP_SECONDS = 120.0  # least time a worker gets to start and import its framework
 
+# seconds an adapter call may take unless the user says otherwise (``run --timeout``): a
+# failure only a hang can cause
+DEFAULT_TIMEOUT = 600.0  # the same as run --timeout's default (harness/cli.py)
+
 
 class PairFailure(Exception):
     """A pair that could not finish: it timed out, its worker died, or it raised in a worker.

@@ -719,7 +719,7 @@ def infer_case(path: str | Path, *, select: str | None = None
     if infer is None:
         raise WeightsError(f"sizes cannot be read from a {suffix} file: give --case (an .npz "
                            "holds bare tensors)", file=path)
-    from harness.prepare import max_memory
+    from harness.memory import max_memory
 
     limit = max_memory()
     _check_size(path, path.stat().st_size, limit, "is")

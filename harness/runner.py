@@ -628,7 +628,7 @@ def run(
     ``timeout``: seconds a pair may run before it is an error row (None: no limit);
     ``isolate``: run each adapter in a worker process (:mod:`harness.isolation`), so a hang
     or a crash of the process costs one pair; ``max_memory``: bytes a case may need (default:
-    :func:`harness.prepare.max_memory`); ``shard``: run only this shard's pairs
+    :func:`harness.memory.max_memory`); ``shard``: run only this shard's pairs
     (:mod:`harness.shard`); ``jobs``: worker processes running cases side by side (1: all in
     this process). A worker prepares each case it gets and runs all of that case's pairs;
     it imports each framework once, at its first pair of that framework. A worker that dies

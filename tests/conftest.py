@@ -19,10 +19,10 @@ def make_case(request: pytest.FixtureRequest) -> Callable[..., Case]:
 
 @pytest.fixture(autouse=True)
 def _memory_limit_of_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The harness's default memory limits follow the machine (harness.prepare.max_memory);
+    """The harness's default memory limits follow the machine (harness.memory.max_memory);
     its tests hold every run to 4 GiB instead, so that a case meant to be refused is refused
     on a large machine too, and nothing a test runs grows with the machine. A test of the
     machine-following default deletes the variable (tests/test_memory_limits.py)."""
-    from harness.prepare import MAX_MEMORY_ENV
+    from harness.memory import MAX_MEMORY_ENV
 
     monkeypatch.setenv(MAX_MEMORY_ENV, "4GiB")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import params, prepare, reference
+from harness import memory, params, prepare, reference
 from harness.cases import load_cases
 from harness.cli import main
 from harness.data import generate as generate_inputs
@@ -231,7 +231,7 @@ def test_memory_limit_option_and_environment(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("text, size", [("4GiB", 4 * 2**30), ("512M", 512 * 10**6), ("1e9", 10**9),
                                         ("1000", 1000), (" 2 kib", 2048), (1234, 1234)])
 def test_parse_size(text, size):
-    assert prepare.parse_size(text) == size
+    assert memory.parse_size(text) == size
 
 
 @pytest.mark.parametrize("kw", [

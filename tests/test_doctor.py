@@ -9,6 +9,7 @@ same weights as the planted one, and write corrected weights that reproduce the 
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -330,6 +331,28 @@ def test_a_correct_float32_framework_on_trained_like_weights_is_reproduced(tmp_p
     assert code == 0, text
     assert "reproduces the expected outputs at every step" in text
 
+
+
+def test_an_own_process_adapter_is_a_doctors_source(tmp_path):
+    """keras3-jax runs in a process of its own (Keras 3 fixes its backend at import): the
+    doctor asks and runs it there, as the run does, and reads a planted gate swap in its file."""
+    from runnable import runnable
+
+    from harness.cli import main as cli_main
+    from harness.doctor import doctor_file
+
+    adapter = runnable("keras3-jax")
+    root = Path(__file__).resolve().parents[1] / "cases" / "trained-like"
+    for name in ("trained-like.yaml", "weights.npz"):
+        shutil.copy(root / name, tmp_path / name)
+    theirs = tmp_path / "keras.npz"
+    assert cli_main(["convert", "--case", str(tmp_path / "trained-like.yaml"), "--from",
+                     "torch", "--to", adapter.layout.name, str(tmp_path / "weights.npz"),
+                     str(theirs)]) == 0
+    text, code = doctor_file(str(tmp_path / "trained-like.yaml"), str(theirs),
+                             adapter.layout.name, adapter="keras3-jax", budget_s=20)
+    assert code == 0, text
+    assert "reproduces the expected outputs at every step" in text
 
 # Mistakes in one layer or direction, outputs from the real framework ---------------------------
 

@@ -139,3 +139,54 @@ def test_adapters_import_no_other_adapter() -> None:
     assert not found - KNOWN_ADAPTER_IMPORTS, sorted(found - KNOWN_ADAPTER_IMPORTS)
     gone = KNOWN_ADAPTER_IMPORTS - found
     assert not gone, f"no longer imported, delete it from KNOWN_ADAPTER_IMPORTS: {gone}"
+
+
+# The run (its core) and the tools beside it: a diagnosis may use the run, never the reverse.
+RUN_CORE = ("harness.runner", "harness.blind", "harness.prepare", "harness.compare",
+            "harness.isolation", "harness.report")
+TOOLS = ("harness.doctor", "harness.convert", "harness.probe")
+MISTAKE_ENGINE = ("harness.mistakes",)
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _reach(module: str) -> set[str]:
+    """Every module ``module`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for nxt in GRAPH[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_the_run_core_imports_no_tool() -> None:
+    core = [m for m in GRAPH if _within(m, RUN_CORE)]
+    assert {"harness.runner", "harness.blind", "harness.report.html"} <= set(core)
+    bad = {m: sorted(t for t in _reach(m) if _within(t, TOOLS)) for m in core}
+    bad = {m: t for m, t in bad.items() if t}
+    assert not bad, f"the run core reaches a tool: {bad}"
+
+
+def test_the_mistake_engine_sits_below_the_run_and_the_tools() -> None:
+    engine = [m for m in GRAPH if _within(m, MISTAKE_ENGINE)]
+    assert "harness.mistakes.scoring" in engine
+    above = ("harness.runner", "harness.blind", "harness.isolation", "harness.report") + TOOLS
+    bad = {m: sorted(t for t in _reach(m) if _within(t, above)) for m in engine}
+    bad = {m: t for m, t in bad.items() if t}
+    assert not bad, f"the mistake engine imports what sits above it: {bad}"
+    assert "harness.mistakes" in GRAPH["harness.blind"] or any(
+        _within(t, MISTAKE_ENGINE) for t in GRAPH["harness.blind"])
+
+
+def test_the_format_readers_sit_below_the_run_core() -> None:
+    readers = [m for m in GRAPH if _within(m, ("harness.readers",))]
+    assert readers
+    above = RUN_CORE + TOOLS + ("harness.adapters",)
+    bad = {m: sorted(t for t in _reach(m) if _within(t, above)) for m in readers}
+    bad = {m: t for m, t in bad.items() if t}
+    assert not bad, f"a format reader imports what sits above it: {bad}"

@@ -20,8 +20,8 @@ from harness.cases import load_cases
 from harness.cli import main
 from harness.compare import NOISE_FLOOR_FACTOR, divergence, tolerance_for
 from harness.data import Outputs
-from harness.doctor import Doctor
 from harness.layouts import get_layout
+from harness.mistakes import Scorer
 from harness.npz import load_npz
 from harness.prepare import prepare
 from harness.runner import run_pair
@@ -88,14 +88,14 @@ def test_every_plausible_layout_mistake_on_trained_like_diverges(trained_like):
     prep = trained_like
     case = prep.case
     native = load_npz(case.resolve(case.weights.file), what="weights")
-    doctor = Doctor(case, get_layout("torch"), native, prep.inputs, prep.reference.named(),
+    scorer = Scorer(case, get_layout("torch"), native, prep.inputs, prep.reference.named(),
                     tolerance_for(case, "expected"))
     tol = tolerance_for(case, "planted")
     assert tol.floor_factor == NOISE_FLOOR_FACTOR
-    mistakes = doctor.catalogue.mistakes
+    mistakes = scorer.catalogue.mistakes
     assert len(mistakes) >= 20
     for m in mistakes:
-        named = doctor.outputs(doctor.trial((m,)))
+        named = scorer.outputs(scorer.trial((m,)))
         out = Outputs(y=named["y"], h_n=named.get("h_n"), c_n=named.get("c_n"))
         d = divergence(case, m.id, out, prep.reference, tol, prep.noise_floor)
         assert not d.passed, m.id

@@ -513,7 +513,7 @@ def missing_bias_half(case: Case, delta: dict[str, np.ndarray]) -> Mistake:
     (or BlockLSTM, cuDNN ...) bias set from PyTorch's ``bias_ih`` without ``bias_hh``, or the
     other half. ``delta``: the missing half per canonical key (``bR_g``; GRU reset-after also
     ``bW_n``, which acts outside ``r * (...)``), fitted to the outputs by
-    :func:`harness.doctor.fit_missing_bias`, since no transformation of the file can give it."""
+    :func:`harness.doctor.fit.fit_missing_bias`, since no transformation of the file can give it."""
     def add(trial: Trial) -> None:
         c = dict(trial.canonical)
         for k, v in delta.items():

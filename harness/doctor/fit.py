@@ -1,0 +1,70 @@
+"""A bias half the file lacks, fitted to the expected outputs (Levenberg-Marquardt on the
+float64 reference): the one mistake no transformation of the file can undo."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.doctor.findings import Finding
+from harness.mistakes.misreadings import Trial, missing_bias_half
+from harness.mistakes.scoring import Scorer
+from harness.params import key, layer_dirs
+
+
+def fit_missing_bias(doctor: Scorer, budget_s: float = 20.0) -> Finding | None:
+    """The bias half a file may lack (:func:`harness.mistakes.missing_bias_half`), fitted to
+    the expected outputs by Levenberg-Marquardt on the float64 reference (forward-difference
+    Jacobian): a Finding when the claimed weights plus the fitted half reproduce the outputs.
+
+    Only tried where the outputs hold at least twice as many values as the half has (else any
+    outputs could be fitted) and no state mixes time and batch (time-major / swapped states are
+    data mistakes the catalogue tries)."""
+    case = doctor.case
+    keys = [key(la, d, f"bR_{g}") for la, d in layer_dirs(case) for g in case.gates]
+    if case.cell == "gru" and case.reset_after:
+        keys += [key(la, d, "bW_n") for la, d in layer_dirs(case)]
+    H = case.hidden_size
+    n = len(keys) * H
+    names = [k for k in doctor.expected if k in ("y", "h_n", "c_n")]
+    m = sum(doctor.expected[k].size for k in names)
+    if m < 2 * n:
+        return None
+    doctor.budget.restart(budget_s)
+
+    def run(theta: np.ndarray) -> dict[str, np.ndarray]:
+        c = dict(doctor.claimed)
+        for i, k in enumerate(keys):
+            c[k] = doctor.claimed[k] + theta[i * H:(i + 1) * H]
+        doctor.budget.count()
+        return doctor.outputs(Trial(doctor.native, c, case))
+
+    def resid(theta: np.ndarray) -> np.ndarray:
+        out = run(theta)
+        return np.concatenate([(out[k] - doctor.expected[k]).ravel() for k in names])
+
+    theta, r, lam = np.zeros(n), resid(np.zeros(n)), 1e-3
+    for _ in range(60):
+        if doctor.budget.expired():
+            break
+        eps = 1e-6
+        J = np.empty((r.size, n))
+        for j in range(n):
+            t = theta.copy()
+            t[j] += eps
+            J[:, j] = (resid(t) - r) / eps
+        A, g = J.T @ J, J.T @ r
+        improved = False
+        while lam < 1e10:
+            step = np.linalg.solve(A + lam * (np.diag(np.diag(A)) + 1e-12 * np.eye(n)), -g)
+            r2 = resid(theta + step)
+            if r2 @ r2 < r @ r:
+                theta, r, lam, improved = theta + step, r2, lam / 3, True
+                break
+            lam *= 4
+        if not improved or np.abs(step).max() < 1e-12 or np.abs(r).max() < 1e-12:
+            break
+    score = doctor.score(run(theta))
+    if not score.ok:
+        return None
+    delta = {k: theta[i * H:(i + 1) * H] for i, k in enumerate(keys)}
+    return Finding((missing_bias_half(case, delta),), score)
