@@ -127,5 +127,8 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
                      f"read as `{layout.name}` they reproduce the expected outputs (max abs "
                      f"error {dx.fixed_error:.1e}).\n")
         else:
-            text += f"\nNo corrected weights written to {write_fixed}: nothing to correct.\n"
+            why = ("nothing found reproduces the outputs" if dx.best is None else
+                   "the claimed layout is right, nothing to correct" if not dx.best.hypothesis
+                   else "the mistake is in how the inputs were fed, not in the weights")
+            text += f"\nNo corrected weights written to {write_fixed}: {why}.\n"
     return text, 0 if dx.best is not None else 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.doctor.findings import Finding
+from harness.mistakes.budget import Budget
 from harness.mistakes.misreadings import Trial, missing_bias_half
 from harness.mistakes.scoring import Scorer
 from harness.params import key, layer_dirs
@@ -42,9 +43,20 @@ def fit_missing_bias(doctor: Scorer, budget_s: float = 20.0) -> Finding | None:
         out = run(theta)
         return np.concatenate([(out[k] - doctor.expected[k]).ravel() for k in names])
 
+    theta = least_squares(resid, n, doctor.budget)
+    score = doctor.score(run(theta))
+    if not score.ok:
+        return None
+    delta = {k: theta[i * H:(i + 1) * H] for i, k in enumerate(keys)}
+    return Finding((missing_bias_half(case, delta),), score)
+
+
+def least_squares(resid, n: int, budget: Budget, iterations: int = 60) -> np.ndarray:
+    """The ``n`` parameters that minimise ``resid``'s sum of squares from zero, by
+    Levenberg-Marquardt with a forward-difference Jacobian, within ``budget``'s time."""
     theta, r, lam = np.zeros(n), resid(np.zeros(n)), 1e-3
-    for _ in range(60):
-        if doctor.budget.expired():
+    for _ in range(iterations):
+        if budget.expired():
             break
         eps = 1e-6
         J = np.empty((r.size, n))
@@ -63,8 +75,4 @@ def fit_missing_bias(doctor: Scorer, budget_s: float = 20.0) -> Finding | None:
             lam *= 4
         if not improved or np.abs(step).max() < 1e-12 or np.abs(r).max() < 1e-12:
             break
-    score = doctor.score(run(theta))
-    if not score.ok:
-        return None
-    delta = {k: theta[i * H:(i + 1) * H] for i, k in enumerate(keys)}
-    return Finding((missing_bias_half(case, delta),), score)
+    return theta

@@ -6,20 +6,32 @@ alone (:meth:`LayerSearch.search_joint` says what is searched instead)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from harness.compare import tol_ratios, within
 from harness.data import Inputs
 from harness.doctor.findings import Finding, LocalSearch, Place
-from harness.mistakes.misreadings import Mistake, local_catalogue, swap_layer_directions, where
+from harness.doctor.fit import least_squares
+from harness.mistakes.misreadings import (
+    Mistake,
+    local_catalogue,
+    missing_bias_half,
+    scoped,
+    swap_layer_directions,
+    where,
+)
 from harness.mistakes.scoring import Hypothesis, Scorer, compatible, hypothesis_key
-from harness.params import Canonical, layer_dirs
+from harness.params import Canonical, key, layer_dirs
 from harness.reference.functions import FLOAT64
 from harness.reference.layers import CELLS, reading_order
 
 # one layer and direction alone runs in a fraction of the whole stack's time: the pairs there
 # grow from more of the nearest singles (two gate orders in one direction need 16)
 LOCAL_BEAM_WIDTH = 16
+# Levenberg-Marquardt steps of a bias half fitted to one layer and direction
+FIT_STEPS = 10
 
 
 class LayerSearch(Scorer):
@@ -75,12 +87,29 @@ class LayerSearch(Scorer):
         return (bool(within(allr.max())),
                 float(np.log10(np.maximum(allr, 1e-3)).mean()))
 
+    def _place_residual(self, out: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+                        layer: int, k: int) -> np.ndarray:
+        """What :meth:`_place_score` judges, as differences: the final states of one layer and
+        direction and (last layer) its half of y."""
+        case, want = self.case, self.expected
+        y, h, c = out
+        s = layer * case.num_directions + k
+        parts = [(got - want[name][s]).ravel() for name, got in (("h_n", h), ("c_n", c))
+                 if got is not None and name in want]
+        if layer == case.num_layers - 1:
+            F = case.out_size
+            parts.append((y - want["y"][:, :, k * F:(k + 1) * F]).ravel())
+        return np.concatenate(parts)
+
     def _search_place(self, base: Hypothesis, layer: int, k: int, swapped: bool,
                       singles: list[Mistake], layer_in: np.ndarray, out_of_time
                       ) -> tuple[list[Hypothesis], int, bool]:
         """Hypotheses confined to one layer and direction that reproduce its outputs, given the
         lower layers' fix ``base`` (simplest first), the number tried, whether time ran out.
-        Singles, then pairs grown from the singles nearest by the mean tolerance ratio."""
+        Singles; then pairs grown from the singles nearest by the mean tolerance ratio; then
+        every other pair, nearest first (a hand port's two mistakes need not both be near);
+        then, where the file holds a bias half of zeros, that half fitted to the outputs on top
+        of the claim or of each single, nearest first."""
         move = (swap_layer_directions(layer, self.case),) if swapped else ()
         tried = 0
 
@@ -94,26 +123,82 @@ class LayerSearch(Scorer):
         if ev(())[0]:
             return [()], tried, False
         found: list[Hypothesis] = []
-        frontier: list[tuple[float, Hypothesis]] = []
+        rank: dict[str, float] = {}
         seen: set[tuple[str, ...]] = set()
         for m in singles:
             if out_of_time():
                 return found, tried, True
-            ok, rank = ev((m,))
+            ok, rank[m.id] = ev((m,))
             if ok:
                 found.append((m,))
-            frontier.append((rank, (m,)))
-        if not found:  # pairs grown from the nearest singles
-            for _rank, h in sorted(frontier, key=lambda rh: rh[0])[:LOCAL_BEAM_WIDTH]:
-                for m in singles:
-                    if not compatible(h, m) or hypothesis_key(h + (m,)) in seen:
-                        continue
-                    seen.add(hypothesis_key(h + (m,)))
-                    if out_of_time():
-                        return found, tried, True
-                    if ev(h + (m,))[0]:
-                        found.append(h + (m,))
+        if found:
+            return found, tried, False
+        nearest = sorted(singles, key=lambda m: rank[m.id])
+        for h in nearest[:LOCAL_BEAM_WIDTH]:  # pairs grown from the nearest singles
+            for m in singles:
+                if not compatible((h,), m) or hypothesis_key((h, m)) in seen:
+                    continue
+                seen.add(hypothesis_key((h, m)))
+                if out_of_time():
+                    return found, tried, True
+                if ev((h, m))[0]:
+                    found.append((h, m))
+        if found:
+            return found, tried, False
+        rest = sorted(((a, b) for a, b in itertools.combinations(nearest, 2)
+                       if compatible((a,), b) and hypothesis_key((a, b)) not in seen),
+                      key=lambda ab: rank[ab[0].id] + rank[ab[1].id])
+        for pair in rest:
+            if out_of_time():
+                return found, tried, True
+            if ev(pair)[0]:
+                return [pair], tried, False
+        if not swapped:
+            for h in [(), *((m,) for m in nearest)]:
+                if out_of_time():
+                    return found, tried, True
+                fitted = self._fit_zero_bias(base + h, layer, k, layer_in)
+                tried += 1
+                if fitted is not None:
+                    return [h + (fitted,)], tried, False
         return found, tried, False
+
+    def _fit_zero_bias(self, hyp: Hypothesis, layer: int, k: int,
+                       layer_in: np.ndarray) -> Mistake | None:
+        """The bias half of one layer and direction that the file holds as zeros (``bR`` or
+        ``bW``: a port that dropped ``bias_hh``), fitted to that place's outputs on top of
+        ``hyp``: the confined :func:`~harness.mistakes.misreadings.missing_bias_half` that
+        reproduces them, or None. Only where the outputs judged there hold at least twice as
+        many values as the half has (else any outputs could be fitted)."""
+        case = self.case
+        d = case.directions[k]
+        canonical = self.trial(hyp).canonical
+        H = case.hidden_size
+        for half in ("bR", "bW"):
+            keys = [key(layer, d, f"{half}_{g}") for g in case.gates]
+            if any(np.any(self.claimed[n]) for n in keys):
+                continue
+            n = len(keys) * H
+
+            def resid(theta: np.ndarray, keys=keys) -> np.ndarray:
+                c = dict(canonical)
+                for i, name in enumerate(keys):
+                    c[name] = canonical[name] + theta[i * H:(i + 1) * H]
+                self.budget.count()
+                return self._place_residual(self._direction(c, layer, k, layer_in), layer, k)
+
+            if resid(np.zeros(n)).size < 2 * n:
+                continue
+            # a bias enters the gates' pre-activations linearly: the right hypothesis
+            # converges in a few steps, so a short fit screens every single cheaply
+            theta = least_squares(resid, n, self.budget, iterations=FIT_STEPS)
+            c = dict(canonical)
+            for i, name in enumerate(keys):
+                c[name] = canonical[name] + theta[i * H:(i + 1) * H]
+            if self._place_score(self._direction(c, layer, k, layer_in), layer, k)[0]:
+                delta = {name: theta[i * H:(i + 1) * H] for i, name in enumerate(keys)}
+                return scoped(missing_bias_half(case, delta), layer, d, case, {})
+        return None
 
     def search_local(self, first: int = 0) -> Hypothesis | None:
         """The layer-by-layer search (recorded in :attr:`local`): fix layer 0 direction by
@@ -190,6 +275,8 @@ class LayerSearch(Scorer):
         """The mistakes confined in ``hyp`` made in every layer and direction (None where
         that is ``hyp`` or was tried already: one mistake alone)."""
         by_id = {m.id: m for m in self.catalogue.mistakes}
+        if any(m.id.split("@")[0] not in by_id for m in hyp):
+            return None  # a fitted bias half holds values of its own place only
         whole = tuple(by_id[m.id.split("@")[0]] for m in hyp)
         if swapped and "swap:directions" in by_id:
             whole += (by_id["swap:directions"],)
@@ -209,9 +296,10 @@ class LayerSearch(Scorer):
             elif at:
                 per[(int(at[:-1]), "fb".index(at[-1]))].add(base)
         sets = list(per.values())
-        if len(swaps) not in (0, case.num_layers) or any(x != sets[0] for x in sets):
-            return f
         by_id = {m.id: m for m in self.catalogue.mistakes}
+        if (len(swaps) not in (0, case.num_layers) or any(x != sets[0] for x in sets)
+                or not sets[0] <= by_id.keys()):
+            return f
         whole = tuple(by_id[i] for i in sorted(sets[0]))
         if swaps:
             whole += (by_id["swap:directions"],)

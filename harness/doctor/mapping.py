@@ -91,6 +91,8 @@ def _identify(S: np.ndarray, pl, truth: dict[str, np.ndarray], shapes, case: Cas
                 return f"{name} x {1 / f:g}"
     if not any(np.any(v) for k, v in truth.items() if kind_of(k) == kind):
         return "not used (the framework does not add it)"
+    if not np.any(S):
+        return "zeros: the values the framework ran with are missing (fitted to the outputs)"
     return "none of the blocks as such (see the mistakes above)"
 
 

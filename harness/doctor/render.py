@@ -7,7 +7,6 @@ from tabulate import tabulate
 
 from harness.doctor.explain import signature_table
 from harness.doctor.findings import NEAR_MISS, Diagnosis, Finding
-from harness.doctor.local import LOCAL_BEAM_WIDTH
 from harness.mistakes.misreadings import where
 from harness.mistakes.scoring import Hypothesis, Score
 from harness.params import DIRECTION_NAMES
@@ -168,8 +167,8 @@ def local_lines(dx: Diagnosis) -> list[str]:
             lines.append(f"- {at}{read}: {what}{n}")
         elif p.status == "no fix":
             lines.append(f"- {at}{read}: no mistake confined to it reproduces its outputs, "
-                         f"alone or two together (pairs grown from the {LOCAL_BEAM_WIDTH} "
-                         f"nearest singles){n}")
+                         "alone or two together (every pair), nor with a bias half it holds as "
+                         f"zeros fitted to them{n}")
         elif p.status == "stopped":
             lines.append(f"- {at}{read}: the search stopped at its time budget (--budget)"
                          f"{n or ' before it'}")
