@@ -78,7 +78,7 @@ def rows_of_run(smoke: bool) -> list[tuple[pd.DataFrame, str]]:
     cases = discover([ROOT / "cases"])
     if smoke:
         cases = [c for c in cases if c.name in SMOKE_CASES]
-    result = runner.run(cases, registry.select(names), progress=None)
+    result = runner.run(cases, registry.select(names))
     dtypes = {c.name: c.dtype for c in result.cases}
     return [(p.rows, f"{p.case} :: {p.adapter} ({dtypes[p.case]})") for p in result.pairs
             if p.rows is not None and not p.rows.empty]

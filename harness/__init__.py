@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-# for the final line's wall time where /proc is missing (harness/cli.py, _process_seconds)
+# for the final line's wall time where /proc is missing (harness/cli/run.py, _process_seconds)
 IMPORTED_AT = time.monotonic()
 
 # TensorFlow prints start-up chatter to stderr (oneDNN, CUDA stubs, cuInit errors) unless told

@@ -35,7 +35,7 @@ from harness.npz import write_text
 from harness.report import folder as report_folder
 from harness.report.folder import ReportFolder, read_report
 from harness.report.record import SCHEMA_VERSION, CaseRecord, RunRecord
-from harness.runner import PairResult, RunResult
+from harness.results import PairResult, RunResult
 from harness.shard import pair_id
 from harness.spec import Case
 

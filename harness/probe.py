@@ -23,7 +23,7 @@ out as the second is), and the case's structure is kept: cell, directions, featu
 projection, forget bias, GRU variant). ``case_sizes`` (``probe --case-sizes``) probes at the
 case's own sizes instead. Either way the data are replaced by a batch of 2, 3 steps, random
 initial states (so the recurrent weights act from t = 0) and float64 when the adapter runs it.
-Progress and the time left go to a progress display (:mod:`harness.runner`'s, on stderr).
+Progress and the time left go to a progress display (:mod:`harness.progress`'s, on stderr).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from harness.errors import HarnessError, NotApplicable
 from harness.layouts import get_layout
 from harness.layouts.base import Layout
 from harness.params import Canonical, expected_shapes
-from harness.runner import Progress, _duration, _time_left
+from harness.progress import Progress, duration, time_left
 from harness.spec import Case
 
 BASE, DELTA = 0.375, 0.5  # exactly representable in every float format the adapters run
@@ -119,7 +119,7 @@ def _sizes(c: Case) -> str:
 
 
 class _Runs:
-    """The progress of a probe's framework runs, with the time left (:mod:`harness.runner`'s
+    """The progress of a probe's framework runs, with the time left (:mod:`harness.progress`'s
     estimate): rewritten in place on a terminal, a line every :data:`PLAIN_EVERY` s elsewhere."""
 
     def __init__(self, progress: Progress | None, label: str, total: int, sizes: str) -> None:
@@ -139,7 +139,7 @@ class _Runs:
         if self.progress is None:
             return
         text = (f"{self.label}: [{len(self.finished)}/{self.total}] runs "
-                f"({_duration(now - self.start)} so far, {_time_left(self.finished, self.total)})")
+                f"({duration(now - self.start)} so far, {time_left(self.finished, self.total)})")
         if now - self.last >= PLAIN_EVERY:
             self.last = now
             self.progress(text)

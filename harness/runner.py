@@ -1,16 +1,14 @@
-"""Running case x adapter pairs: nothing lost when one adapter fails, progress as it goes."""
+"""Running case x adapter pairs: nothing lost when one adapter fails, events as it goes
+(:mod:`harness.run_events`; :mod:`harness.progress` shows them)."""
 
 from __future__ import annotations
 
 import multiprocessing.connection
-import shutil
-import sys
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import TextIO
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -21,75 +19,23 @@ from harness.adapters.base import not_installed
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
 from harness.errors import HarnessError, NotApplicable, Unavailable
+from harness.memory import MemoryLimit
 from harness.prepare import Prepared, prepare
+from harness.results import PairResult, RunResult
+from harness.run_events import (
+    CaseEvent,
+    CaseFailed,
+    CasePrepared,
+    Listener,
+    PairFinished,
+    PairStarted,
+    RunEnded,
+    RunStarted,
+)
+from harness.run_options import STEP_MODES, RunOptions
 from harness.shard import Shard, pair_id
 from harness.spec import Case
 from harness.workers import Worker
-
-
-@dataclass
-class PairResult:
-    case: str
-    adapter: str
-    status: str  # pass | DIVERGED | not applicable | unavailable | error | baseline
-    reason: str = ""
-    seconds: float = 0.0
-    rows: pd.DataFrame | None = None  # the divergence rows (harness.compare.COLUMNS)
-    outputs: Outputs | None = None
-    detail: str = ""  # traceback of an error, for errors.log
-    attribution: str = ""  # a DIVERGED GPU pair: what its reruns say caused it (attribution.py)
-    # the adapter's availability, versions and precision flags, taken in the process it ran in
-    # (Adapter.environment); gathered into RunResult.environments for run.json
-    environment: dict | None = None
-
-    @property
-    def has_rows(self) -> bool:
-        return self.rows is not None and not self.rows.empty
-
-    @property
-    def worst(self) -> pd.Series | None:
-        """The free-running row furthest beyond (or closest to) its tolerance."""
-        return compare.worst(compare.of_mode(self.rows, compare.FREE))
-
-    @property
-    def first_diverging(self) -> pd.Series | None:
-        """The first row beyond tolerance, free-running rows first
-        (:func:`harness.compare.first_divergence`)."""
-        return compare.first_divergence(self.rows)
-
-    @property
-    def step_rows(self) -> pd.DataFrame | None:
-        """The step-local rows (:mod:`harness.steplocal`); None or empty when not run."""
-        return compare.of_mode(self.rows, compare.STEP)
-
-
-@dataclass
-class RunResult:
-    cases: list[Case]
-    adapters: list[Adapter]
-    pairs: list[PairResult] = field(default_factory=list)
-    prepare_seconds: dict[str, float] = field(default_factory=dict)
-    case_errors: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-    jobs: int = 1  # worker processes that ran the cases (``run --jobs``)
-    shard: str | None = None  # "K/N" when this run is one shard of a larger one (harness.shard)
-    shard_of: dict | None = None  # the whole run a shard is part of: its "cases" and "adapters"
-    blind: dict[str, blind_check.BlindCheck] = field(default_factory=dict)  # per case name
-    environments: dict[str, dict] = field(default_factory=dict)  # adapter -> where it ran
-
-    @property
-    def divergence(self) -> pd.DataFrame:
-        """Every pair's rows in one DataFrame (:data:`harness.compare.COLUMNS`)."""
-        frames = [p.rows for p in self.pairs if p.has_rows]
-        if not frames:
-            return pd.DataFrame(columns=compare.COLUMNS)
-        return pd.concat(frames, ignore_index=True)
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.case_errors) or any(
-            p.status in (compare.DIVERGED, compare.ERROR, compare.LOOKS_FIXED)
-            for p in self.pairs)
 
 
 def selected_by_case(case: Case, adapter: Adapter) -> bool:
@@ -99,7 +45,6 @@ def selected_by_case(case: Case, adapter: Adapter) -> bool:
             and "all" not in unwanted and adapter.name not in unwanted)
 
 
-STEP_MODES = ("auto", "on", "off")
 LOW_PRECISION = ("float32", "float16", "bfloat16")
 
 
@@ -270,171 +215,39 @@ def _prepared(prep: Prepared, adapter: Adapter) -> tuple[Outputs, float] | None:
     return None
 
 
-Progress = Callable[[str], None]
-"""Called with one line per finished pair (and per case that could not be prepared). A callback
-that also has ``started(line)`` is told which pair runs now, and ``close()`` when the run ends."""
-
-
-class ProgressLine(str):
-    """A progress line that also carries the status it reports (a plain ``str`` to callbacks
-    that don't care), so a terminal display can keep DIVERGED and error lines on screen."""
-
-    status: str = ""
-
-    def __new__(cls, text: str, status: str = "") -> ProgressLine:
-        line = super().__new__(cls, text)
-        line.status = status
-        return line
-
-
-class StderrProgress:
-    """Progress on stderr (``plain_progress``).
-
-    Not a terminal (CI logs, files): one plain line per finished pair. A terminal: a single line
-    rewritten in place (carriage return) with pairs done of total, the pair running now and the time
-    left; DIVERGED and error results are printed above it as lines of their own.
-    """
-
-    ATTENTION = (compare.DIVERGED, compare.ERROR, compare.LOOKS_FIXED)
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self._stream = stream  # None: sys.stderr when called, so redirection and capture work
-        self._live = False  # a status line is on screen
-
-    @property
-    def stream(self) -> TextIO:
-        return self._stream if self._stream is not None else sys.stderr
-
-    def _tty(self) -> bool:
-        try:
-            return self.stream.isatty()
-        except (AttributeError, ValueError):  # closed or not a file
-            return False
-
-    def _status(self, line: str) -> None:
-        width = shutil.get_terminal_size((100, 24)).columns - 1
-        self.stream.write("\r" + line[:width] + "\x1b[K")
-        self.stream.flush()
-        self._live = True
-
-    def __call__(self, line: str) -> None:
-        if not self._tty():
-            print(line, file=self.stream, flush=True)
-        elif getattr(line, "status", "") in self.ATTENTION:
-            self.close()
-            print(line, file=self.stream, flush=True)
-        else:
-            self._status(line)
-
-    def started(self, line: str) -> None:
-        if self._tty():
-            self._status(line)
-
-    def close(self) -> None:
-        if self._live:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self._live = False
-
-
-plain_progress = StderrProgress()
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
-def _started(progress: Progress | None, pair: str, start: float, finished: list[float],
-             total: int) -> None:
-    """Tell a progress display that has ``started`` which pair runs now."""
-    if hasattr(progress, "started"):
-        so_far = _duration(time.perf_counter() - start)
-        progress.started(f"[{len(finished)}/{total}] running {pair}  ({so_far} so far, "
-                         f"{_time_left(finished, total)})")
-
-
-# No estimate before this many pairs are done: the first pairs pay the framework imports
-# (seconds each) and would make an 11 s run announce minutes left.
-ETA_AFTER = 3
-
-
-def _time_left(finished: list[float], total: int) -> str:
-    """Pairs left times the time per pair over the later half of the pairs done (the first ones
-    carry the imports); unknown before ``ETA_AFTER`` pairs. ``finished``: the perf_counter
-    time each pair ended, in order."""
-    done = len(finished)
-    if done >= total:
-        return "~0s left"
-    if done < ETA_AFTER:
-        return "time left unknown"
-    half = done // 2
-    per_pair = (time.perf_counter() - finished[half - 1]) / (done - half)
-    return f"~{_duration(per_pair * (total - done))} left"
-
-
-def describe(r: PairResult) -> str:
-    if r.status == compare.PASS:
-        w = r.worst
-        return (f"pass  max_abs {w['max_abs']:.2e} ({w['tol_ratio']:.2g}x tolerance) "
-                f"{r.seconds:.2f}s")
-    if r.status in (compare.DIVERGED, compare.KNOWN_BUG):
-        f = r.first_diverging
-        known = f"{r.status}: " if r.status == compare.KNOWN_BUG else ""
-        return (f"{known}DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} "
-                f"({f['tol_ratio']:.3g}x tolerance)")
-    return f"{r.status}" + (f": {r.reason}" if r.reason else "")
-
-
 class _Collector:
-    """Gathers the events of each case (prepared, started, pair, case_error) as they come, from
-    this process or from worker processes in any order, prints progress, and hands them to the
+    """Gathers the events of each case as they come, from this process or from worker
+    processes in any order, passes each on to the run's listener, and hands them to the
     RunResult in plan order: case-major, adapters in the order given, whatever order they
     finished in."""
 
-    def __init__(self, plan: list[tuple[Case, list[Adapter]]], progress: Progress | None) -> None:
+    def __init__(self, plan: list[tuple[Case, list[Adapter]]], on_event: Listener | None) -> None:
         self.plan = plan
-        self.progress = progress
+        self.on_event = on_event
         self.total = sum(len(adapters) for _, adapters in plan)
-        self.done = 0
-        self.start = time.perf_counter()
-        self.finished: list[float] = []  # when each pair ended, for the time left
         self.pairs: list[list[PairResult]] = [[] for _ in plan]
         self.prepare_seconds: dict[int, float] = {}
         self.case_errors: dict[int, str] = {}
         self.running: dict[int, str] = {}  # case index -> the adapter running now
 
-    def event(self, index: int, event: tuple) -> None:
+    def event(self, index: int, event: CaseEvent) -> None:
         case, adapters = self.plan[index]
-        kind = event[0]
-        if kind == "prepared":
-            self.prepare_seconds[index] = event[1]
-        elif kind == "case_error":
-            self.case_errors[index] = event[1]
+        if isinstance(event, CasePrepared):
+            self.prepare_seconds[index] = event.seconds
+        elif isinstance(event, CaseFailed):
+            self.case_errors[index] = event.error
             self.pairs[index] = [PairResult(case.name, a.name, compare.ERROR,
-                                            f"case could not be prepared: {event[1]}")
+                                            f"case could not be prepared: {event.error}")
                                  for a in adapters]
-            self.done += len(adapters)
-            self.finished += [time.perf_counter()] * len(adapters)
-            if self.progress:
-                self.progress(ProgressLine(f"[{self.done}/{self.total}] {case.name}: error: "
-                                           f"{event[1]}", compare.ERROR))
-        elif kind == "started":
-            self.running[index] = event[1]
-            _started(self.progress, f"{case.name}::{event[1]}", self.start, self.finished,
-                     self.total)
-        elif kind == "pair":
-            r: PairResult = event[1]
+        elif isinstance(event, PairStarted):
+            self.running[index] = event.adapter
+        elif isinstance(event, PairFinished):
             self.running.pop(index, None)
-            self.pairs[index].append(r)
-            self.done += 1
-            self.finished.append(time.perf_counter())
-            if self.progress:
-                line = (f"[{self.done}/{self.total}] {r.case}::{r.adapter}  {describe(r)}  "
-                        f"({_time_left(self.finished, self.total)})")
-                self.progress(ProgressLine(line, r.status))
+            self.pairs[index].append(event.result)
         else:
-            raise AssertionError(f"unknown event {kind!r}")
+            raise AssertionError(f"unknown event {event!r}")
+        if self.on_event is not None:
+            self.on_event(event)
 
     def lost(self, index: int, how: str) -> None:
         """The worker process running this case died: its pairs not reported yet are errors."""
@@ -449,7 +262,7 @@ class _Collector:
                 continue
             reason = (f"{how} while running this pair" if a.name == running else
                       f"not run: {how} while {doing}")
-            self.event(index, ("pair", PairResult(case.name, a.name, compare.ERROR, reason)))
+            self.event(index, PairFinished(PairResult(case.name, a.name, compare.ERROR, reason)))
 
     def fill(self, result: RunResult) -> None:
         for index, (case, adapters) in enumerate(self.plan):
@@ -465,23 +278,21 @@ class _Collector:
 
 
 def _case_events(case: Case, adapters: list[Adapter], executor: isolation.Executor,
-                 max_memory: int | None, keep_outputs: bool, step_mode: str = "auto",
-                 device: str = "all") -> Iterator[tuple]:
+                 options: RunOptions) -> Iterator[CaseEvent]:
     """Prepare one case and run its pairs, as events for :class:`_Collector`. The same code
-    runs in this process (``--jobs 1``) and in the worker processes of ``--jobs N``.
-    ``device``: the run's (``--device``; gpu: the baseline on the GPU, :func:`prepare`)."""
+    runs in this process (``--jobs 1``) and in the worker processes of ``--jobs N``."""
     try:
-        prep = prepare(case, max_memory, device)
+        prep = prepare(case, options.max_memory, options.device)
     except HarnessError as exc:
-        yield ("case_error", str(exc))
+        yield CaseFailed(case.name, str(exc), tuple(a.name for a in adapters))
         return
-    yield ("prepared", prep.seconds)
+    yield CasePrepared(case.name, prep.seconds)
     for adapter in adapters:
-        yield ("started", adapter.name)
-        r = run_pair(prep, adapter, executor, step_mode)
-        if not keep_outputs:
+        yield PairStarted(case.name, adapter.name)
+        r = run_pair(prep, adapter, executor, options.step_mode)
+        if not options.keep_outputs:
             r.outputs = None
-        yield ("pair", r)
+        yield PairFinished(r)
 
 
 def _plan(cases: list[Case], adapters: list[Adapter], shard: Shard | None
@@ -495,38 +306,70 @@ def _plan(cases: list[Case], adapters: list[Adapter], shard: Shard | None
     return [(c, chosen) for c, chosen in plan if chosen]
 
 
+# The ``--jobs`` worker protocol (harness.workers): a worker replies _WorkerReady once started;
+# sent a _RunCase, it replies each of the case's events as a _FromCase, then _CaseDone (after
+# _CaseCrashed when the code around the pairs failed).
+
+
+@dataclass(frozen=True)
+class _RunCase:
+    index: int  # in the plan
+    case: Case
+    adapters: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _WorkerReady:
+    pass
+
+
+@dataclass(frozen=True)
+class _FromCase:
+    index: int
+    event: CaseEvent
+
+
+@dataclass(frozen=True)
+class _CaseCrashed:
+    index: int
+    detail: str  # the traceback
+
+
+@dataclass(frozen=True)
+class _CaseDone:
+    index: int
+
+
 class _CaseJob:
     """A ``--jobs`` worker's job (:mod:`harness.workers`): run the cases it is sent, one at a
     time, as events. Its executor, and so the frameworks it imports, live as long as the
     worker."""
 
-    def __init__(self, adapters: list[Adapter], options: dict) -> None:
+    def __init__(self, adapters: list[Adapter], options: RunOptions) -> None:
         self.by_name = {a.name: a for a in adapters}
         self.options = options
-        self.executor = isolation.executor(options["timeout"], options["isolate"])
+        self.executor = isolation.executor(options.timeout, options.isolate)
         self.index: int | None = None
 
-    def ready(self) -> tuple:
-        return (None, ("ready",))
+    def ready(self) -> _WorkerReady:
+        return _WorkerReady()
 
-    def handle(self, message: tuple) -> Iterator[tuple]:
-        _, self.index, case, names = message
-        events = _case_events(case, [self.by_name[n] for n in names], self.executor,
-                              self.options["max_memory"], self.options["keep_outputs"],
-                              self.options.get("step_mode", "auto"),
-                              self.options.get("device", "all"))
+    def handle(self, message: _RunCase) -> Iterator[_FromCase | _CaseCrashed | _CaseDone]:
+        self.index = message.index
+        events = _case_events(message.case, [self.by_name[n] for n in message.adapters],
+                              self.executor, self.options)
         try:
             for event in events:
-                yield (self.index, event)
+                yield _FromCase(self.index, event)
         except GeneratorExit:
             raise
         except BaseException:  # a bug outside the pairs (they catch their own)
-            yield (self.index, ("crash", traceback.format_exc()))
-        yield (self.index, ("done",))
+            yield _CaseCrashed(self.index, traceback.format_exc())
+        yield _CaseDone(self.index)
 
-    def unsendable(self, reply: tuple, error: Exception) -> tuple:
-        return (self.index, ("crash", f"cannot send a {reply[1][0]!r} event back: "
-                                      f"{type(error).__name__}: {error}"))
+    def unsendable(self, reply: _FromCase, error: Exception) -> _CaseCrashed:
+        return _CaseCrashed(self.index, f"cannot send a {type(reply.event).__name__} event "
+                                        f"back: {type(error).__name__}: {error}")
 
     def close(self) -> None:
         self.executor.close()
@@ -541,8 +384,8 @@ def _cost(case: Case) -> int:
     return flops * (3 if case.gradients else 1)
 
 
-def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter], jobs: int,
-                  collector: _Collector, options: dict) -> None:
+def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter],
+                  collector: _Collector, options: RunOptions) -> None:
     """Run the plan's cases in ``jobs`` worker processes, a case at a time each, the next case
     to the first worker free."""
     # the biggest cases first, so that the last ones to finish are small
@@ -556,7 +399,7 @@ def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter
             return False
         running[w] = index = waiting.popleft()
         case, chosen = plan[index]
-        w.send(("case", index, case, [a.name for a in chosen]))
+        w.send(_RunCase(index, case, tuple(a.name for a in chosen)))
         return True
 
     def start() -> None:
@@ -571,14 +414,14 @@ def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter
 
     finished = False
     try:
-        for _ in range(min(jobs, len(plan))):
+        for _ in range(min(options.jobs, len(plan))):
             start()
         while running:
             busy = {w.conn: w for w in running}
             for conn in multiprocessing.connection.wait(list(busy)):
                 w = busy[conn]
                 try:
-                    index, event = w.receive()
+                    reply = w.receive()
                 except (EOFError, OSError):  # the worker died: segfault, OOM killer, ...
                     if w not in ready:  # not one pair's fault: every worker would die the same
                         raise RuntimeError(f"a --jobs worker process could not start: the --jobs "
@@ -589,18 +432,20 @@ def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter
                     if waiting:
                         start()
                     continue
-                if event[0] == "ready":
+                if isinstance(reply, _FromCase):
+                    collector.event(reply.index, reply.event)
+                elif isinstance(reply, _WorkerReady):
                     ready.add(w)
-                elif event[0] == "done":
+                elif isinstance(reply, _CaseDone):
                     running[w] = None
                     if not give_work(w):
                         retire(w)
                         w.retire()
-                elif event[0] == "crash":
-                    raise RuntimeError(f"a --jobs worker failed on case {plan[index][0].name}:\n"
-                                       f"{event[1]}")
+                elif isinstance(reply, _CaseCrashed):
+                    raise RuntimeError(f"a --jobs worker failed on case "
+                                       f"{plan[reply.index][0].name}:\n{reply.detail}")
                 else:
-                    collector.event(index, event)
+                    raise AssertionError(f"unknown reply {reply!r}")
         finished = True
     finally:
         for w in retired:
@@ -609,67 +454,49 @@ def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter
             w.stop(5.0 if finished else 0.0)
 
 
-def run(
-    cases: Iterable[Case],
-    adapters: list[Adapter],
-    progress: Progress | None = plain_progress,
-    keep_outputs: bool = False,
-    timeout: float | None = None,
-    isolate: bool = False,
-    max_memory: int | None = None,
-    shard: Shard | None = None,
-    jobs: int = 1,
-    step_mode: str = "auto",
-    device: str = "all",
-) -> RunResult:
-    """Run every case through every adapter. Pairs are ordered case-major, adapters in the
-    order given, whatever ``jobs`` is.
+def run(cases: Iterable[Case], adapters: list[Adapter], options: RunOptions | None = None,
+        on_event: Listener | None = None) -> RunResult:
+    """Run every case through every adapter, as ``options`` say (:class:`RunOptions`; None:
+    its defaults). Pairs are ordered case-major, adapters in the order given, whatever
+    ``options.jobs`` is.
+    ``on_event``: told each event of the run as it comes (:mod:`harness.run_events`; a
+    progress display, :class:`harness.progress.RunProgress`); None: a silent run.
 
-    ``timeout``: seconds a pair may run before it is an error row (None: no limit);
-    ``isolate``: run each adapter in a worker process (:mod:`harness.isolation`), so a hang
-    or a crash of the process costs one pair; ``max_memory``: bytes a case may need (default:
-    :func:`harness.memory.max_memory`); ``shard``: run only this shard's pairs
-    (:mod:`harness.shard`); ``jobs``: worker processes running cases side by side (1: all in
-    this process). A worker prepares each case it gets and runs all of that case's pairs;
-    it imports each framework once, at its first pair of that framework. A worker that dies
-    costs the pairs of its case that had not finished (error rows), and is replaced.
-    ``step_mode``: auto | on | off, when pairs also get step-local rows
-    (:func:`wants_step_mode`, :mod:`harness.steplocal`). ``device``: the run's (cpu | gpu |
-    all, as ``--device``): on gpu, each case's float64 reference and noise floor are computed
-    on the GPU where torch sees one, and the NumPy reference is judged against them
-    (:func:`harness.prepare.prepare`)."""
+    With ``jobs`` > 1, a worker process prepares each case it gets and runs all of that case's
+    pairs; it imports each framework once, at its first pair of that framework. A worker that
+    dies costs the pairs of its case that had not finished (error rows), and is replaced."""
+    options = options or RunOptions()
     cases = list(cases)
-    if jobs < 1:
-        raise HarnessError(f"expected a number of worker processes >= 1, got {jobs}",
-                           field="--jobs")
-    plan = _plan(cases, adapters, shard)
-    result = RunResult([case for case, _ in plan], adapters, jobs=jobs)
-    if shard is not None:
-        result.shard = str(shard)
+    plan = _plan(cases, adapters, options.shard)
+    limits = options.max_memory.record() if isinstance(options.max_memory, MemoryLimit) else None
+    result = RunResult([case for case, _ in plan], adapters, jobs=options.jobs,
+                       memory_limits=limits)
+    if options.shard is not None:
+        result.shard = str(options.shard)
         result.shard_of = {"cases": [c.name for c in cases], "adapters": [a.name for a in adapters]}
-    collector = _Collector(plan, progress)
-    options = {"timeout": timeout, "isolate": isolate, "max_memory": max_memory,
-               "keep_outputs": keep_outputs, "step_mode": step_mode, "device": device}
+    start = time.perf_counter()
+    collector = _Collector(plan, on_event)
+    if on_event is not None:
+        on_event(RunStarted(collector.total))
     try:
-        if jobs > 1 and len(plan) > 1:
-            _run_parallel(plan, adapters, jobs, collector, options)
+        if options.jobs > 1 and len(plan) > 1:
+            _run_parallel(plan, adapters, collector, options)
         else:
-            executor = isolation.executor(timeout, isolate)
+            executor = isolation.executor(options.timeout, options.isolate)
             try:
                 for index, (case, chosen) in enumerate(plan):
-                    for event in _case_events(case, chosen, executor, max_memory, keep_outputs,
-                                              step_mode, device):
+                    for event in _case_events(case, chosen, executor, options):
                         collector.event(index, event)
             finally:
                 # on an exception the workers go too: daemon processes and threads end with
                 # this process
                 executor.close()
     finally:
-        if hasattr(progress, "close"):
-            progress.close()
+        if on_event is not None:
+            on_event(RunEnded())
     collector.fill(result)
     check_blind_spots(result)
-    result.seconds = time.perf_counter() - collector.start
+    result.seconds = time.perf_counter() - start
     return result
 
 

@@ -27,7 +27,8 @@ from harness import compare
 from harness.adapters.torch_cpu import TorchCPU
 from harness.cases import load_cases
 from harness.prepare import Prepared, prepare
-from harness.runner import PairResult, run_pair, selected_by_case
+from harness.results import PairResult
+from harness.runner import run_pair, selected_by_case
 from harness.spec import Case
 
 CASES = Path(__file__).resolve().parent.parent / "cases"

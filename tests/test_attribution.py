@@ -37,7 +37,7 @@ def run_gpu_stand_in(monkeypatch, tf32_off: float, cpu: float, gpu: float = ON):
         monkeypatch.setitem(registry.ADAPTERS, v.name, v)
     gpu_adapter = offset_adapter("stand-in-gpu", gpu, "gpu", reruns=(
         (attribution.CPU, "stand-in-cpu"), (attribution.TF32_OFF, "stand-in-tf32-off")))
-    result = runner.run([CASE], [Reference(), gpu_adapter], progress=None)
+    result = runner.run([CASE], [Reference(), gpu_adapter])
     return result, result.pairs[-1]
 
 
@@ -69,14 +69,14 @@ def test_no_attribution_when_it_passes_or_is_not_a_gpu_adapter(monkeypatch):
     assert passing.status == compare.PASS and passing.attribution == ""
     cpu_adapter = offset_adapter("stand-in-cpu-only", ON, "cpu",
                                  reruns=((attribution.CPU, "reference"),))
-    pair = runner.run([CASE], [Reference(), cpu_adapter], progress=None).pairs[-1]
+    pair = runner.run([CASE], [Reference(), cpu_adapter]).pairs[-1]
     assert pair.status == compare.DIVERGED and pair.attribution == ""
 
 
 def test_a_variant_that_cannot_run_is_named(monkeypatch):
     gpu_adapter = offset_adapter("stand-in-gpu", ON, "gpu",
                                  reruns=((attribution.TF32_OFF, "no-such-adapter"),))
-    pair = runner.run([CASE], [Reference(), gpu_adapter], progress=None).pairs[-1]
+    pair = runner.run([CASE], [Reference(), gpu_adapter]).pairs[-1]
     assert pair.attribution.startswith("cause not attributed: could not rerun with TF32 off")
     assert "no-such-adapter" in pair.attribution
 

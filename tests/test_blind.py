@@ -90,7 +90,7 @@ def test_summary_md_has_a_blind_note_per_case(tmp_path: Path, make_case) -> None
     save_npz(tmp_path / "w.npz", {k: np.full(v.shape, 0.2) for k, v in
                                   params.generate(constant).tensors.items()})
     result = runner.run([good, constant],
-                        [get_adapter("reference"), get_adapter("noise-floor")], progress=None)
+                        [get_adapter("reference"), get_adapter("noise-floor")])
     text = summary_markdown(result)
     sections = text.split("\n## ")[1:]
     assert "Blind to: nothing" in sections[0]

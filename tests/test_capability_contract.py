@@ -84,7 +84,7 @@ def broken_declarations(adapter: Adapter) -> list[str]:
     unique: dict[str, Case] = {}
     for _, case in checks:
         unique.setdefault(case.model_dump_json(exclude={"name"}), case)
-    result = runner.run(list(unique.values()), [adapter], progress=None)
+    result = runner.run(list(unique.values()), [adapter])
     assert not result.case_errors, result.case_errors
     by_key = dict(zip(unique, result.pairs, strict=True))
     pairs = [by_key[case.model_dump_json(exclude={"name"})] for _, case in checks]

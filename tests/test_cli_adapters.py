@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from harness.adapters import ADAPTERS, Capabilities
-from harness.cli import _features, main
+from harness.cli import main
+from harness.cli.adapters import _features
 
 
 def table_rows(out: str) -> dict[str, list[str]]:

@@ -231,7 +231,7 @@ def test_tolerance_override_order():
 def test_summary_and_the_run_show_the_verdict_compare_gave():
     """A pair's status, its summary row and the run's rows carry compare's verdict."""
     from harness.report.summary import pair_row
-    from harness.runner import PairResult, RunResult
+    from harness.results import PairResult, RunResult
 
     c = case()
     ref, good, bad = outputs(c), outputs(c), outputs(c)

@@ -44,7 +44,7 @@ TIGHT = "tolerance: {adapters: {torch-cpu: {atol: 1.0e-9, rtol: 0}}}\n"
 
 
 def _run(folder: Path, out: Path) -> Path:
-    result = runner.run(discover([folder]), registry.select(ADAPTERS), progress=None)
+    result = runner.run(discover([folder]), registry.select(ADAPTERS))
     write_report(result, out)
     return out
 

@@ -14,6 +14,7 @@ from harness import runner
 from harness.adapters._torch import torch_precision_flags
 from harness.adapters.reference import Reference
 from harness.report.run_json import run_record
+from harness.run_options import RunOptions
 from harness.spec import Case
 
 pytestmark = pytest.mark.slow  # worker processes
@@ -28,7 +29,7 @@ CASES = [Case(name=f"tiny-{k}", cell="lstm", input_size=2, hidden_size=3, batch=
     ({"jobs": 2}, True),
 ], ids=["in-process", "isolate", "jobs"])
 def test_environment_is_taken_where_the_adapter_ran(options, elsewhere):
-    result = runner.run(CASES, [Reference(), TellsItsProcess()], progress=None, **options)
+    result = runner.run(CASES, [Reference(), TellsItsProcess()], RunOptions(**options))
     env = result.environments["tells-its-process"]
     pid = int(env["versions"]["tells-its-process"])
     assert env["available"] and env["precision_flags"] == {"tells-its-process.pid": pid}

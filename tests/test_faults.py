@@ -35,6 +35,8 @@ from harness import compare, runner
 from harness.adapters.reference import Reference
 from harness.npz import write_text
 from harness.report import write_report
+from harness.results import PairResult, RunResult
+from harness.run_options import RunOptions
 from harness.spec import Case
 
 pytestmark = pytest.mark.slow  # worker processes, timeouts, killed runs
@@ -47,11 +49,11 @@ CASES = [
 ]
 
 
-def pairs(result: runner.RunResult) -> dict[tuple[str, str], runner.PairResult]:
+def pairs(result: RunResult) -> dict[tuple[str, str], PairResult]:
     return {(p.case, p.adapter): p for p in result.pairs}
 
 
-def assert_report_complete(result: runner.RunResult, out: Path) -> None:
+def assert_report_complete(result: RunResult, out: Path) -> None:
     write_report(result, out)
     csv = pd.read_csv(out / "divergence.csv")
     passed = {p.adapter for p in result.pairs if p.status == compare.PASS}
@@ -65,7 +67,7 @@ def assert_report_complete(result: runner.RunResult, out: Path) -> None:
 def test_in_process_faults_are_error_rows(tmp_path):
     adapters = [Reference(), Raises(), ReturnsNaN(), ReturnsNaNBesideLayers(), ReturnsInf(),
                 WrongShape(), Silent(), NotInstalled(), Correct()]
-    result = runner.run(CASES, adapters, progress=None)
+    result = runner.run(CASES, adapters)
     got = pairs(result)
     for case in ("first", "second"):
         assert got[case, "fault-none"].status == compare.PASS
@@ -88,7 +90,7 @@ def test_in_process_faults_are_error_rows(tmp_path):
 
 def test_in_process_timeout_abandons_the_hung_adapter(tmp_path):
     start = time.perf_counter()
-    result = runner.run(CASES, [Reference(), Sleeps(), Correct()], progress=None, timeout=0.5)
+    result = runner.run(CASES, [Reference(), Sleeps(), Correct()], RunOptions(timeout=0.5))
     assert time.perf_counter() - start < 30
     got = pairs(result)
     assert got["first", "fault-sleeps"].status == compare.ERROR
@@ -101,7 +103,7 @@ def test_in_process_timeout_abandons_the_hung_adapter(tmp_path):
 
 
 def test_no_timeout_runs_in_the_calling_thread():
-    result = runner.run(CASES[:1], [Reference(), Correct()], progress=None, keep_outputs=True)
+    result = runner.run(CASES[:1], [Reference(), Correct()], RunOptions(keep_outputs=True))
     assert int(pairs(result)["first", "fault-none"].outputs.extras["pid"]) == os.getpid()
 
 
@@ -109,8 +111,7 @@ def test_isolated_faults_cost_one_pair_each(tmp_path):
     adapters = [Reference(), Raises(), ReturnsNaN(), WrongShape(), Sleeps(), Exits(),
                 KillsItself(), Segfaults(), NotInstalled(), Correct()]
     start = time.perf_counter()
-    result = runner.run(CASES, adapters, progress=None, timeout=2, isolate=True,
-                        keep_outputs=True)
+    result = runner.run(CASES, adapters, RunOptions(timeout=2, isolate=True, keep_outputs=True))
     assert time.perf_counter() - start < 120  # ~10 s: a worker start is an interpreter start
     got = pairs(result)
     died = "(it is restarted for the next pair)"
@@ -138,8 +139,8 @@ def test_isolated_faults_cost_one_pair_each(tmp_path):
 
 def test_isolated_worker_is_restarted_after_a_crash():
     cases = [Case(name=n, cell="lstm", input_size=2, hidden_size=3) for n in ("ok1", "boom", "ok2")]
-    result = runner.run(cases, [Reference(), CrashesOnFirstCase()], progress=None, isolate=True,
-                        keep_outputs=True)
+    result = runner.run(cases, [Reference(), CrashesOnFirstCase()],
+                        RunOptions(isolate=True, keep_outputs=True))
     got = pairs(result)
     assert got["boom", "fault-crash-once"].reason.startswith(
         "the worker process of fault-crash-once exited with code 1")
@@ -154,7 +155,7 @@ def test_isolated_unpicklable_adapter_is_an_error_row():
     class Local(Correct):  # defined in a function: a worker cannot import it
         name = "fault-local"
 
-    result = runner.run(CASES[:1], [Reference(), Local()], progress=None, isolate=True)
+    result = runner.run(CASES[:1], [Reference(), Local()], RunOptions(isolate=True))
     r = pairs(result)["first", "fault-local"]
     assert r.status == compare.ERROR and r.reason.startswith("cannot start a worker process")
 
@@ -311,10 +312,10 @@ def test_a_failed_report_write_keeps_the_previous_report(tmp_path):
 
 def test_a_reused_folder_keeps_nothing_of_the_previous_run(tmp_path):
     out = tmp_path / "report"
-    result = runner.run(CASES[:1], [Reference(), Raises()], progress=None, keep_outputs=True)
+    result = runner.run(CASES[:1], [Reference(), Raises()], RunOptions(keep_outputs=True))
     write_report(result, out, outputs=True)
     assert (out / "errors.log").exists() and (out / "outputs").is_dir()
-    result = runner.run(CASES[:1], [Reference(), Correct()], progress=None)
+    result = runner.run(CASES[:1], [Reference(), Correct()])
     write_report(result, out)
     assert not (out / "errors.log").exists() and not (out / "outputs").exists()
 
@@ -329,7 +330,7 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(tmp_path):
         (leftover / "run.json").write_text("half")
     alive = tmp_path / f".report.partial-{os.getpid()}-xyz"  # a run still going: kept
     alive.mkdir()
-    result = runner.run(CASES[:1], [Reference(), Correct()], progress=None)
+    result = runner.run(CASES[:1], [Reference(), Correct()])
     write_report(result, out)
     assert _hidden_leftovers(out) == [alive.name]
 

@@ -24,6 +24,7 @@ from harness.adapters.torch_cpu import TorchCPU
 from harness.cases import discover
 from harness.report import plots, write_report
 from harness.report.plots import error_plot, gradient_blocks, gradient_plot
+from harness.results import PairResult
 
 pytestmark = pytest.mark.torch
 pytest.importorskip("torch")
@@ -127,12 +128,12 @@ def report(tmp_path_factory):
     for name, text in CASES.items():
         (root / "cases" / name).write_text(text)
     chosen = registry.select(["reference", "noise-floor", "torch-cpu"]) + [ForwardOnly()]
-    result = runner.run(discover([root / "cases"]), chosen, progress=None)
+    result = runner.run(discover([root / "cases"]), chosen)
     out = write_report(result, root / "report", plots="all")
     return result, out
 
 
-def pairs(result) -> dict[tuple[str, str], runner.PairResult]:
+def pairs(result) -> dict[tuple[str, str], PairResult]:
     return {(p.case, p.adapter): p for p in result.pairs}
 
 

@@ -27,6 +27,7 @@ from harness.cases import discover
 from harness.report import write_report
 from harness.report.html import markdown_tables_html
 from harness.report.plots import error_plot, layer_heatmap
+from harness.results import PairResult, RunResult
 
 pytestmark = pytest.mark.torch
 pytest.importorskip("torch")
@@ -111,7 +112,7 @@ def report(tmp_path_factory):
     (root / "cases").mkdir()
     for name, text in CASES.items():
         (root / "cases" / name).write_text(text)
-    result = runner.run(discover([root / "cases"]), registry.select(ADAPTERS), progress=None)
+    result = runner.run(discover([root / "cases"]), registry.select(ADAPTERS))
     out = write_report(result, root / "report")
     page = Page()
     page.feed((out / "index.html").read_text())
@@ -378,7 +379,7 @@ def test_float64_cells_give_ulp_not_a_floor_ratio(tmp_path):
     (tmp_path / "f64.yaml").write_text("name: f64\ncell: lstm\ninput_size: 3\nhidden_size: 4\n"
                                        "dtype: float64\n")
     result = runner.run(discover([tmp_path / "f64.yaml"]),
-                        registry.select(["reference", "noise-floor"]), progress=None)
+                        registry.select(["reference", "noise-floor"]))
     out = write_report(result, tmp_path / "report", plots="none")
     html = (out / "index.html").read_text()
     ulp = result.pairs[1].rows["max_ulp"].max()  # noise-floor: float64 rounding is the identity
@@ -410,9 +411,9 @@ def test_every_adapter_column_of_the_grid_is_visible_at_1400_px(tmp_path):
                   hidden_size=4) for k in range(3)]
     adapters = list(registry.ADAPTERS.values())
     statuses = [compare.PASS, compare.UNAVAILABLE, compare.NOT_APPLICABLE]
-    pairs = [runner.PairResult(c.name, a.name, statuses[(i + j) % 3], reason="(layout test)")
+    pairs = [PairResult(c.name, a.name, statuses[(i + j) % 3], reason="(layout test)")
              for i, c in enumerate(cases) for j, a in enumerate(adapters)]
-    result = runner.RunResult(cases=cases, adapters=adapters, pairs=pairs)
+    result = RunResult(cases=cases, adapters=adapters, pairs=pairs)
     out = write_report(result, tmp_path / "report", plots="none")
     check = out / "grid-check.html"
     check.write_text((out / "index.html").read_text().replace("</body>", CHECK_GRID + "</body>"))

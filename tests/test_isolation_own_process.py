@@ -63,7 +63,7 @@ def test_run_starts_one_worker_and_stops_it(own):
     adapter = OwnProcess()
     cases = [Case(name=f"r{k}", **(SMALL | {"seed": k})) for k in range(3)]
     before = own.started
-    result = run(cases, [adapter], progress=None)
+    result = run(cases, [adapter])
     assert [p.status for p in result.pairs] == [compare.PASS] * 3
     assert own.started - before == 1
     assert not own._workers, "the run's end stops the worker"

@@ -16,7 +16,10 @@ from harness import compare, runner
 from harness.adapters.reference import Reference
 from harness.cases import discover
 from harness.cli import main
+from harness.progress import RunProgress
 from harness.report import write_report
+from harness.results import RunResult
+from harness.run_options import RunOptions
 from harness.shard import Shard
 from harness.spec import Case
 
@@ -27,7 +30,7 @@ SMALL = [Case(name=f"c{k}", cell=("lstm", "gru")[k % 2], input_size=2, hidden_si
               seq_len=3, seed=k) for k in range(4)]
 
 
-def _pairs(result: runner.RunResult) -> list[tuple]:
+def _pairs(result: RunResult) -> list[tuple]:
     return [(p.case, p.adapter, p.status, p.reason) for p in result.pairs]
 
 
@@ -36,8 +39,8 @@ def test_jobs_2_writes_the_report_jobs_1_writes(tmp_path):
     cases = discover(CASE_FILES)
     adapters = registry.select(["reference", "noise-floor", "torch-cpu"])
     lines: list[str] = []
-    one = runner.run(cases, adapters, progress=None)
-    two = runner.run(cases, adapters, progress=lines.append, jobs=2)
+    one = runner.run(cases, adapters)
+    two = runner.run(cases, adapters, RunOptions(jobs=2), on_event=RunProgress(lines.append))
     assert _pairs(two) == _pairs(one)
     assert {"pass", "not applicable", "baseline"} <= {p.status for p in one.pairs}
     write_report(one, tmp_path / "one")
@@ -58,7 +61,7 @@ def test_jobs_2_writes_the_report_jobs_1_writes(tmp_path):
 def test_a_worker_runs_many_cases():
     """Workers are reused from case to case (a framework is imported once per worker), and
     the adapters do not run in this process."""
-    result = runner.run(SMALL, [Reference(), Correct()], progress=None, keep_outputs=True, jobs=2)
+    result = runner.run(SMALL, [Reference(), Correct()], RunOptions(keep_outputs=True, jobs=2))
     pids = {int(p.outputs.extras["pid"]) for p in result.pairs if p.adapter == "fault-none"}
     assert 1 <= len(pids) <= 2 and os.getpid() not in pids
     assert [p.status for p in result.pairs] == ["baseline", "pass"] * len(SMALL)
@@ -67,7 +70,7 @@ def test_a_worker_runs_many_cases():
 def test_a_dead_worker_costs_its_case_only():
     adapters = [Reference(), Correct(), Exits(), Correct()]
     adapters[-1].name = "fault-none-after"
-    result = runner.run(SMALL, adapters, progress=None, jobs=2)
+    result = runner.run(SMALL, adapters, RunOptions(jobs=2))
     got = {(p.case, p.adapter): p for p in result.pairs}
     assert [(p.case, p.adapter) for p in result.pairs] == \
         [(c.name, a.name) for c in SMALL for a in adapters]  # every pair, in order
@@ -87,7 +90,7 @@ def test_a_dead_worker_costs_its_case_only():
 def test_jobs_with_isolate_costs_one_pair():
     """--isolate inside --jobs: each worker has adapter worker processes of its own."""
     adapters = [Reference(), Exits(), Correct()]
-    result = runner.run(SMALL[:2], adapters, progress=None, jobs=2, isolate=True, timeout=60)
+    result = runner.run(SMALL[:2], adapters, RunOptions(jobs=2, isolate=True, timeout=60))
     got = {(p.case, p.adapter): p for p in result.pairs}
     for case in SMALL[:2]:
         assert got[case.name, "fault-exits"].reason.startswith(
@@ -99,13 +102,13 @@ def test_case_errors_and_shards_with_jobs(tmp_path):
     bad = Case(name="bad", cell="lstm", input_size=2, hidden_size=3,
                weights={"file": "missing.npz", "layout": "torch"}, source=str(tmp_path / "x.yaml"))
     cases = [SMALL[0], bad, SMALL[1]]
-    one = runner.run(cases, [Reference(), Correct()], progress=None)
-    two = runner.run(cases, [Reference(), Correct()], progress=None, jobs=3)
+    one = runner.run(cases, [Reference(), Correct()])
+    two = runner.run(cases, [Reference(), Correct()], RunOptions(jobs=3))
     assert _pairs(two) == _pairs(one)
     assert list(two.case_errors) == ["bad"] and two.case_errors == one.case_errors
     for k in (1, 2):
-        a = runner.run(cases, [Reference(), Correct()], progress=None, shard=Shard(k, 2))
-        b = runner.run(cases, [Reference(), Correct()], progress=None, shard=Shard(k, 2), jobs=2)
+        a = runner.run(cases, [Reference(), Correct()], RunOptions(shard=Shard(k, 2)))
+        b = runner.run(cases, [Reference(), Correct()], RunOptions(shard=Shard(k, 2), jobs=2))
         assert _pairs(a) == _pairs(b) and a.shard == b.shard == f"{k}/2"
 
 
@@ -139,4 +142,4 @@ class BrokenInWorkers(Correct):
 def test_a_worker_that_cannot_start_stops_the_run():
     with pytest.raises(RuntimeError, match="a --jobs worker process could not start: the --jobs "
                                            "worker process exited with code 1"):
-        runner.run(SMALL, [Reference(), BrokenInWorkers()], progress=None, jobs=2)
+        runner.run(SMALL, [Reference(), BrokenInWorkers()], RunOptions(jobs=2))

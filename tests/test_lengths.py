@@ -36,7 +36,7 @@ def test_every_cpu_adapter_agrees_whichever_way_the_lengths_are_given(tmp_path, 
     in_yaml = _case(tmp_path, {"x": _x()}, name="yaml", seq_lengths=LENGTHS, direction=direction)
     in_file = _case(tmp_path, {"x": _x(), "seq_lengths": np.array(LENGTHS)}, name="file",
                     direction=direction)
-    result = run([in_yaml, in_file], select(None, "cpu"), progress=None)
+    result = run([in_yaml, in_file], select(None, "cpu"))
     assert not result.case_errors
     by = {(p.case, p.adapter): p for p in result.pairs}
     adapters = {p.adapter for p in result.pairs}

@@ -1,8 +1,9 @@
-"""Progress while running: pairs done of total, the pair running now, the time left.
+"""Progress while running (harness.progress, rendering the run's events): pairs done of total,
+the pair running now, the time left.
 
 Not a terminal: one plain line per finished pair. A terminal: one line rewritten in place with a
-carriage return, DIVERGED and error results kept on screen. Plain callables keep getting one
-``str`` per finished pair (the ``progress`` callback interface).
+carriage return, DIVERGED and error results kept on screen. A plain callable as the line sink
+gets one ``str`` per finished pair.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness import adapters as registry
-from harness import compare, runner
+from harness import compare, progress, runner
 from harness.cases import discover
 
 pytestmark = pytest.mark.torch
@@ -60,13 +61,13 @@ def cases(tmp_path_factory) -> list:
     return discover([folder])
 
 
-def run(cases, progress):
-    return runner.run(cases, registry.select(ADAPTERS), progress=progress)
+def run(cases, lines):
+    return runner.run(cases, registry.select(ADAPTERS), on_event=progress.RunProgress(lines))
 
 
 def test_not_a_terminal_one_plain_line_per_finished_pair(cases):
     stream = io.StringIO()
-    result = run(cases, runner.StderrProgress(stream))
+    result = run(cases, progress.StderrProgress(stream))
     text = stream.getvalue()
     assert "\r" not in text and "\x1b" not in text
     lines = text.splitlines()
@@ -84,7 +85,7 @@ def test_not_a_terminal_one_plain_line_per_finished_pair(cases):
 def test_terminal_single_updating_line(cases, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # the status line is cut to the terminal's width
     stream = Terminal()
-    result = run(cases, runner.StderrProgress(stream))
+    result = run(cases, progress.StderrProgress(stream))
     text = stream.getvalue()
     total = len(result.pairs)
     # the pair running now, with pairs done of total, before it finishes
@@ -113,7 +114,7 @@ def test_plain_callable_gets_one_str_per_pair(cases):
 
 
 def test_default_writes_to_the_current_stderr(capsys):
-    runner.plain_progress("[1/1] x::y  pass")
+    progress.plain_progress("[1/1] x::y  pass")
     assert capsys.readouterr().err == "[1/1] x::y  pass\n"
 
 
@@ -123,23 +124,23 @@ def test_case_that_cannot_be_prepared_is_an_error_line(tmp_path: Path):
         "weights: {file: missing.npz, layout: torch}\n")
     stream = Terminal()
     result = runner.run(discover([tmp_path]), registry.select(["reference", "noise-floor"]),
-                        progress=runner.StderrProgress(stream))
+                        on_event=progress.RunProgress(progress.StderrProgress(stream)))
     assert "broken" in result.case_errors
     text = stream.getvalue()
     assert re.search(r"\[2/2\] broken: error: .*missing\.npz.*\n", text), text
 
 
 def test_time_formatting():
-    assert runner._duration(0.4) == "0s"
-    assert runner._duration(59.6) == "1m00s"
-    assert runner._duration(125) == "2m05s"
-    assert runner._time_left([], 10) == "time left unknown"
+    assert progress.duration(0.4) == "0s"
+    assert progress.duration(59.6) == "1m00s"
+    assert progress.duration(125) == "2m05s"
+    assert progress.time_left([], 10) == "time left unknown"
     # the first pairs carry the imports: no estimate from them alone
-    assert runner._time_left([100.0, 100.1], 10) == "time left unknown"
-    assert runner._time_left([1.0] * 10, 10) == "~0s left"
+    assert progress.time_left([100.0, 100.1], 10) == "time left unknown"
+    assert progress.time_left([1.0] * 10, 10) == "~0s left"
 
 
 def test_time_left_ignores_the_slow_first_pairs(monkeypatch):
     # pair 1 took 60 s (imports), the next three 1 s each: 6 left at ~1 s, not at 15.75 s
-    monkeypatch.setattr(runner.time, "perf_counter", lambda: 63.0)
-    assert runner._time_left([60.0, 61.0, 62.0, 63.0], 10) == "~6s left"
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: 63.0)
+    assert progress.time_left([60.0, 61.0, 62.0, 63.0], 10) == "~6s left"

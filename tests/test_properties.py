@@ -30,6 +30,7 @@ from harness.layouts import LAYOUTS, Layout
 from harness.npz import write_text
 from harness.params import Canonical
 from harness.prepare import prepare
+from harness.progress import describe
 from harness.spec import Case
 
 ROOT = Path(__file__).parent.parent
@@ -101,7 +102,7 @@ def test_reference_agrees_with_torch_in_float64(case):
     r = runner.run_pair(prepare(case), TORCH)
     if r.status != compare.PASS:
         path = write_failure(case, "test_reference_agrees_with_torch_in_float64", ["torch-cpu"])
-        raise AssertionError(f"torch-cpu {r.status}: {runner.describe(r)}; minimal case: {path}")
+        raise AssertionError(f"torch-cpu {r.status}: {describe(r)}; minimal case: {path}")
 
 
 # Layouts ----------------------------------------------------------------------------------------

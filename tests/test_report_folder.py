@@ -31,6 +31,7 @@ from harness.report import folder as report_folder
 from harness.report import write_report
 from harness.report.folder import MARKER, read_report
 from harness.report.record import SCHEMA_VERSION
+from harness.run_options import RunOptions
 from harness.shard import Shard
 
 make = case_maker(batch=2, seq_len=3, hidden_size=3, input_size=2)
@@ -40,7 +41,7 @@ CASE_YAML = "name: c\ncell: lstm\ninput_size: 2\nhidden_size: 3\nbatch: 1\nseq_l
 
 def _report(out: Path, cases=CASES, adapters=None, shard: Shard | None = None) -> Path:
     adapters = adapters if adapters is not None else [Reference(), Correct()]
-    write_report(runner.run(cases, adapters, progress=None, shard=shard), out)
+    write_report(runner.run(cases, adapters, RunOptions(shard=shard)), out)
     return out
 
 

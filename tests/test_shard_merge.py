@@ -26,6 +26,7 @@ from harness.cli import main
 from harness.errors import HarnessError
 from harness.merge import merge_reports
 from harness.report import write_report
+from harness.run_options import RunOptions
 from harness.shard import Shard, pair_id, parse_shard, partition
 from harness.spec import Case
 
@@ -325,9 +326,9 @@ def test_merge_keeps_errors_log_and_unknown_adapters(tmp_path):
     cases = [Case(name=n, cell="lstm", input_size=2, hidden_size=3, batch=1, seq_len=2)
              for n in ("a", "b", "c")]
     adapters = [Reference(), Raises(), Correct()]
-    write_report(runner.run(cases, adapters, progress=None), tmp_path / "whole")
+    write_report(runner.run(cases, adapters), tmp_path / "whole")
     for k in (1, 2):
-        result = runner.run(cases, adapters, progress=None, shard=Shard(k, 2))
+        result = runner.run(cases, adapters, RunOptions(shard=Shard(k, 2)))
         write_report(result, tmp_path / f"s{k}")
     merged = merge_reports(tmp_path / "m", [tmp_path / "s2", tmp_path / "s1"])
     assert merged.result.failed

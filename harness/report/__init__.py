@@ -13,7 +13,7 @@ from harness.report.layouts_md import layouts_markdown
 from harness.report.outputs import save_outputs
 from harness.report.run_json import run_record
 from harness.report.summary import summary_markdown
-from harness.runner import RunResult
+from harness.results import RunResult
 from harness.shard import pair_id
 
 

@@ -23,7 +23,7 @@ from harness.report.layouts_md import mapping_markdown
 from harness.report.plots import draw_pair
 from harness.report.summary import _case_line as case_line
 from harness.report.summary import headers, pair_reason, pair_row, split_rows
-from harness.runner import PairResult, RunResult
+from harness.results import PairResult, RunResult
 
 STATUS_CLASS = {
     compare.PASS: "pass", compare.DIVERGED: "diverged", compare.ERROR: "error",

@@ -56,7 +56,7 @@ def run_record(result) -> RunRecord:
         "seconds": round(result.seconds, 3),
         "jobs": getattr(result, "jobs", 1),
     }
-    if getattr(result, "memory_limits", None):  # host and GPU limits the cases were held to
+    if result.memory_limits:  # host and GPU limits the cases were held to
         doc["memory_limits"] = result.memory_limits
     if getattr(result, "shard", None):
         # one shard of a larger run (harness.shard): which one, the pairs it ran, and the whole

@@ -12,7 +12,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from harness import blind, compare
-from harness.runner import RunResult
+from harness.results import RunResult
 
 
 def _fmt(x: float) -> str:

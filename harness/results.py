@@ -1,0 +1,83 @@
+"""What a run found: one :class:`PairResult` per case x adapter pair, and the
+:class:`RunResult` that holds them with the run's own facts. Data only: the run core
+(:mod:`harness.runner`) fills them, the reports and the progress display read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from harness import compare
+from harness.adapters import Adapter
+from harness.blind import BlindCheck
+from harness.data import Outputs
+from harness.spec import Case
+
+
+@dataclass
+class PairResult:
+    case: str
+    adapter: str
+    status: str  # pass | DIVERGED | not applicable | unavailable | error | baseline
+    reason: str = ""
+    seconds: float = 0.0
+    rows: pd.DataFrame | None = None  # the divergence rows (harness.compare.COLUMNS)
+    outputs: Outputs | None = None
+    detail: str = ""  # traceback of an error, for errors.log
+    attribution: str = ""  # a DIVERGED GPU pair: what its reruns say caused it (attribution.py)
+    # the adapter's availability, versions and precision flags, taken in the process it ran in
+    # (Adapter.environment); gathered into RunResult.environments for run.json
+    environment: dict | None = None
+
+    @property
+    def has_rows(self) -> bool:
+        return self.rows is not None and not self.rows.empty
+
+    @property
+    def worst(self) -> pd.Series | None:
+        """The free-running row furthest beyond (or closest to) its tolerance."""
+        return compare.worst(compare.of_mode(self.rows, compare.FREE))
+
+    @property
+    def first_diverging(self) -> pd.Series | None:
+        """The first row beyond tolerance, free-running rows first
+        (:func:`harness.compare.first_divergence`)."""
+        return compare.first_divergence(self.rows)
+
+    @property
+    def step_rows(self) -> pd.DataFrame | None:
+        """The step-local rows (:mod:`harness.steplocal`); None or empty when not run."""
+        return compare.of_mode(self.rows, compare.STEP)
+
+
+@dataclass
+class RunResult:
+    cases: list[Case]
+    adapters: list[Adapter]
+    pairs: list[PairResult] = field(default_factory=list)
+    prepare_seconds: dict[str, float] = field(default_factory=dict)
+    case_errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    jobs: int = 1  # worker processes that ran the cases (``run --jobs``)
+    shard: str | None = None  # "K/N" when this run is one shard of a larger one (harness.shard)
+    shard_of: dict | None = None  # the whole run a shard is part of: its "cases" and "adapters"
+    blind: dict[str, BlindCheck] = field(default_factory=dict)  # per case name
+    environments: dict[str, dict] = field(default_factory=dict)  # adapter -> where it ran
+    # the host and GPU memory limits the cases were held to (MemoryLimit.record), for run.json;
+    # None when the run was given a plain byte count or none
+    memory_limits: dict | None = None
+
+    @property
+    def divergence(self) -> pd.DataFrame:
+        """Every pair's rows in one DataFrame (:data:`harness.compare.COLUMNS`)."""
+        frames = [p.rows for p in self.pairs if p.has_rows]
+        if not frames:
+            return pd.DataFrame(columns=compare.COLUMNS)
+        return pd.concat(frames, ignore_index=True)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.case_errors) or any(
+            p.status in (compare.DIVERGED, compare.ERROR, compare.LOOKS_FIXED)
+            for p in self.pairs)
