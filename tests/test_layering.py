@@ -190,3 +190,13 @@ def test_the_format_readers_sit_below_the_run_core() -> None:
     bad = {m: sorted(t for t in _reach(m) if _within(t, above)) for m in readers}
     bad = {m: t for m, t in bad.items() if t}
     assert not bad, f"a format reader imports what sits above it: {bad}"
+
+
+def test_the_run_core_shows_nothing_itself() -> None:
+    """The run core tells its events to a listener; the terminal display (harness.progress)
+    and the command line (harness.cli) sit above it."""
+    core = [m for m in GRAPH if _within(m, RUN_CORE)]
+    shown = ("harness.progress", "harness.cli")
+    bad = {m: sorted(t for t in _reach(m) if _within(t, shown)) for m in core}
+    bad = {m: t for m, t in bad.items() if t}
+    assert not bad, f"the run core imports the display or the command line: {bad}"
