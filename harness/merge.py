@@ -168,7 +168,9 @@ def _adapters(reports: list[ReportFolder]) -> tuple[dict[str, dict], list[str]]:
         if not entries:
             continue
         available = [s for s, e in entries if e.available]
-        chosen = next((e for _, e in entries if e.available), entries[0][1])
+        # the entry of a shard that ran the adapter: only there was its environment taken
+        chosen = next((e for _, e in entries if e.environment),
+                      next((e for _, e in entries if e.available), entries[0][1]))
         merged[name] = chosen.model_dump(mode="json", exclude_unset=True)
         if available and len(available) < len(entries):
             missing = [f"{s} ({e.reason})" for s, e in entries if not e.available]

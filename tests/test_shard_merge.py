@@ -366,3 +366,27 @@ def test_pytest_refuses_a_bad_shard():
                          capture_output=True, text=True, cwd=ROOT)
     assert got.returncode == 4  # usage error
     assert "--shard: expected 1 <= K <= N in K/N, got '4/3'" in got.stderr
+
+
+def test_merge_keeps_each_adapters_environment_from_the_shard_that_ran_it(tmp_path, capsys):
+    """One case, two adapters, two shards: each adapter runs in one shard only, and the other
+    shard records it without an environment. The merged run.json carries the environment of
+    the shard that ran it, as the whole run does, and diff sees no environment change."""
+    pytest.importorskip("torch")
+    (tmp_path / "tiny.yaml").write_text(CASES.split("matrix:")[0] + "cell: lstm\n")
+    folders = {}
+    for name, extra in (("whole", []), ("s1", ["--shard", "1/2"]), ("s2", ["--shard", "2/2"])):
+        folders[name] = tmp_path / name
+        main(["run", str(tmp_path / "tiny.yaml"), "--adapters", "reference,torch-cpu", "--out",
+              str(folders[name]), "--quiet", *extra])
+    ran = {k: {p["adapter"] for p in _run(folders[k])["pairs"]} for k in ("s1", "s2")}
+    assert ran["s1"] and ran["s2"] and not ran["s1"] & ran["s2"]
+    main(["merge", str(tmp_path / "merged"), str(folders["s1"]), str(folders["s2"])])
+    whole, merged = _run(folders["whole"]), _run(tmp_path / "merged")
+    for name in ("reference", "torch-cpu"):
+        assert whole["adapters"][name].get("environment")
+        assert merged["adapters"][name].get("environment") == \
+            whole["adapters"][name]["environment"], name
+    capsys.readouterr()
+    main(["diff", str(folders["whole"]), str(tmp_path / "merged")])
+    assert "environment" not in capsys.readouterr().out.lower()
