@@ -85,6 +85,8 @@ class BlindCheck:
     probed_on: str = ""  # the truncated copy, e.g. "layer 0 of 5, 12 steps, 2 sequences"
     allow_vacuous: bool = False  # the case says it means to be blind to everything
     not_run: str = ""  # why the check could not run
+    # the warning as a report of run.json schema < 2 recorded it (text only, nothing to judge)
+    recorded_warning: str = ""
 
     @property
     def vacuous(self) -> list[Judged]:
@@ -102,6 +104,8 @@ class BlindCheck:
     @property
     def warning(self) -> str:
         """One line for every report format: what the case is blind to (empty: nothing)."""
+        if self.recorded_warning:
+            return self.recorded_warning
         if self.not_run:
             return f"Blind-spot check not run ({self.not_run})."
         parts = []
@@ -123,6 +127,46 @@ class BlindCheck:
         probed = f" Probed on {self.probed_on}." if self.probed_on else ""
         return (self.warning or f"Blind to: nothing (every plausible layout mistake moves the "
                                 f"outputs by more than {K:g}x tolerance).") + probed
+
+    def record(self) -> dict:
+        """The check as plain data, for run.json (:func:`from_record` reads it back)."""
+        return {"probed_on": self.probed_on, "allow_vacuous": self.allow_vacuous,
+                "not_run": self.not_run,
+                "judged": [{"adapters": list(j.adapters), "atol": j.tol.atol, "rtol": j.tol.rtol,
+                            "floor_factor": j.tol.floor_factor, "probed": j.probed,
+                            "spots": [[s.mistake, s.text, s.why] for s in j.spots]}
+                           for j in self.judged]}
+
+
+def from_record(case: str, doc: dict) -> BlindCheck:
+    """A check recorded in run.json (:meth:`BlindCheck.record`)."""
+    judged = [Judged(tuple(j["adapters"]), Tolerance(j["atol"], j["rtol"], j["floor_factor"]),
+                     [BlindSpot(*spot) for spot in j["spots"]], j["probed"])
+              for j in doc.get("judged", [])]
+    return BlindCheck(case, judged, doc.get("probed_on", ""), doc.get("allow_vacuous", False),
+                      doc.get("not_run", ""))
+
+
+def combined(checks: list[BlindCheck], adapters: list[str]) -> BlindCheck:
+    """One case's checks made by several shards of a run, as the whole run makes it: each
+    tolerance judged once, for the adapters of every shard that judged it (in ``adapters``'
+    order). The shards probed the same copy of the case, so a tolerance's spots are the same
+    in each."""
+    whole = [c for c in checks if not c.recorded_warning]
+    if not whole:
+        return checks[0]
+    made = [c for c in whole if not c.not_run] or whole[:1]
+    groups: dict[Tolerance, Judged] = {}
+    for check in made:
+        for j in check.judged:
+            have = groups.get(j.tol)
+            names = set(j.adapters) | (set(have.adapters) if have else set())
+            order = sorted(names, key=lambda n: adapters.index(n) if n in adapters else 1 << 30)
+            groups[j.tol] = Judged(tuple(order), j.tol, j.spots, j.probed)
+    first = made[0]
+    judged = sorted(groups.values(), key=lambda j: min(
+        (adapters.index(n) for n in j.adapters if n in adapters), default=1 << 30))
+    return BlindCheck(first.case, judged, first.probed_on, first.allow_vacuous, first.not_run)
 
 
 def _tol_text(j: Judged) -> str:
@@ -223,12 +267,18 @@ def check(case: Case, adapters: list | None = None, k: float = K) -> BlindCheck:
 
 
 def of_result(result, case: Case) -> BlindCheck | None:
-    """The check a run made of ``case`` (``RunResult.blind``), or, for a result that has none
-    (a merged report), the check made now with the adapters its pairs compared; None for a
-    case that compared nothing or could not be prepared."""
-    made = getattr(result, "blind", {}).get(case.name)
-    if made is not None or case.name in result.case_errors:
-        return made
+    """The check recorded for ``case`` in ``result`` (``RunResult.blind``, made by the run or
+    carried over from the shards of a merged report); None for a case that compared nothing,
+    could not be prepared, or comes from a report that recorded no checks. Never made here:
+    reports only render."""
+    return result.blind.get(case.name)
+
+
+def check_compared(result, case: Case) -> BlindCheck | None:
+    """The check of ``case`` judged with the tolerance of each adapter its pairs compared
+    (None where none did, or the case could not be prepared): what a run records."""
+    if case.name in result.case_errors:
+        return None
     by_name = {a.name: a for a in result.adapters}
     compared = [by_name[p.adapter] for p in result.pairs if p.case == case.name
                 and p.status in COMPARED and p.adapter in by_name]

@@ -158,26 +158,26 @@ class InProcess:
         return value
 
     def unavailable_reason(self, adapter: Adapter) -> str | None:
-        if adapter.own_process is not None:
-            return own_workers().unavailable_reason(adapter)
+        if (own := own_process_of(adapter)) is not None:
+            return own.unavailable_reason(adapter)
         # in the main thread, untimed: a framework's import may install signal handlers,
         # which only the main thread can do
         return adapter.unavailable_reason()
 
     def environment(self, adapter: Adapter) -> dict:
         """The adapter's environment (:meth:`Adapter.environment`), here, where it runs."""
-        if adapter.own_process is not None:
-            return own_workers().environment(adapter)
+        if (own := own_process_of(adapter)) is not None:
+            return own.environment(adapter)
         if adapter.name not in self._environments:
             self._environments[adapter.name] = adapter.environment()
         return self._environments[adapter.name]
 
     def call(self, adapter: Adapter, case: Case, canonical: Canonical, inputs: Inputs, *,
              check_finite: bool = True) -> tuple[Outputs, float]:
-        if adapter.own_process is not None:
+        if (own := own_process_of(adapter)) is not None:
             self._used_own = True
-            return own_workers().call(adapter, case, canonical, inputs,
-                                      check_finite=check_finite, timeout=self.timeout)
+            return own.call(adapter, case, canonical, inputs, check_finite=check_finite,
+                            timeout=self.timeout)
         return self._run(adapter, f"case {case.name}",
                          lambda: adapter.run(case, canonical, inputs, check_finite=check_finite))
 
@@ -371,13 +371,21 @@ def own_workers() -> Isolated:
     return _OWN
 
 
+def own_process_of(adapter: Adapter) -> Isolated | None:
+    """Where ``adapter`` runs outside ``--isolate``: the shared workers of the own-process
+    adapters (:func:`own_workers`) for a framework that fixes its configuration at import
+    (:attr:`Adapter.own_process`), else None (this process). The one place that decides it,
+    for the run, probe and doctor alike; under ``--isolate`` every adapter has a worker."""
+    return own_workers() if adapter.own_process is not None else None
+
+
 def unavailable_reason(adapter: Adapter) -> str | None:
     """Why ``adapter`` cannot run, asked where it runs: here, or in its own process. A worker
     that cannot start or answer is a reason too."""
-    if adapter.own_process is None:
+    if (own := own_process_of(adapter)) is None:
         return adapter.unavailable_reason()
     try:
-        return own_workers().unavailable_reason(adapter)
+        return own.unavailable_reason(adapter)
     except PairFailure as exc:
         return str(exc)
 
@@ -385,11 +393,11 @@ def unavailable_reason(adapter: Adapter) -> str | None:
 def run_native(adapter: Adapter, case: Case, native: dict, inputs: Inputs) -> Outputs:
     """``adapter._run`` on native tensors (the probe's runs), checked as :meth:`Adapter.run`
     checks them, here or in the adapter's own process."""
-    if adapter.own_process is None:
+    if (own := own_process_of(adapter)) is None:
         out = adapter._run(case, native, inputs)
         adapter._check(case, out)
         return out
-    return own_workers().run_native(adapter, case, native, inputs)
+    return own.run_native(adapter, case, native, inputs)
 
 
 Executor = InProcess | Isolated

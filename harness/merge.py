@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from harness import blind
 from harness.adapters import ADAPTERS, Adapter
 from harness.errors import HarnessError
 from harness.npz import write_text
@@ -159,6 +160,21 @@ def _differences(reports: list[ReportFolder]) -> tuple[dict[str, dict], list[str
     return merged, warnings
 
 
+def _blind_checks(reports: list[ReportFolder], names: list[str],
+                  adapters: list[str]) -> dict[str, blind.BlindCheck]:
+    """Each case's blind-spot check as the shards recorded it, combined across the shards
+    (:func:`harness.blind.combined`); a shard of run.json schema < 2 recorded only the warning
+    text, which is carried over as it is. Nothing is checked again here."""
+    found: dict[str, list[blind.BlindCheck]] = {}
+    for r in reports:
+        for name, doc in r.run.blind_checks.items():
+            found.setdefault(name, []).append(blind.from_record(name, doc))
+        if r.run.schema_version < 2:
+            for name, text in r.run.blind_spots.items():
+                found.setdefault(name, []).append(blind.BlindCheck(name, recorded_warning=text))
+    return {n: blind.combined(found[n], adapters) for n in names if n in found}
+
+
 def _adapters(reports: list[ReportFolder]) -> tuple[dict[str, dict], list[str]]:
     merged: dict[str, dict] = {}
     warnings = []
@@ -278,6 +294,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
     seconds = sum(r.run.seconds for r in reports)
     result = RunResult([cases[n] for n in names], adapters, pairs, prepare_seconds,
                        {n: case_errors[n] for n in names if n in case_errors}, seconds)
+    result.blind = _blind_checks(reports, names, adapter_names)
 
     environment, warnings = _differences(reports)
     adapters_doc, more = _adapters(reports)
@@ -293,6 +310,9 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
         "cases": {n: dict(cases_doc[n], prepare_seconds=round(prepare_seconds[n], 4))
                   for n in names},
         "case_errors": result.case_errors,
+        "blind_spots": {n: c.warning for n, c in result.blind.items() if c.warning},
+        "blind_checks": {n: c.record() for n, c in result.blind.items()
+                         if not c.recorded_warning},
         "pairs": [p.model_dump(mode="json", exclude_unset=True) for p in entries],
         "seconds": round(seconds, 3),
         "shards": present,

@@ -191,7 +191,7 @@ def missing_gpu(adapters: list[Adapter]) -> tuple[list[str], list[str]]:
         return ["no GPU adapter selected (--adapters/--device)"], []
     refused, noted = [], []
     for a in gpu:
-        why = a.unavailable_reason()
+        why = isolation.unavailable_reason(a)  # asked where it runs
         if why is None:
             continue
         absent = not_installed(a.requires)
@@ -495,6 +495,10 @@ def run(cases: Iterable[Case], adapters: list[Adapter], options: RunOptions | No
         if on_event is not None:
             on_event(RunEnded())
     collector.fill(result)
+    for a in adapters:  # an adapter no pair reached: asked here, so a report only renders
+        if a.name not in result.environments:
+            reason = isolation.unavailable_reason(a)
+            result.environments[a.name] = {"available": reason is None, "reason": reason}
     check_blind_spots(result)
     result.seconds = time.perf_counter() - start
     return result
@@ -505,7 +509,7 @@ def check_blind_spots(result: RunResult) -> None:
     judged with the tolerance of each adapter it compared; a vacuous case (blind to every
     plausible mistake, and not marked ``allow_vacuous``) becomes a case error."""
     for case in result.cases:
-        check = blind_check.of_result(result, case)  # made now: the run has none yet
+        check = blind_check.check_compared(result, case)
         if check is None:
             continue
         result.blind[case.name] = check

@@ -357,3 +357,31 @@ def test_the_run_record_keeps_what_a_newer_harness_adds(tmp_path, capsys):
     run = read_report(out).run
     assert run.adapters["fault-none"].environment == {"driver": "555.1"}
     assert main(["diff", str(out), str(out)]) == 0
+
+
+def test_writing_a_report_imports_no_framework(tmp_path):
+    """Everything a report says was recorded by the run: writing it asks no adapter (an
+    adapter the run never reached included) and so imports no framework."""
+    code = f"""
+import sys
+from harness import runner
+from harness.adapters import get_adapter
+from harness.cases import load_cases
+from harness.report import write_report
+case = tmp = {str(tmp_path / "c.yaml")!r}
+open(case, "w").write({CASE_YAML!r})
+result = runner.run(load_cases(case), [get_adapter("reference")])
+result.adapters.append(get_adapter("torch-cpu"))  # selected, never reached by the run
+before = set(sys.modules)
+write_report(result, {str(tmp_path / "out")!r})
+frameworks = {{"torch", "tensorflow", "tf_keras", "keras", "jax", "onnxruntime", "onnx",
+              "openvino", "ai_edge_litert"}}
+print(sorted({{m.split(".")[0] for m in set(sys.modules) - before}} & frameworks))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    doc = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert doc["adapters"]["torch-cpu"] == {"available": False,
+                                           "reason": "not recorded by the run", "device": "cpu"}

@@ -390,3 +390,47 @@ def test_merge_keeps_each_adapters_environment_from_the_shard_that_ran_it(tmp_pa
     capsys.readouterr()
     main(["diff", str(folders["whole"]), str(tmp_path / "merged")])
     assert "environment" not in capsys.readouterr().out.lower()
+
+
+def _no_blind_check(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("a report must render the recorded blind-spot check, not make one")
+
+    from harness import blind
+
+    monkeypatch.setattr(blind, "check", refuse)
+
+
+def test_a_merged_report_renders_the_shards_recorded_blind_checks(runs, tmp_path, monkeypatch):
+    """Each shard records its cases' blind-spot checks in run.json; the merge combines them and
+    renders them as the whole run does, without checking anything again."""
+    _no_blind_check(monkeypatch)
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *(str(runs[f"s{k}"]) for k in (2, 3, 1))]) == 1
+    merged = (out / "summary.md").read_text()
+    assert _untimed_summary(merged) == _untimed_summary(
+        (runs["whole"] / "summary.md").read_text())
+    assert merged.count("Blind to") == len(_run(runs["whole"])["blind_checks"]) > 0
+    assert _run(out)["blind_checks"] == _run(runs["whole"])["blind_checks"]
+
+
+def test_a_merge_of_reports_from_before_the_recorded_checks_carries_their_warnings(
+        runs, tmp_path, monkeypatch):
+    """A shard of run.json schema 1 recorded only each case's warning text: the merge carries
+    that text over as it is, and still checks nothing again."""
+    shards = []
+    for k in (1, 2, 3):
+        folder = Path(shutil.copytree(runs[f"s{k}"], tmp_path / f"s{k}"))
+        doc = _run(folder)
+        doc.pop("blind_checks")
+        doc["schema_version"] = 1
+        doc["blind_spots"] = {"peep": "Blind to (recorded by an older rnn-harness): something."}
+        (folder / "run.json").write_text(json.dumps(doc))
+        shards.append(str(folder))
+    _no_blind_check(monkeypatch)
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *shards]) == 1
+    summary = (out / "summary.md").read_text()
+    assert "Blind to (recorded by an older rnn-harness): something." in summary
+    assert "Blind to (recorded by an older rnn-harness): something." in \
+        (out / "index.html").read_text()

@@ -1,9 +1,11 @@
 """The run record: run.json of a report folder, as data (pydantic).
 
 ``schema_version`` says which shape a file has: 1 is the first with the field; files written
-before it (no field, read as 0) have the same shape and are read alike. A file of a newer schema
-than this installation knows is refused, not guessed at. :mod:`harness.report.folder` writes and
-reads these records; nothing else parses run.json.
+before it (no field, read as 0) have the same shape and are read alike. 2 records each case's
+whole blind-spot check (``blind_checks``); an earlier file has only its warning text
+(``blind_spots``), which a merge carries over as it is (:func:`harness.merge.merge_reports`).
+A file of a newer schema than this installation knows is refused, not guessed at.
+:mod:`harness.report.folder` writes and reads these records; nothing else parses run.json.
 
 Every section is open to additions (``extra="allow"``): a newer rnn-harness can record more
 (e.g. an adapter's ``environment``) without making its reports unreadable here.
@@ -16,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # `run --shard K/N` refuses N above the number of pairs; a run.json is bounded the same way, and
 # absolutely where it names no whole run (merge lists the missing shards, one string each)
 MAX_SHARDS = 10_000
@@ -81,6 +83,8 @@ class RunRecord(_Open):
     precision_flags: dict[str, Any] = {}
     cases: dict[str, CaseRecord] = {}
     case_errors: dict[str, str] = {}
+    blind_spots: dict[str, str] = {}
+    blind_checks: dict[str, dict[str, Any]] = {}
     pairs: list[PairRecord]
     seconds: Seconds = 0.0
     jobs: int | None = None

@@ -7,7 +7,7 @@ import platform
 import sys
 from datetime import UTC, datetime
 
-from harness import __version__, isolation
+from harness import __version__
 from harness.report.record import SCHEMA_VERSION, RunRecord
 
 
@@ -17,12 +17,10 @@ def run_record(result) -> RunRecord:
     adapters, flags = {}, {}
     environments = getattr(result, "environments", None) or {}
     for a in result.adapters:
-        # taken where the adapter ran, by the runner (Adapter.environment); an adapter no pair
-        # reached is only asked whether it is available, here
-        env = environments.get(a.name)
-        if env is None:
-            reason = isolation.unavailable_reason(a)
-            env = {"available": reason is None, "reason": reason}
+        # taken by the run where the adapter ran (Adapter.environment), or, for an adapter no
+        # pair reached, its availability; a result without it says so rather than asking here
+        env = environments.get(a.name) or {"available": False,
+                                           "reason": "not recorded by the run"}
         adapters[a.name] = {"available": env["available"], "reason": env["reason"],
                             "device": a.device}
         if "versions" in env:
@@ -47,8 +45,9 @@ def run_record(result) -> RunRecord:
                   for c in result.cases},
         "case_errors": dict(result.case_errors),
         # the blind-spot warning of each case that has one (harness.blind)
-        "blind_spots": {n: c.warning for n, c in getattr(result, "blind", {}).items()
-                        if c.warning},
+        "blind_spots": {n: c.warning for n, c in result.blind.items() if c.warning},
+        # each case's whole check (harness.blind), so a merged report renders it unchanged
+        "blind_checks": {n: c.record() for n, c in result.blind.items()},
         "pairs": [{"case": p.case, "adapter": p.adapter, "status": p.status,
                    "seconds": round(p.seconds, 4), "reason": p.reason,
                    **({"attribution": p.attribution} if getattr(p, "attribution", "") else {})}
