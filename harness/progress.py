@@ -1,7 +1,9 @@
 """Progress on the terminal: a run's events (:mod:`harness.run_events`) rendered as lines,
 with pairs done of total, the pair running now and the time left.
 
-Two parts: :class:`RunProgress` turns events into lines; a line sink shows them, by default
+The default display (:class:`RunDisplay`) is one progress bar on a terminal and, above it (and
+alone where stderr is not a terminal), a line for each pair that needs a look. ``run --verbose``
+has :class:`RunProgress`, which turns every event into a line for a line sink, by default
 :data:`plain_progress` (:class:`StderrProgress`), or any callable taking a ``str``.
 """
 
@@ -61,10 +63,7 @@ class StderrProgress:
         return self._stream if self._stream is not None else sys.stderr
 
     def _tty(self) -> bool:
-        try:
-            return self.stream.isatty()
-        except (AttributeError, ValueError):  # closed or not a file
-            return False
+        return _is_tty(self.stream)
 
     def _status(self, line: str) -> None:
         width = shutil.get_terminal_size((100, 24)).columns - 1
@@ -166,3 +165,88 @@ class RunProgress:
         elif isinstance(event, RunEnded):
             if hasattr(self.lines, "close"):
                 self.lines.close()
+
+
+# Pairs that cost next to nothing: settled by the adapter's capabilities or availability
+# before anything runs. A time estimate that counted them as pairs would promise far too little.
+_FREE = (compare.NOT_APPLICABLE, compare.UNAVAILABLE)
+
+
+class RunDisplay:
+    """The default terminal display of a run (a run's ``on_event``). On a terminal: one
+    progress bar (tqdm) with pairs done of total, the pair running now and the time left.
+    Above it, and alone where stderr is not a terminal (CI logs, files): a line for each pair
+    that needs a look (DIVERGED, an error, a known upstream bug that looks fixed) and each case
+    that could not be prepared. Passes, baselines and not-applicable pairs print nothing: the
+    last line counts them and the report holds every one.
+
+    The time left counts only the pairs that run: a not-applicable or unavailable pair is
+    settled at once, so the pairs left are weighed by the share of pairs that ran so far."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream  # None: sys.stderr when the run starts
+        self.bar = None
+        self.total = self.done = 0
+        self.start = time.perf_counter()
+        self.ran: list[float] = []  # when each pair that ran ended
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream if self._stream is not None else sys.stderr
+
+    def _say(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def time_left(self) -> str:
+        if self.done >= self.total:
+            return "~0s left"
+        if len(self.ran) < ETA_AFTER:
+            return "time left unknown"
+        half = len(self.ran) // 2  # the later half: the first pairs carry the imports
+        per_pair = (time.perf_counter() - self.ran[half - 1]) / (len(self.ran) - half)
+        share = len(self.ran) / max(self.done, 1)
+        return f"~{duration(per_pair * (self.total - self.done) * share)} left"
+
+    def __call__(self, event: RunEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.total, self.done, self.ran = event.pairs, 0, []
+            self.start = time.perf_counter()
+            if _is_tty(self.stream):
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=self.total, file=self.stream, leave=False,
+                                dynamic_ncols=True, unit="pair",
+                                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} pairs{postfix}")
+        elif isinstance(event, CaseFailed):
+            self.done += len(event.adapters)
+            self._say(f"{event.case}: error: {event.error}")
+            if self.bar is not None:
+                self.bar.update(len(event.adapters))
+        elif isinstance(event, PairStarted):
+            if self.bar is not None:
+                so_far = duration(time.perf_counter() - self.start)
+                self.bar.set_postfix_str(f"{event.case}::{event.adapter} ({so_far} so far, "
+                                         f"{self.time_left()})")
+        elif isinstance(event, PairFinished):
+            r = event.result
+            self.done += 1
+            if r.status not in _FREE:
+                self.ran.append(time.perf_counter())
+            if r.status in StderrProgress.ATTENTION:
+                self._say(f"{r.case}::{r.adapter}  {describe(r)}")
+            if self.bar is not None:
+                self.bar.update(1)
+        elif isinstance(event, RunEnded):
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed or not a file
+        return False

@@ -271,7 +271,8 @@ def test_no_tensorflow_native_log_line_during_a_run_while_the_rest_of_stderr_sta
     code = f"""if True:
         import faulthandler, sys, warnings
         from harness.cli import main
-        args = ["run", "cases/reverse.yaml", "--adapters", "keras,tf-legacy", "--plots", "none"]
+        args = ["run", "cases/reverse.yaml", "--adapters", "keras,tf-legacy", "--plots", "none",
+                "--verbose"]
         codes = [main([*args, "--jobs", "2", "--out", {str(tmp_path / "jobs")!r}]),
                  main([*args, "--out", {str(tmp_path / "here")!r}])]
         warnings.warn("planted Python warning")

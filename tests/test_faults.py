@@ -178,7 +178,7 @@ def _after_an_earlier_report(out: Path) -> tuple[list[str], dict]:
     """The command of a whole-suite run into ``out``, and the files of an earlier, complete
     report (one case) already there."""
     cmd = [sys.executable, "-m", "harness", "run", "cases", "--adapters", "reference,torch-cpu",
-           "--out", str(out)]
+           "--out", str(out), "--verbose"]  # a line per pair: the test waits for the third
     subprocess.run([*cmd[:4], "cases/projection.yaml", *cmd[5:]], cwd=ROOT, check=True,
                    capture_output=True, timeout=300)
     return cmd, _files(out)

@@ -175,7 +175,8 @@ def test_the_run_core_imports_no_tool() -> None:
 def test_the_mistake_engine_sits_below_the_run_and_the_tools() -> None:
     engine = [m for m in GRAPH if _within(m, MISTAKE_ENGINE)]
     assert "harness.mistakes.scoring" in engine
-    above = ("harness.runner", "harness.blind", "harness.isolation", "harness.report") + TOOLS
+    above = ("harness.runner", "harness.blind", "harness.isolation", "harness.report",
+             "harness.prepare") + TOOLS
     bad = {m: sorted(t for t in _reach(m) if _within(t, above)) for m in engine}
     bad = {m: t for m, t in bad.items() if t}
     assert not bad, f"the mistake engine imports what sits above it: {bad}"

@@ -144,3 +144,69 @@ def test_time_left_ignores_the_slow_first_pairs(monkeypatch):
     # pair 1 took 60 s (imports), the next three 1 s each: 6 left at ~1 s, not at 15.75 s
     monkeypatch.setattr(progress.time, "perf_counter", lambda: 63.0)
     assert progress.time_left([60.0, 61.0, 62.0, 63.0], 10) == "~6s left"
+
+
+# The default display (RunDisplay) and the command line ----------------------------------------
+
+def _cli(folder: Path, *extra: str) -> tuple[int, str, str]:
+    from harness.cli import main
+
+    capsys_out, capsys_err = io.StringIO(), io.StringIO()
+    import contextlib
+
+    with contextlib.redirect_stdout(capsys_out), contextlib.redirect_stderr(capsys_err):
+        code = main(["run", str(folder), "--adapters", ",".join(ADAPTERS),
+                     "--out", str(folder / "report"), *extra])
+    return code, capsys_out.getvalue(), capsys_err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def folder(cases, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cli")
+    for name, text in CASES.items():
+        (root / name).write_text(text)
+    return root
+
+
+def test_the_default_display_shows_only_what_did_not_pass(folder):
+    """Not a terminal: no line per pair, only the pair that diverged, then the last line."""
+    code, out, err = _cli(folder)
+    assert code == 1
+    lines = [x for x in err.splitlines() if not x.startswith("report: writing")]
+    assert len(lines) == 1 and lines[0].startswith("tight::torch-cpu  DIVERGED first at"), err
+    assert len(out.splitlines()) == 1 and "1 DIVERGED" in out
+
+
+def test_verbose_gives_a_line_per_pair(folder):
+    code, _, err = _cli(folder, "--verbose")
+    pairs = [x for x in err.splitlines() if LINE.match(x)]
+    assert code == 1 and len(pairs) == 3 * len(ADAPTERS)
+
+
+def test_the_display_on_a_terminal_is_one_bar_with_the_diverged_pair_above(cases):
+    stream = Terminal()
+    runner.run(cases, registry.select(ADAPTERS), on_event=progress.RunDisplay(stream))
+    text = stream.getvalue()
+    assert "tight::torch-cpu  DIVERGED" in text
+    assert f"/{3 * len(ADAPTERS)} pairs, " in text  # the bar: done of total, the pair running
+    kept = [x for x in text.replace("\r", "\n").splitlines() if "::" in x and "%|" not in x]
+    assert kept == [x for x in kept if "DIVERGED" in x]  # no pass line kept on screen
+
+
+def test_the_time_left_weighs_the_pairs_that_run(monkeypatch):
+    """Not-applicable pairs are settled at once: 40 of them done in no time must not make the
+    estimate say ~0s when the pairs that run take 10 s each."""
+    from harness.results import PairResult
+    from harness.run_events import PairFinished, RunStarted
+
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: now[0])
+    display = progress.RunDisplay(io.StringIO())
+    display(RunStarted(100))
+    for k in range(50):  # every fifth pair runs, for 10 s; the others are not applicable
+        runs = k % 5 == 0
+        now[0] += 10.0 if runs else 0.0
+        status = compare.PASS if runs else compare.NOT_APPLICABLE
+        display(PairFinished(PairResult("c", f"a{k}", status)))
+    # 50 pairs left, a fifth of them run, 10 s each: about 100 s
+    assert display.time_left() == "~1m40s left"

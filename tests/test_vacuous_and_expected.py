@@ -39,9 +39,12 @@ def test_the_check_judges_each_adapters_own_tolerance():
     assert [j.adapters for j in both.vacuous] == [("noise-floor",)]
 
 
-def test_a_per_adapter_tolerance_that_sees_nothing_is_a_case_error(tmp_path):
+def test_a_per_adapter_tolerance_that_sees_nothing_is_a_case_error(tmp_path, capsys):
     code, out = _run(tmp_path, "loose", "tolerance: {adapters: {noise-floor: {atol: 1.0e300}}}\n")
     assert code == 1
+    # the last line says why the run failed, beside counts that are all passes
+    assert capsys.readouterr().out.strip().splitlines()[-1].split("; report in")[0].endswith(
+        "1 baseline, 1 pass; 1 vacuous case")
     doc = json.loads((out / "run.json").read_text())
     assert blind.VACUOUS in doc["case_errors"]["loose"]
     assert {p["status"] for p in doc["pairs"]} == {compare.BASELINE, compare.PASS}

@@ -38,6 +38,9 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
                    help="report folder (default: reports/latest)")
     r.add_argument("--save-outputs", action="store_true", help="write outputs/<case>/<adapter>.npz")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--verbose", "-v", action="store_true",
+                   help="a line for every pair as it finishes (by default: one progress bar on "
+                        "a terminal, and a line only for each pair that did not pass)")
     r.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                    help="per pair: an adapter still running after this is an error row "
                         "(default 600; 0: no limit)")
@@ -80,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
     from harness import cases as case_files
     from harness import memory, prepare, runner
     from harness.bundled import bundled_cases
-    from harness.progress import RunProgress
+    from harness.progress import RunDisplay, RunProgress
     from harness.report import write_report
     from harness.report.folder import check_writable, report_names
     from harness.shard import parse_shard
@@ -126,13 +129,14 @@ def handle(args: argparse.Namespace) -> int:
     options = RunOptions(timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
                          keep_outputs=args.save_outputs, shard=shard, jobs=jobs,
                          step_mode=args.step_mode, device=device)
-    result = runner.run(cases, chosen, options, on_event=None if args.quiet else RunProgress())
+    display = None if args.quiet else RunProgress() if args.verbose else RunDisplay()
+    result = runner.run(cases, chosen, options, on_event=display)
     report_progress = None if args.quiet else _report_progress
     out = write_report(result, args.out, outputs=args.save_outputs, plots=args.plots,
                        progress=report_progress)
     where = f"shard {shard}: {len(result.pairs)} pair(s) of " if shard else ""
     print(printable(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
-                    + _run_counts(result.pairs, chosen, why)
+                    + _run_counts(result.pairs, chosen, why) + _case_problems(result)
                     + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
                     f"{_process_seconds():.1f} s in all)"))
     if result.failed:
@@ -186,6 +190,16 @@ def _run_counts(pairs: list, chosen: list, why: str) -> str:
     cpu_pairs = [p for p in pairs if p.adapter not in gpu]
     gpu_pairs = [p for p in pairs if p.adapter in gpu]
     return f"{counts(cpu_pairs)}; GPU pairs ({len(gpu)} adapter(s)): {counts(gpu_pairs)}"
+
+
+def _case_problems(result) -> str:
+    """The last line's word on cases: the vacuous ones (blind to every plausible mistake) and
+    the others that could not run, each a reason for exit 1 that no pair count shows."""
+    vacuous = sum(1 for n in result.case_errors if n in result.blind and result.blind[n].error)
+    other = len(result.case_errors) - vacuous
+    parts = ([f"{vacuous} vacuous case{'s' if vacuous > 1 else ''}"] if vacuous else []) + (
+        [f"{other} case error{'s' if other > 1 else ''}"] if other else [])
+    return "; " + ", ".join(parts) if parts else ""
 
 
 def _report_progress(line: str) -> None:

@@ -160,7 +160,7 @@ class Doctor(LayerSearch):
                     return self._simplest(found), []
             for f in fixers[:MAX_FIXERS]:  # two recurrent-side mistakes on top of a fixer
                 for a, b in itertools.combinations(quiet, 2):
-                    if self.budget.expired():
+                    if self.budget.stop_if_expired():  # incomplete: the report says so
                         break
                     if compatible(f, a) and compatible(f + (a,), b):
                         ev(f + (a, b))
@@ -179,7 +179,7 @@ class Doctor(LayerSearch):
                 nxt = []
                 for h, _s in frontier:
                     for m in singles:
-                        if self.budget.expired():
+                        if self.budget.stop_if_expired():
                             break
                         if compatible(h, m):
                             s = ev(h + (m,))
