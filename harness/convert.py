@@ -96,9 +96,9 @@ def effective(case: Case, canonical: Canonical) -> dict[str, np.ndarray]:
     for layer, d in layer_dirs(case):
         for k, v in canonical.block(layer, d).items():
             kind, _, g = k.partition("_")
-            if kind == "bR" and not (case.cell == "gru" and case.reset_after and g == "n"):
+            if kind == "bR" and g not in case.cell_kind.separate_biases(case.reset_after):
                 continue
-            if kind == "bW" and not (case.cell == "gru" and case.reset_after and g == "n"):
+            if kind == "bW" and g not in case.cell_kind.separate_biases(case.reset_after):
                 v = v + canonical.tensors.get(key(layer, d, f"bR_{g}"), 0.0)
             out[key(layer, d, k)] = v
     return out
@@ -372,13 +372,13 @@ def keras_model(case: Case, native: dict[str, np.ndarray]):
 
     names = list(get_layout("keras").shapes(case))
     single = case.num_layers == 1 and case.num_directions == 1
-    rnn = keras.layers.LSTM if case.cell == "lstm" else keras.layers.GRU
+    rnn = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[case.cell]
     layers: list = [keras.Input((None, case.input_size))]
     weights = []
     for k in range(case.num_layers):
         kw = {"return_sequences": True,
               "recurrent_activation": ACTIVATIONS[case.recurrent_activation]}
-        if case.cell == "gru":
+        if case.cell_kind.reads("reset_after"):
             kw["reset_after"] = case.reset_after
         if case.dir_mode == "bidirectional":
             layers.append(keras.layers.Bidirectional(rnn(case.hidden_size, **kw)))

@@ -53,7 +53,7 @@ PROJECTION_ID = 8
 
 def matrix_names(case: Case) -> tuple[str, ...]:
     """Canonical NAMEs of one pseudo-layer's matrices, by linLayerID (projection last)."""
-    return MATRICES[case.cell] + (("Wp",) if case.cell == "lstm" and case.proj_size else ())
+    return MATRICES[case.cell] + (("Wp",) if case.proj_size else ())
 
 
 def bias_names(case: Case) -> tuple[str, ...]:

@@ -129,7 +129,7 @@ def state_shapes(case: Case) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def output_shapes(case: Case) -> dict[str, tuple[int, ...]]:
     h_shape, c_shape = state_shapes(case)
     shapes = {"y": (case.batch, case.seq_len, case.num_directions * case.out_size), "h_n": h_shape}
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         shapes["c_n"] = c_shape
     return shapes
 
@@ -138,7 +138,7 @@ def gradient_shapes(case: Case) -> dict[str, tuple[int, ...]]:
     """Shapes of a gradient case's gradients, named as saved (:meth:`Gradients.named`)."""
     h_shape, c_shape = state_shapes(case)
     shapes = {"dx": (case.batch, case.seq_len, case.input_size), "dh0": h_shape}
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         shapes["dc0"] = c_shape
     for layer, d in layer_dirs(case):
         for name, s in block_shapes(case, layer).items():
@@ -163,10 +163,10 @@ def generate(case: Case) -> Inputs:
     h_shape, c_shape = state_shapes(case)
     if case.initial_state == "random":
         h0 = draw(h_shape, 0.5)
-        c0 = draw(c_shape, 1.0) if case.cell == "lstm" else None
+        c0 = draw(c_shape, 1.0) if case.cell_kind.has_cell_state else None
     else:
         h0 = np.zeros(h_shape)
-        c0 = np.zeros(c_shape) if case.cell == "lstm" else None
+        c0 = np.zeros(c_shape) if case.cell_kind.has_cell_state else None
     lengths = np.asarray(case.seq_lengths, dtype=np.int64) if case.seq_lengths else None
     inputs = Inputs(x=x, h0=h0, c0=c0, seq_lengths=lengths)
     return with_upstream(case, inputs) if case.gradients else inputs
@@ -191,7 +191,7 @@ def with_upstream(case: Case, inputs: Inputs) -> Inputs:
     dh_n = inputs.dh_n if inputs.dh_n is not None else (
         draw(h_shape) if drawn else np.zeros(h_shape))
     dc_n = None
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         dc_n = inputs.dc_n if inputs.dc_n is not None else (
             draw(c_shape) if drawn else np.zeros(c_shape))
     return Inputs(inputs.x, inputs.h0, inputs.c0, inputs.seq_lengths, dy, dh_n, dc_n)

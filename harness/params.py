@@ -54,10 +54,10 @@ def block_shapes(case: Case, layer: int) -> dict[str, tuple[int, ...]]:
         shapes[f"bW_{g}"] = (H,)
     for g in case.gates:
         shapes[f"bR_{g}"] = (H,)
-    if case.cell == "lstm" and case.peepholes:
+    if case.peepholes:
         for g in ("i", "f", "o"):
             shapes[f"p_{g}"] = (H,)
-    if case.cell == "lstm" and P:
+    if P:
         shapes["Wp"] = (P, H)
     return shapes
 

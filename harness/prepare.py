@@ -79,7 +79,7 @@ def estimate_bytes(case: Case) -> dict[str, int]:
     passes = 1 if case.dtype == "float64" else 2
     per_layer = G * H * O + 2 * G * H + (3 * H if case.peepholes else 0) + P * H
     n_params = D * (G * H * (I + (L - 1) * O * D) + L * per_layer)
-    states = L * D * B * (O + (H if case.cell == "lstm" else 0))
+    states = L * D * B * (O + (H if case.cell_kind.has_cell_state else 0))
     widest_input = I if L == 1 else max(I, O * D)
     parts = {
         "parameters": (8 + _cast_itemsize(case)) * n_params,
@@ -240,13 +240,13 @@ def load_inputs(case: Case, limit: int | None = None) -> Inputs:
     arrays = load_npz(path, what="inputs", max_bytes=max_memory() if limit is None else limit)
     h_shape, c_shape = state_shapes(case)
     expected = {"x": (case.batch, case.seq_len, case.input_size), "h0": h_shape}
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         expected["c0"] = c_shape
     optional = {}  # upstream gradients: generated from the seed when absent
     if case.gradients:
         optional = {"dy": (case.batch, case.seq_len, case.num_directions * case.out_size),
                      "dh_n": h_shape}
-        if case.cell == "lstm":
+        if case.cell_kind.has_cell_state:
             optional["dc_n"] = c_shape
     known = (*expected, *optional, "seq_lengths")
     if "x" not in arrays:

@@ -209,7 +209,7 @@ def _measure(adapter: Adapter, case: Case, layout: Layout, tensors, inputs, tol:
     readings = {}
     # a reset-after GRU may keep only the n gate's pair apart (bR_n acts inside r * (...)) and
     # sum the others (flax's GRUCell): the reading "n"
-    splits = (False, True, "n") if case.cell == "gru" and case.reset_after else (False, True)
+    splits = (False, True, *case.cell_kind.separate_biases(case.reset_after))
     for split in splits:
         for fb in fb_options:
             c = case.model_copy(update={"forget_bias": fb})

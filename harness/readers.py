@@ -41,6 +41,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from harness.cells import CELLS, cell_named, cell_with_gates
 from harness.errors import WeightsError
 from harness.npz import load_npz
 from harness.params import DIRECTION_NAMES
@@ -684,9 +685,11 @@ def _check_onnx_attrs(path: Path, node: str, attrs: dict, case: Case) -> None:
         say("hidden_size", attrs["hidden_size"], case.hidden_size)
     if attrs.get("layout", 0) != 0:
         say("layout", attrs["layout"], 0)
-    if case.cell == "gru" and attrs.get("linear_before_reset", 0) != int(case.reset_after):
+    if (case.cell_kind.reads("reset_after")
+            and attrs.get("linear_before_reset", 0) != int(case.reset_after)):
         say("linear_before_reset", attrs.get("linear_before_reset", 0), int(case.reset_after))
-    if case.cell == "lstm" and attrs.get("input_forget", 0) != int(case.input_forget):
+    if (case.cell_kind.reads("input_forget")
+            and attrs.get("input_forget", 0) != int(case.input_forget)):
         say("input_forget", attrs.get("input_forget", 0), int(case.input_forget))
     clip = attrs.get("clip")
     if (clip is None) != (case.gate_clip is None) or (clip is not None and
@@ -798,7 +801,7 @@ def _infer_onnx(path: Path, select: str | None, max_bytes: int | None
                     "direction": direction}
     if attrs.get("clip") is not None:
         fields["gate_clip"] = float(attrs["clip"])
-    if cell == "lstm":
+    if cell_named(cell).reads("input_forget"):
         fields["input_forget"] = bool(attrs.get("input_forget", 0))
         fields["peepholes"] = len(first.input) > 7 and bool(first.input[7])
     else:
@@ -834,13 +837,16 @@ def _infer_flax(path: Path, select: str | None, max_bytes: int | None
     if "dense_i" in names:
         layout, H = "flax-nnx", get("dense_h/kernel").shape[0]
         gates = get("dense_i/kernel").shape[1] // H
-        cell = {4: "lstm", 3: "gru"}.get(gates)
+        kind = cell_with_gates(gates)
+        cell = kind.name if kind else None
         I = get("dense_i/kernel").shape[0]
     else:
         layout = "flax"
-        cell = "lstm" if "ii" in names else "gru" if "ir" in names else None
-        H = get("hi/kernel" if cell == "lstm" else "hr/kernel").shape[0] if cell else 0
-        I = get("ii/kernel" if cell == "lstm" else "ir/kernel").shape[0] if cell else 0
+        # linen names each gate's dense layers i<gate> and h<gate>: the first gate tells
+        kind = next((c for c in CELLS.values() if f"i{c.gates[0]}" in names), None)
+        cell = kind.name if kind else None
+        H = get(f"h{kind.gates[0]}/kernel").shape[0] if kind else 0
+        I = get(f"i{kind.gates[0]}/kernel").shape[0] if kind else 0
     if cell is None:
         raise WeightsError("neither an LSTM (ii, hi, ...) nor a GRU (ir, hr, ...) tree",
                            file=path)
@@ -873,7 +879,7 @@ def _infer_keras(path: Path, select: str | None, max_bytes: int | None
         fields["direction"] = "bidirectional"
     elif cfg.get("go_backwards"):
         fields["direction"] = "reverse"
-    if cell == "gru" and layout == "keras":
+    if cell_named(cell).reads("reset_after") and layout == "keras":
         fields["reset_after"] = t["bias"].ndim == 2
     act = cfg.get("recurrent_activation", "sigmoid")
     if act == "hard_sigmoid":

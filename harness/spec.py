@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 
+from harness.cells import CELLS, Cell, cell_named
+
 
 def _not_bool(value: Any) -> Any:
     # YAML reads `yes`/`true` as a bool, which pydantic would quietly turn into 1 or 1.0
@@ -180,18 +182,19 @@ class Case(_Strict):
                 raise FieldError("direction", f"direction {self.direction} disagrees with "
                                  f"bidirectional: {str(self.bidirectional).lower()}; "
                                  "give one of them")
-        if self.cell == "gru":
-            lstm_only = {
-                "proj_size": self.proj_size != 0,
-                "peepholes": self.peepholes,
-                "cell_clip": self.cell_clip is not None,
-                "proj_clip": self.proj_clip is not None,
-                "input_forget": self.input_forget,
-                "forget_bias": self.forget_bias != 0.0,
-            }
-            bad = [k for k, used in lstm_only.items() if used]
-            if bad:
-                raise FieldError(bad[0], f"{', '.join(bad)} only apply to cell: lstm")
+        used = {  # the fields of one cell kind that this case sets (reset_after has a default)
+            "proj_size": self.proj_size != 0,
+            "peepholes": self.peepholes,
+            "cell_clip": self.cell_clip is not None,
+            "proj_clip": self.proj_clip is not None,
+            "input_forget": self.input_forget,
+            "forget_bias": self.forget_bias != 0.0,
+        }
+        bad = [k for k, on in used.items() if on and not self.cell_kind.reads(k)]
+        if bad:
+            owners = sorted({c.name for c in CELLS.values() for k in bad if c.reads(k)})
+            raise FieldError(bad[0], f"{', '.join(bad)} only apply to cell: "
+                                     f"{' or '.join(owners)}")
         if self.proj_clip is not None and self.proj_size == 0:
             raise FieldError("proj_clip", "proj_clip needs proj_size > 0")
         if self.proj_size >= self.hidden_size:
@@ -238,8 +241,13 @@ class Case(_Strict):
         return self.input_size if layer == 0 else self.out_size * self.num_directions
 
     @property
+    def cell_kind(self) -> Cell:
+        """The cell kind (:mod:`harness.cells`): ask it, not the name."""
+        return cell_named(self.cell)
+
+    @property
     def gates(self) -> tuple[str, ...]:
-        return ("i", "f", "g", "o") if self.cell == "lstm" else ("r", "z", "n")
+        return self.cell_kind.gates
 
     @property
     def path(self) -> Path:

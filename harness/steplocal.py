@@ -95,7 +95,7 @@ def _step_cases(prep: Prepared) -> list[StepCase]:
             # the state before each step, in the order the direction read it, back in input
             # time order: a reverse direction's state before t is its state after t + 1
             h0.append(order(tape.over_time("h_prev"), d)[rows, steps])
-            if case.cell == "lstm":
+            if case.cell_kind.has_cell_state:
                 c0.append(order(tape.over_time("c_prev"), d)[rows, steps])
         derived = derived_case(case, layer, len(rows))
         canonical = _layer_weights(case, prep.canonical, layer)

@@ -91,14 +91,14 @@ def _mask(jnp: Any, y: Any, lengths: Any) -> Any:
 
 def _state_split(case: Case, carry: Any) -> tuple[Any, Any | None]:
     """(h, c) of a cell carry: flax's LSTM carry is (c, h) (google/flax#5469)."""
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         c, h = carry
         return h, c
     return carry, None
 
 
 def _carry(case: Case, h: Any, c: Any | None) -> Any:
-    return (c, h) if case.cell == "lstm" else h
+    return (c, h) if case.cell_kind.has_cell_state else h
 
 
 def forward_fn(case: Case, run_layer: Callable) -> Callable:
@@ -123,7 +123,7 @@ def forward_fn(case: Case, run_layer: Callable) -> Callable:
                 cs.append(c)
             x = y
         h_n = jnp.stack(hs)
-        c_n = jnp.stack(cs) if case.cell == "lstm" else None
+        c_n = jnp.stack(cs) if case.cell_kind.has_cell_state else None
         return x, h_n, c_n
 
     return f
@@ -204,7 +204,7 @@ def compiled(key: tuple, case: Case, run_layer: Callable, gradients: bool) -> Ca
         def fwd_bwd(params, x, h0, c0, lengths, dy, dh, dc):
             out, pull = jax.vjp(lambda p, x_, h_, c_: f(p, x_, h_, c_, lengths),
                                 params, x, h0, c0)
-            cot = (dy, dh, dc) if case.cell == "lstm" else (dy, dh, None)
+            cot = (dy, dh, dc) if case.cell_kind.has_cell_state else (dy, dh, None)
             return out, pull(cot)
         fn = jax.jit(fwd_bwd)
     else:

@@ -132,7 +132,7 @@ def make_layers(
     ``activation`` is the Keras name of the case's recurrent activation; ``layer_kwargs`` go to
     every LSTM/GRU (e.g. Keras 3's ``use_cudnn=False``)."""
     dtype = case.dtype
-    cls = K.layers.LSTM if case.cell == "lstm" else K.layers.GRU
+    cls = {"lstm": K.layers.LSTM, "gru": K.layers.GRU}[case.cell]
     kwargs: dict[str, Any] = dict(
         units=case.hidden_size, return_sequences=True, return_state=True,
         recurrent_activation=activation, dtype=dtype,
@@ -141,7 +141,7 @@ def make_layers(
         kernel_initializer="zeros", recurrent_initializer="zeros", bias_initializer="zeros",
         **(layer_kwargs or {}),
     )
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         kwargs["reset_after"] = case.reset_after
     layers = []
     for layer in range(case.num_layers):
@@ -254,7 +254,7 @@ def run_keras(
 
     dtype = case.dtype
     np_dtype = FORMATS[dtype].numpy
-    lstm = case.cell == "lstm"
+    lstm = case.cell_kind.has_cell_state
 
     def tensor(a: np.ndarray) -> Any:
         return tf.constant(np.asarray(a).astype(np_dtype), dtype=dtype)
@@ -297,7 +297,7 @@ def run_stack(case: Case, layers: list[Any], x: Any, h0: list[Any], c0: list[Any
     ``c0``: one [B, H] tensor per layer and direction (``c0`` empty for GRU). Returns (y,
     h_n, c_n, every layer's y), ``h_n``/``c_n`` one tensor per layer and direction."""
     D = case.num_directions
-    lstm = case.cell == "lstm"
+    lstm = case.cell_kind.has_cell_state
     n_state = 2 if lstm else 1
     layer_in = x
     h_n, c_n, y_layers = [], [], []

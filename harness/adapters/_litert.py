@@ -92,7 +92,7 @@ def signature(case: Case, tf: Any) -> list[Any]:
     n = case.num_layers * case.num_directions
     specs = [tf.TensorSpec((B, T, case.input_size), dtype, name="x")]
     specs += [tf.TensorSpec((B, H), dtype, name=f"h0_{s}") for s in range(n)]
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         specs += [tf.TensorSpec((B, H), dtype, name=f"c0_{s}") for s in range(n)]
     if case.seq_lengths is not None:
         specs.append(tf.TensorSpec((B, T), tf.bool, name="mask"))
@@ -104,7 +104,7 @@ def convert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], *, activ
     """The ``.tflite`` flatbuffer of the case's stack (weights ``native`` as constants)."""
     from harness.dtypes import FORMATS
 
-    lstm = case.cell == "lstm"
+    lstm = case.cell_kind.has_cell_state
     n = case.num_layers * case.num_directions
     layers = make_layers(K, case, activation=activation, layer_kwargs=layer_kwargs)
     load_native(case, layers, native, FORMATS[case.dtype].numpy)
@@ -149,7 +149,7 @@ def output_names(case: Case) -> list[str]:
     layer and direction."""
     n = case.num_layers * case.num_directions
     return ([f"y_{k}" for k in range(case.num_layers)] + [f"h_n_{s}" for s in range(n)]
-            + ([f"c_n_{s}" for s in range(n)] if case.cell == "lstm" else []))
+            + ([f"c_n_{s}" for s in range(n)] if case.cell_kind.has_cell_state else []))
 
 
 def outputs_by_name(case: Case, interpreter: Any) -> dict[str, np.ndarray]:
@@ -173,7 +173,7 @@ def feeds(case: Case, inputs: Inputs) -> dict[str, np.ndarray]:
     np_dtype = FORMATS[case.dtype].numpy
     out = {"x": np.ascontiguousarray(inputs.x, dtype=np_dtype)}
     out |= {f"h0_{s}": np.ascontiguousarray(h, dtype=np_dtype) for s, h in enumerate(inputs.h0)}
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         out |= {f"c0_{s}": np.ascontiguousarray(c, dtype=np_dtype)
                 for s, c in enumerate(inputs.c0)}
     if case.seq_lengths is not None:
@@ -202,7 +202,8 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
     return Outputs(
         y=y_layers[-1],
         h_n=np.stack([got[f"h_n_{s}"] for s in range(n)]),
-        c_n=np.stack([got[f"c_n_{s}"] for s in range(n)]) if case.cell == "lstm" else None,
+        c_n=(np.stack([got[f"c_n_{s}"] for s in range(n)]) if case.cell_kind.has_cell_state
+             else None),
         y_layers=y_layers,
         note=f"LiteRT ran the {form_of(ops)} form (converted ops: "
              f"{', '.join(dict.fromkeys(ops))})",

@@ -71,15 +71,15 @@ def node_attributes(case: Case, layout: int = 0) -> dict:
     }
     if case.gate_clip is not None:
         attrs["clip"] = float(case.gate_clip)
-    if case.cell == "lstm" and case.input_forget:
+    if case.input_forget:
         attrs["input_forget"] = 1
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         attrs["linear_before_reset"] = int(case.reset_after)
     if case.recurrent_activation in HARD_SIGMOID:
         alpha, beta = HARD_SIGMOID[case.recurrent_activation]
         # One (f, g[, h]) triple per direction; ORT hands alpha/beta only to the activations
         # that take them (Tanh takes none), so one value per direction.
-        per_dir = ["HardSigmoid", "Tanh"] + (["Tanh"] if case.cell == "lstm" else [])
+        per_dir = ["HardSigmoid", "Tanh"] + (["Tanh"] if case.cell_kind.has_cell_state else [])
         attrs["activations"] = per_dir * case.num_directions
         attrs["activation_alpha"] = [alpha] * case.num_directions
         attrs["activation_beta"] = [beta] * case.num_directions
@@ -114,7 +114,7 @@ def build_model(case: Case, native: dict[str, np.ndarray], *, lengths: bool | No
     def shape(letters: str) -> list[int]:
         return [size[a] for a in letters]
 
-    lstm = case.cell == "lstm"
+    lstm = case.cell_kind.has_cell_state
     if lengths is None:
         lengths = case.seq_lengths is not None
 
@@ -177,7 +177,7 @@ def feeds(case: Case, inputs: Inputs, *, layout: int = 0,
         layer = slice(k * D, (k + 1) * D)
         out[f"initial_h{k}"] = np.ascontiguousarray(inputs.h0[layer].transpose(state_axes),
                                                     dtype=np_dtype)
-        if case.cell == "lstm":
+        if case.cell_kind.has_cell_state:
             out[f"initial_c{k}"] = np.ascontiguousarray(inputs.c0[layer].transpose(state_axes),
                                                         dtype=np_dtype)
     return out
@@ -198,5 +198,5 @@ def read_outputs(case: Case, got: dict[str, np.ndarray], *, layout: int = 0) -> 
                 for k in range(case.num_layers)]
     h_n = np.concatenate([state(f"Y_h{k}") for k in range(case.num_layers)])
     c_n = (np.concatenate([state(f"Y_c{k}") for k in range(case.num_layers)])
-           if case.cell == "lstm" else None)
+           if case.cell_kind.has_cell_state else None)
     return Outputs(y=y_layers[-1], h_n=h_n, c_n=c_n, y_layers=y_layers)

@@ -207,7 +207,8 @@ def run_layers(case: Case, inputs: Inputs, run_direction: DirectionRunner, x: An
             c_n.append(c)
         layer_in = tf.concat(outs, axis=-1)
         y_layers.append(layer_in)
-    return layer_in, tf.stack(h_n), tf.stack(c_n) if case.cell == "lstm" else None, y_layers
+    c_n = tf.stack(c_n) if case.cell_kind.has_cell_state else None
+    return layer_in, tf.stack(h_n), c_n, y_layers
 
 
 def run_tf(adapter: Adapter, case: Case, inputs: Inputs, weights: dict[str, Any],
@@ -220,7 +221,7 @@ def run_tf(adapter: Adapter, case: Case, inputs: Inputs, weights: dict[str, Any]
     ``harness.data``. Returns float64 NumPy outputs, with ``grads`` keyed by native name."""
     tf = import_tf()
     dtype = tf.dtypes.as_dtype(case.dtype)
-    lstm = case.cell == "lstm"
+    lstm = case.cell_kind.has_cell_state
     x, h0 = to_tf(inputs.x, dtype), to_tf(inputs.h0, dtype)
     c0 = to_tf(inputs.c0, dtype) if lstm else None
     backward = adapter.computes_gradients(case)

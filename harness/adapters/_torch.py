@@ -83,7 +83,7 @@ class TorchRNN(Adapter):
             # built in the case dtype: load_state_dict copies into it
             dtype=dtype, device=self.torch_device,
         )
-        if case.cell == "lstm":
+        if case.cell_kind.has_cell_state:
             module = torch.nn.LSTM(proj_size=case.proj_size, **kwargs)
         else:
             module = torch.nn.GRU(**kwargs)
@@ -110,7 +110,7 @@ class TorchRNN(Adapter):
             return a.detach().to(device="cpu", dtype=torch.float64).numpy()
 
         x, h0 = t(inputs.x, True), t(inputs.h0, True)
-        c0 = t(inputs.c0, True) if case.cell == "lstm" else None
+        c0 = t(inputs.c0, True) if case.cell_kind.has_cell_state else None
         with torch.enable_grad() if grads else torch.no_grad(), warnings.catch_warnings():
             # forward only: no graph. oneDNN's note that it leaves projections to the plain
             # kernel is about speed, not results: not for the user's terminal
@@ -124,7 +124,7 @@ class TorchRNN(Adapter):
                     y, batch_first=True, total_length=case.seq_len)
             else:
                 y, hc = module(x, (h0, c0) if c0 is not None else h0)
-            h_n, c_n = hc if case.cell == "lstm" else (hc, None)
+            h_n, c_n = hc if case.cell_kind.has_cell_state else (hc, None)
             if grads:  # the loss of harness.data
                 loss = (y * t(inputs.dy)).sum() + (h_n * t(inputs.dh_n)).sum()
                 if c_n is not None:

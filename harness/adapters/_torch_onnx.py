@@ -117,7 +117,7 @@ class TorchOnnx(TorchRNN):
         and length (:func:`example_size`), batch and time declared dynamic."""
         torch = import_torch()
         onnx, _ = import_onnxruntime()
-        lstm = case.cell == "lstm"
+        lstm = case.cell_kind.has_cell_state
         wrapped = with_state(self.build(case, native), lstm)
         dtype = getattr(torch, TORCH_DTYPES[case.dtype])
         gen = torch.Generator().manual_seed(0)
@@ -154,14 +154,14 @@ class TorchOnnx(TorchRNN):
         model = self.export(case, native).SerializeToString()
         sess = self.session(model)
         np_dtype = np.float32
-        feeds = [inputs.x, inputs.h0] + ([inputs.c0] if case.cell == "lstm" else [])
+        feeds = [inputs.x, inputs.h0] + ([inputs.c0] if case.cell_kind.has_cell_state else [])
         feed = {}
         for arg, value in zip(sess.get_inputs(), feeds, strict=True):
             value = np.ascontiguousarray(value, dtype=np_dtype)
             frozen_axes(arg.name, arg.shape, value.shape)
             feed[arg.name] = value
         got = [np.asarray(a, dtype=np.float64) for a in sess.run(None, feed)]
-        if case.cell == "lstm":
+        if case.cell_kind.has_cell_state:
             y, h_n, c_n = got
         else:
             (y, h_n), c_n = got, None

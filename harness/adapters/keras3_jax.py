@@ -127,7 +127,7 @@ def run_keras_jax(jax: Any, keras: Any, case: Case, native: dict[str, np.ndarray
 
     dtype = case.dtype
     np_dtype = FORMATS[dtype].numpy
-    lstm = case.cell == "lstm"
+    lstm = case.cell_kind.has_cell_state
 
     def array(a: np.ndarray) -> Any:
         return jnp.asarray(np.asarray(a).astype(np_dtype), dtype=dtype)

@@ -59,13 +59,13 @@ def short_name(variable: Any) -> str:
 def build_layer(case: Case, layer: int, d: int) -> Any:
     """The built, zero-initialised CuDNNLSTM / CuDNNGRU of one case layer and direction."""
     CuDNNLSTM, CuDNNGRU = import_cudnn_layers()
-    cls = CuDNNLSTM if case.cell == "lstm" else CuDNNGRU
+    cls = {"lstm": CuDNNLSTM, "gru": CuDNNGRU}[case.cell]
     kwargs = dict(units=case.hidden_size, return_sequences=True, return_state=True,
                   go_backwards=d == 1, dtype=case.dtype,
                   # every variable is overwritten; zeros avoids the orthogonal init's QR
                   kernel_initializer="zeros", recurrent_initializer="zeros",
                   bias_initializer="zeros")
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         kwargs["unit_forget_bias"] = False
     rnn = cls(**kwargs)
     rnn.build((case.batch, case.seq_len, case.layer_input_size(layer)))
@@ -106,7 +106,7 @@ class KerasCuDNN(Adapter):
         import tensorflow as tf  # availability was checked by the runner
 
         np_dtype = FORMATS[case.dtype].numpy
-        lstm = case.cell == "lstm"
+        lstm = case.cell_kind.has_cell_state
         D = case.num_directions
 
         def tensor(a: np.ndarray) -> Any:

@@ -120,7 +120,7 @@ class TFCuDNN(Adapter):
         def f64(t: Any) -> np.ndarray:
             return np.asarray(t.numpy()).astype(np.float64)
 
-        lstm = case.cell == "lstm"
+        lstm = case.cell_kind.has_cell_state
         backward = self.computes_gradients(case)
         direction = "bidirectional" if case.num_directions == 2 else "unidirectional"
         attrs = dict(rnn_mode=case.cell, input_mode="linear_input", direction=direction,

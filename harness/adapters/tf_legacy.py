@@ -82,7 +82,7 @@ class TFLegacy(Adapter):
         cells = import_legacy_cells()
         with warnings.catch_warnings():  # "tf.nn.rnn_cell.LSTMCell is deprecated"
             warnings.simplefilter("ignore", UserWarning)
-            if case.cell == "lstm":
+            if case.cell_kind.has_cell_state:
                 cell = cells.LSTMCell(
                     case.hidden_size, use_peepholes=case.peepholes, cell_clip=case.cell_clip,
                     num_proj=case.proj_size or None, proj_clip=case.proj_clip,
@@ -99,7 +99,7 @@ class TFLegacy(Adapter):
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         tf = import_tf()
         legacy = import_legacy_cells()
-        lstm = case.cell == "lstm"
+        lstm = case.cell_kind.has_cell_state
         cells = {(layer, d): self.build(case, native, layer, d)
                  for layer in range(case.num_layers) for d in case.directions}
         # native name -> the cell variable holding it (what a gradient case differentiates)

@@ -87,7 +87,7 @@ def explain(case: Case, inputs: Inputs, s: Score, expected: dict[str, np.ndarray
                     "biases (P5) or the cell variant (P6)")
             if not zero_h:
                 side += "; with a nonzero h0 the recurrent kernel acts at t=0 too (P1b)"
-            if not zero_c and case.cell == "lstm":
+            if not zero_c and case.cell_kind.has_cell_state:
                 side += "; with a nonzero c0 so does a forget-bias offset (P4b)"
             size = (f"by {err0:.2g} ({rel:.0%} of the output scale)" if later <= 3 * err0 else
                     f"by {err0:.2g} at first, growing to {later:.2g}")

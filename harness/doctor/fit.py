@@ -22,7 +22,7 @@ def fit_missing_bias(doctor: Scorer, budget_s: float = 20.0) -> Finding | None:
     data mistakes the catalogue tries)."""
     case = doctor.case
     keys = [key(la, d, f"bR_{g}") for la, d in layer_dirs(case) for g in case.gates]
-    if case.cell == "gru" and case.reset_after:
+    if case.cell_kind.separate_biases(case.reset_after):
         keys += [key(la, d, "bW_n") for la, d in layer_dirs(case)]
     H = case.hidden_size
     n = len(keys) * H

@@ -126,7 +126,7 @@ def local_lines(dx: Diagnosis) -> list[str]:
     local, case = dx.local, dx.case
     lines = []
     if local.mode == "per-layer":
-        states = "h_n, c_n" if case.cell == "lstm" and "c_n" in _names(dx) else "h_n"
+        states = "h_n, c_n" if case.cell_kind.has_cell_state and "c_n" in _names(dx) else "h_n"
         lines.append(
             f"Each layer's final states ({states}) are in the expected outputs and depend only "
             "on that layer and those below it, so each layer and direction was judged alone "
@@ -135,13 +135,14 @@ def local_lines(dx: Diagnosis) -> list[str]:
     else:
         lines.append(
             "The expected outputs hold only y, not the final states (h_n"
-            + (", c_n" if case.cell == "lstm" else "") + "): y shows the last layer only, so a "
+            + (", c_n" if case.cell_kind.has_cell_state else "")
+            + "): y shows the last layer only, so a "
             "layer below it cannot be judged alone and the per-layer search is not possible. "
             f"Searched instead: {local.note}, each judged on y of the whole stack "
             f"({_n(local.joint)}; two mistakes in the lower layers at once were not searched)"
             + (f", then the last layer alone on y, its lower layers as claimed "
                f"({_n(local.tried)})" if local.places else "")
-            + ". Save h_n" + (" and c_n" if case.cell == "lstm" else "")
+            + ". Save h_n" + (" and c_n" if case.cell_kind.has_cell_state else "")
             + " with y to search every layer alone.")
     if local.everywhere:
         lines.append(f"The mistake found at {local.everywhere} is made the same way in every "

@@ -71,7 +71,7 @@ def describe_nnx(case: Case, layer: int, d: int) -> list[NativeTensor]:
         fused(case, layer, d, p + "dense_i/kernel", "W", order, transform="transpose"),
         fused(case, layer, d, p + "dense_h/kernel", "R", order, transform="transpose"),
     ]
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         tensors.append(fused(case, layer, d, p + "dense_h/bias", ("bW", "bR"), order,
                              fold_forget_bias=True))
     else:  # bR_n: nowhere (google/flax#5594)
@@ -82,7 +82,7 @@ def describe_nnx(case: Case, layer: int, d: int) -> list[NativeTensor]:
 
 def runtime(case: Case) -> list[str]:
     notes = []
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         notes.append("carry (c, h): the LSTM cell's state is (c, h), PyTorch's (h, c) "
                      "(google/flax#5469)")
     else:
@@ -100,7 +100,7 @@ def runtime(case: Case) -> list[str]:
 
 def runtime_nnx(case: Case) -> list[str]:
     notes = runtime(case)
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         notes[0] = ("nnx GRU: n = tanh(x @ K_i[n] + b_i[n] + r * (h @ K_h[n])): no b_hn "
                     "(google/flax#5594), bR_n is dropped")
     return notes

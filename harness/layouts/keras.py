@@ -27,7 +27,7 @@ def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
         fused(case, layer, d, "kernel", "W", order, transform="transpose"),
         fused(case, layer, d, "recurrent_kernel", "R", order, transform="transpose"),
     ]
-    if case.cell == "gru" and case.reset_after:
+    if case.cell_kind.separate_biases(case.reset_after):
         # reset-after keeps bR_n inside r * (h @ R_n + bR_n), so the two biases stay apart
         rows = [[f"bW_{g}" for g in order], [f"bR_{g}" for g in order]]
         tensors.append(grid(case, layer, d, "bias", rows))
@@ -38,7 +38,7 @@ def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
 
 def runtime(case: Case) -> list[str]:
     notes = []
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         notes.append(
             "GRU: h' = z * h + (1 - z) * hh; "
             + ("hh = tanh(x @ K_h + b[0]_h + r * (h @ R_h + b[1]_h)) (reset_after=True)"

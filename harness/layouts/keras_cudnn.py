@@ -43,7 +43,7 @@ def runtime(case: Case) -> list[str]:
     notes = ["the layer flattens each gate slice in C order into cuDNN's buffer (no transpose); "
              "cuDNN reads it as the row-major [H, in] matrix, so kernel slices hold reshaped W_g "
              "and recurrent_kernel slices hold R_g itself (h @ R_g.T)"]
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         notes.append("GRU: stored z, r, h; the layer swaps them to cuDNN's r, z, h'. Reset-after: "
                      "h' = tanh(W_h x + bW_h + r * (R_h h + bR_h)), h = (1 - z) h' + z h")
     return notes

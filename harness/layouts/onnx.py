@@ -65,7 +65,7 @@ def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
         grid(case, layer, d, name("B"), [[f"bW_{g}" for g in order] + [f"bR_{g}" for g in order]],
              fold_forget_bias=True, **lead),
     ]
-    if case.cell == "lstm" and case.peepholes:
+    if case.peepholes:
         tensors.append(grid(case, layer, d, name("P"), [[f"p_{g}" for g in PEEPHOLE_ORDER]],
                             **lead))
     return tensors
@@ -73,7 +73,7 @@ def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
 
 def runtime(case: Case) -> list[str]:
     notes = []
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         notes.append(
             f"GRU linear_before_reset={int(case.reset_after)}: "
             + ("n = tanh(W_h x + Wb_h + r * (R_h h + Rb_h)) (reset after)" if case.reset_after
@@ -82,7 +82,7 @@ def runtime(case: Case) -> list[str]:
     if case.gate_clip is not None:
         notes.append(f"clip={case.gate_clip}: every gate pre-activation is clamped "
                      "(not the cell state)")
-    if case.cell == "lstm" and case.input_forget:
+    if case.input_forget:
         notes.append("input_forget=1: f = 1 - i")
     if case.dir_mode == "reverse":
         notes.append("direction=reverse: the reverse weights sit at index 0 of the direction axis")
@@ -102,10 +102,10 @@ def optional(case: Case) -> dict[str, OptionalTensor]:
     out: dict[str, OptionalTensor] = {}
     for k in range(case.num_layers):
         out[tensor_name(case, k, "B")] = OptionalTensor((D, 2 * gates * H))
-        if case.cell == "lstm":
+        if case.cell_kind.has_cell_state:
             out[tensor_name(case, k, "P")] = OptionalTensor(
                 (D, 3 * H), why="the case has no peepholes (set peepholes: true)")
-        states = ("initial_h", "initial_c") if case.cell == "lstm" else ("initial_h",)
+        states = ("initial_h", "initial_c") if case.cell_kind.has_cell_state else ("initial_h",)
         for s in states:
             out[tensor_name(case, k, s)] = OptionalTensor(
                 (D, N, H), why="initial states belong in the inputs file "

@@ -56,7 +56,7 @@ def _optional(case: Case) -> dict[str, OptionalTensor]:
     """``wci``, ``wcf``, ``wco`` are inputs of every BlockLSTM call, zeros when the call has no
     peepholes: a dump of such a call holds them. A case without peepholes accepts them when
     they are zero."""
-    if case.peepholes or case.cell != "lstm":
+    if case.peepholes or not case.cell_kind.has_cell_state:
         return {}
     with_peepholes = case.model_copy(update={"peepholes": True})
     return {t.name: OptionalTensor(t.shape, why="the case has no peepholes (set peepholes: true)")

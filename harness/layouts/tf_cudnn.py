@@ -64,7 +64,7 @@ def describe_params(case: Case, layer: int, d: int) -> list[NativeTensor]:
 
 def runtime(case: Case) -> list[str]:
     notes = []
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         notes.append("cuDNN LSTM: i, f, c (= g), o with both biases added; no peepholes, no "
                      "clipping" + ("; h = Wp (o * tanh c) (num_proj)" if case.proj_size else ""))
     else:

@@ -33,7 +33,7 @@ GRU_ORDER = "rz"  # r, u
 
 
 def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         return [
             grid(case, layer, d, "gates/kernel",
                  [[f"W_{g}" for g in GRU_ORDER], [f"R_{g}" for g in GRU_ORDER]],
@@ -57,7 +57,7 @@ def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:
 
 def runtime(case: Case) -> list[str]:
     notes = []
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         notes.append(f"LSTMCell(forget_bias={case.forget_bias:g}): added to f's pre-activation at "
                      "run time (the class default is 1.0); stored in no tensor")
         notes.append("state is LSTMStateTuple(c, h): c first")

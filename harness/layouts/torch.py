@@ -37,6 +37,6 @@ TORCH = Layout(
     describe=describe,
     runtime=lambda case: (
         ["GRU: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)) (reset after)"]
-        if case.cell == "gru" else []
+        if case.cell_kind.reads("reset_after") else []
     ),
 )

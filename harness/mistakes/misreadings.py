@@ -333,7 +333,7 @@ def _orders(case: Case, tensors) -> list[Mistake]:
     out = []
     for kind, prefixes in ORDER_KINDS.items():
         gates = ("i", "f", "o") if kind == "p" else case.gates
-        if kind == "p" and not (case.cell == "lstm" and case.peepholes):
+        if kind == "p" and not (case.peepholes):
             continue
         ref_kind = "W" if kind == "all" else kind
         if ref_kind not in seqs:
@@ -392,7 +392,7 @@ def _biases(case: Case) -> list[Mistake]:
         Mistake("bias:half", "bias", "your reading counts the biases twice (the framework adds "
                 "them once)", "bias", STAGE_OTHER, _scale_biases(0.5, 0.5)),
     ]
-    if case.cell == "gru" and case.reset_after:
+    if case.cell_kind.separate_biases(case.reset_after):
         def fold(trial: Trial) -> None:
             c = dict(trial.canonical)
             for layer, d in layer_dirs(trial.case):
@@ -403,7 +403,7 @@ def _biases(case: Case) -> list[Mistake]:
         out.append(Mistake("bias:sum-n", "bias", "bR_n is applied outside r * (...): the n-gate "
                            "biases were summed into one (split vs summed bias)", "bias",
                            STAGE_OTHER, fold))
-    if case.cell == "lstm" and not case.input_forget:  # with f = 1 - i no offset can act
+    if "f" in case.gates and not case.input_forget:  # with f = 1 - i no offset can act
         offsets = {1.0, -1.0}
         if case.forget_bias not in (0.0, 1.0, -1.0):
             offsets |= {case.forget_bias, -case.forget_bias}
@@ -453,7 +453,7 @@ def _swaps(case: Case, impossible) -> list[Mistake]:
 
 def _variants(case: Case) -> list[Mistake]:
     out = []
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         flip = not case.reset_after
 
         def reset(trial: Trial) -> None:
@@ -497,13 +497,13 @@ def _data(case: Case, noops) -> list[Mistake]:
         out.append(Mistake("data:time-major", "data", "the batch-major input [B, T, I] was fed to "
                            "a time-major API (or the reverse): batch and time axes are swapped",
                            "data:major", STAGE_OTHER, time_major, fixable=False))
-    if case.cell == "lstm" and not case.proj_size and not zero_state:
+    if case.cell_kind.has_cell_state and not case.proj_size and not zero_state:
         def swap_states(trial: Trial) -> None:
             trial.swap_states = True
         out.append(Mistake("data:h0-c0", "data", "the initial states (h0, c0) were passed as "
                            "(c0, h0) (TF1 LSTMStateTuple and Flax carry are (c, h))",
                            "data:states", STAGE_OTHER, swap_states, fixable=False))
-    elif case.cell == "lstm" and zero_state:
+    elif case.cell_kind.has_cell_state and zero_state:
         noops.append(("the initial states (h0, c0) swapped", "they are zero"))
     return out
 

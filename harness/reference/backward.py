@@ -51,7 +51,7 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
     c_shape = (case.num_layers * D, B, case.hidden_size)
     dh_n = inputs.dh_n if inputs.dh_n is not None else zeros(h_shape, inputs.x)
     dc_n = None
-    if case.cell == "lstm":
+    if case.cell_kind.has_cell_state:
         dc_n = inputs.dc_n if inputs.dc_n is not None else zeros(c_shape, inputs.x)
 
     tapes: list[Tape] = []
@@ -77,6 +77,6 @@ def backward(case: Case, canonical: Canonical, inputs: Inputs, dtype: str = "flo
     return Gradients(
         dx=d_out,
         dh0=xp.stack(dh0),
-        dc0=xp.stack(dc0) if case.cell == "lstm" else None,
+        dc0=xp.stack(dc0) if case.cell_kind.has_cell_state else None,
         params={k: params[k] for k in expected_shapes(case)},  # canonical order
     )

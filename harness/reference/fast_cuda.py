@@ -283,7 +283,7 @@ class ForwardLoop(_Loop):
         self.gates = self.zeros(T, B, G * H)
         self.h = self.zeros(T + 1, B, H)
         self.y = self.zeros(T, B, H)
-        if case.cell == "lstm":
+        if case.cell_kind.has_cell_state:
             self.c = self.zeros(T + 1, B, H)
             self.RT = self.zeros(H, G * H)
         else:
@@ -310,7 +310,7 @@ class ForwardLoop(_Loop):
         T, B, F = x.shape
         Wx = self.gates.reshape(T * B, -1)
         xp.matmul(x.reshape(T * B, F), W.T, out=Wx)  # Wx = x Wᵀ + b, all steps at once
-        if self.case.cell == "lstm":
+        if self.case.cell_kind.has_cell_state:
             Wx += _concat(p, "bW", gates, xp) + _concat(p, "bR", gates, xp)
             self.RT[...] = R.T
             self.c[0] = c0
@@ -326,7 +326,7 @@ class ForwardLoop(_Loop):
 
     def step(self, t: int) -> None:
         dev, B, H = self.dev, self.B, self.H
-        if self.case.cell == "lstm":
+        if self.case.cell_kind.has_cell_state:
             dev.gemm(self.h[t], self.RT, self.gates[t], beta=1.0)  # Wx_t + h_prev Rᵀ
             dev.step("lstm_step", B, H, self.gates, self.c, self.h, self.y, self.lengths, t,
                      B, H)
@@ -345,7 +345,7 @@ class ForwardLoop(_Loop):
     def tape(self, x: Any) -> SimpleNamespace:
         """Copies of what the backward reads (the buffers are the next layer's)."""
         kept = SimpleNamespace(x=x, gates=self.gates.copy(), h=self.h.copy())
-        if self.case.cell == "lstm":
+        if self.case.cell_kind.has_cell_state:
             kept.c = self.c.copy()
         else:
             kept.u = self.u.copy()
@@ -366,7 +366,7 @@ class BackwardLoop(_Loop):
         self.dy = self.zeros(T, B, H)
         self.dh = self.zeros(B, H)
         self.dA = self.zeros(T, B, G * H)
-        if case.cell == "lstm":
+        if case.cell_kind.has_cell_state:
             self.c = self.zeros(T + 1, B, H)
             self.dc = self.zeros(B, H)
             self.R = self.zeros(G * H, H)
@@ -393,7 +393,7 @@ class BackwardLoop(_Loop):
         self.h[...] = tape.h
         self.dy[...] = dy
         self.dh[...] = dh_n
-        if self.case.cell == "lstm":
+        if self.case.cell_kind.has_cell_state:
             self.c[...] = tape.c
             self.dc[...] = dc_n
             self.R[...] = R
@@ -407,7 +407,7 @@ class BackwardLoop(_Loop):
 
     def step(self, t: int) -> None:
         dev, B, H = self.dev, self.B, self.H
-        if self.case.cell == "lstm":
+        if self.case.cell_kind.has_cell_state:
             dev.step("lstm_step_backward", B, H, self.gates, self.c, self.dy, self.dh, self.dc,
                      self.dA, self.lengths, t, B, H)
             dev.gemm(self.dA[t], self.R, self.dh, beta=1.0)  # dh_prev = dA_t R
@@ -432,7 +432,7 @@ class BackwardLoop(_Loop):
         h_prev = self.h[:T].reshape(T * B, H)
         dW = dA.T @ tape.x.reshape(T * B, F)
         db = xp.sum(dA, axis=0)
-        if case.cell == "lstm":
+        if case.cell_kind.has_cell_state:
             dR, dbR = dA.T @ h_prev, db
         elif case.reset_after:
             d_rec = self.d_rec.reshape(T * B, self.G * H)
@@ -498,7 +498,7 @@ class FastReference:
             xs = [self.order(layer_in, d) for d in case.directions]
             for k, d in enumerate(case.directions):
                 s = layer * D + k
-                c0 = inputs.c0[s] if case.cell == "lstm" else None
+                c0 = inputs.c0[s] if case.cell_kind.has_cell_state else None
                 loops[k].load(canonical.block(layer, d), xs[k], inputs.h0[s], c0)
             self._run(loops)
             ys = []
@@ -507,7 +507,7 @@ class FastReference:
                 y = self.order(loop.y, d)
                 ys.append(y.copy() if y is loop.y else y)
                 h_n.append(loop.h[T].copy())
-                if case.cell == "lstm":
+                if case.cell_kind.has_cell_state:
                     c_n.append(loop.c[T].copy())
                 if tapes is not None:
                     tapes.append(loop.tape(xs[k]))
@@ -515,7 +515,8 @@ class FastReference:
             y_layers.append(layer_in)
         batch_major = [xp.ascontiguousarray(xp.transpose(y, (1, 0, 2))) for y in y_layers]
         return Outputs(y=batch_major[-1], h_n=xp.stack(h_n),
-                       c_n=xp.stack(c_n) if case.cell == "lstm" else None, y_layers=batch_major)
+                       c_n=xp.stack(c_n) if case.cell_kind.has_cell_state else None,
+                       y_layers=batch_major)
 
     def gradients(self, canonical: Canonical, inputs: Inputs, tapes: list) -> Gradients:
         """The backward of the loss in ``harness.data`` (``backward.py``'s), from the tapes of
@@ -537,7 +538,7 @@ class FastReference:
                 s = layer * D + k
                 dy = self.order(d_out[..., k * H:(k + 1) * H], d)
                 loops[k].load(canonical.block(layer, d), tapes[s], dy, dh_n[s],
-                              dc_n[s] if case.cell == "lstm" else None)
+                              dc_n[s] if case.cell_kind.has_cell_state else None)
             self._run(loops)
             dxs = []
             for k, d in enumerate(case.directions):
@@ -545,7 +546,7 @@ class FastReference:
                 dx, grads = loop.parameter_gradients(canonical.block(layer, d), tapes[s])
                 dxs.append(self.order(dx, d))
                 dh0[s] = loop.dh.copy()
-                if case.cell == "lstm":
+                if case.cell_kind.has_cell_state:
                     dc0[s] = loop.dc.copy()
                 for name, g in grads.items():
                     params[key(layer, d, name)] = g
@@ -553,7 +554,7 @@ class FastReference:
         return Gradients(
             dx=xp.ascontiguousarray(xp.transpose(d_out, (1, 0, 2))),
             dh0=xp.stack(dh0),
-            dc0=xp.stack(dc0) if case.cell == "lstm" else None,
+            dc0=xp.stack(dc0) if case.cell_kind.has_cell_state else None,
             params={k: params[k] for k in expected_shapes(case)},  # canonical order
         )
 

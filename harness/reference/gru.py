@@ -27,6 +27,7 @@ element-wise result and ``mm`` computes the products; in float64 they are the id
 
 from __future__ import annotations
 
+from harness.cells import GRU
 from harness.reference.functions import (
     FLOAT64,
     RECURRENT_ACTIVATIONS,
@@ -39,7 +40,7 @@ from harness.reference.functions import (
 from harness.reference.tape import Tape
 from harness.spec import Case
 
-GATES = ("r", "z", "n")
+GATES = GRU.gates
 
 
 def gru_direction(

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.cells import GRU
 from harness.reference.functions import FLOAT64, Precision, array_namespace, copy
 from harness.reference.lstm_backward import gate_derivative, gate_kinks
 from harness.reference.tape import Tape
 from harness.spec import Case
 
-GATES = ("r", "z", "n")
+GATES = GRU.gates
 
 
 def kinks(case: Case, tape: Tape) -> dict[str, np.ndarray]:

@@ -84,4 +84,4 @@ def forward(
         layer_in = xp.concatenate(ys, axis=-1)
         y_layers.append(layer_in)
     return Outputs(y=layer_in, h_n=xp.stack(h_n),
-                   c_n=xp.stack(c_n) if case.cell == "lstm" else None, y_layers=y_layers)
+                   c_n=xp.stack(c_n) if case.cell_kind.has_cell_state else None, y_layers=y_layers)

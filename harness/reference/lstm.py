@@ -30,6 +30,7 @@ the case dtype's arithmetic (the same equations).
 
 from __future__ import annotations
 
+from harness.cells import LSTM
 from harness.reference.functions import (
     FLOAT64,
     RECURRENT_ACTIVATIONS,
@@ -42,7 +43,7 @@ from harness.reference.functions import (
 from harness.reference.tape import Tape
 from harness.spec import Case
 
-GATES = ("i", "f", "g", "o")
+GATES = LSTM.gates
 
 
 def lstm_direction(

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.cells import LSTM
 from harness.reference.functions import (
     FLOAT64,
     Precision,
@@ -50,7 +51,7 @@ from harness.reference.functions import (
 from harness.reference.tape import Tape
 from harness.spec import Case
 
-GATES = ("i", "f", "g", "o")
+GATES = LSTM.gates
 
 
 def _sigmoid_derivative(a: np.ndarray, s: np.ndarray, q: Rounding) -> np.ndarray:

@@ -179,7 +179,7 @@ def _case_line(case) -> str:
         bits.append(f"forget_bias={case.forget_bias}")
     if case.seq_lengths:
         bits.append(f"lengths={case.seq_lengths}")
-    if case.cell == "gru":
+    if case.cell_kind.reads("reset_after"):
         bits.append("reset_after" if case.reset_after else "reset_before")
     if case.initial_state != "zeros":
         bits.append("random initial state")
