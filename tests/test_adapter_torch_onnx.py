@@ -37,7 +37,7 @@ def test_frozen_length_of_a_second_export_is_an_error_row(monkeypatch):
     """pytorch#191855, as torch 2.13 has it: the second export of an nn.LSTM in a process."""
     import torch
 
-    from harness.adapters._torch_onnx import forget_previous_exports
+    from harness.adapters.torch_onnx_dynamo import forget_previous_exports
 
     adapter = runnable("torch-onnx-dynamo")
     prep = prepare(Case(name="frozen", cell="lstm", **SMALL))

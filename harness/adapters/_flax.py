@@ -129,12 +129,12 @@ def forward_fn(case: Case, run_layer: Callable) -> Callable:
     return f
 
 
-def linen_layer(case: Case, cell_cls: Any) -> Callable:
-    """``run_layer`` of :func:`forward_fn` with flax.linen: nn.RNN for one direction,
-    nn.Bidirectional for two. ``params_k``: one cell tree per direction."""
+def linen_layer(case: Case, cell_name: str) -> Callable:
+    """``run_layer`` of :func:`forward_fn` with flax.linen's cell ``cell_name``: nn.RNN for one
+    direction, nn.Bidirectional for two. ``params_k``: one cell tree per direction."""
     from flax import linen as nn
 
-    H = case.hidden_size
+    H, cell_cls = case.hidden_size, getattr(nn, cell_name)
 
     def rnn(reverse: bool) -> Any:
         return nn.RNN(cell_cls(features=H), return_carry=True, reverse=reverse,
@@ -156,14 +156,14 @@ def linen_layer(case: Case, cell_cls: Any) -> Callable:
     return run_layer
 
 
-def nnx_layer(case: Case, cell_cls: Any) -> Callable:
-    """``run_layer`` of :func:`forward_fn` with flax.nnx: nnx.RNN for one direction,
-    nnx.Bidirectional for two. nnx modules hold their parameters, so the layer is built inside
-    the traced function (zero initialisers: nothing random is traced) and its ``dense_i`` /
-    ``dense_h`` parameters set to ``params_k``'s, one tree per direction."""
+def nnx_layer(case: Case, cell_name: str) -> Callable:
+    """``run_layer`` of :func:`forward_fn` with flax.nnx's cell ``cell_name``: nnx.RNN for one
+    direction, nnx.Bidirectional for two. nnx modules hold their parameters, so the layer is
+    built inside the traced function (zero initialisers: nothing random is traced) and its
+    ``dense_i`` / ``dense_h`` parameters set to ``params_k``'s, one tree per direction."""
     from flax import nnx
 
-    H, zeros = case.hidden_size, nnx.initializers.zeros
+    H, zeros, cell_cls = case.hidden_size, nnx.initializers.zeros, getattr(nnx, cell_name)
 
     def cell(in_features: int, tree: dict[str, dict[str, Any]]) -> Any:
         c = cell_cls(in_features, H, kernel_init=zeros, recurrent_kernel_init=zeros,
@@ -273,14 +273,20 @@ FLAX_REASONS = {
 
 
 class FlaxAdapter(Adapter):
-    """A flax cell under flax's RNN wrapper: subclasses name the cell class per case cell and
-    give the ``run_layer`` of :func:`forward_fn` (:func:`linen_layer` or :func:`nnx_layer`)."""
+    """A flax cell under flax's RNN wrapper. An adapter names its flax API by
+    ``make_run_layer`` (:func:`linen_layer` or :func:`nnx_layer`: the ``run_layer`` of
+    :func:`forward_fn` for a cell class of that API) and the cell class per case cell
+    (``cell_names``); and declares its own name, layout and capabilities."""
 
     framework = "jax"
     requires = ("jax", "flax")
     layout_name = "flax"
     native_in_case_dtype = True
     cell_names: dict[str, str] = {}
+
+    @staticmethod
+    def make_run_layer(case: Case, cell_name: str) -> Callable:
+        raise NotImplementedError
 
     def check_available(self) -> None:
         import_flax()
@@ -291,19 +297,8 @@ class FlaxAdapter(Adapter):
 
         return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__}
 
-    def _layer(self, case: Case) -> Callable:
-        raise NotImplementedError
-
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         import_flax()
-        return run(case, native, inputs, family=self.name, run_layer=self._layer(case),
+        return run(case, native, inputs, family=self.name,
+                   run_layer=self.make_run_layer(case, self.cell_names[case.cell]),
                    gradients=self.computes_gradients(case))
-
-
-class LinenAdapter(FlaxAdapter):
-    """A flax.linen cell under nn.RNN."""
-
-    def _layer(self, case: Case) -> Callable:
-        from flax import linen as nn
-
-        return linen_layer(case, getattr(nn, self.cell_names[case.cell]))

@@ -10,8 +10,12 @@ graph's declared input shapes first and says which axis was frozen at what (an e
 crash of the run). pytorch#191855
 reports the dynamo exporter freezing the sequence length of a bidirectional layer; with torch
 2.13 it happens to any nn.LSTM / nn.GRU exported after another of the same op in the process
-(:func:`forget_previous_exports`, which the adapter calls so that cases do not depend on their
-order).
+(:func:`harness.adapters.torch_onnx_dynamo.forget_previous_exports`, which that adapter calls so
+that cases do not depend on their order).
+
+The export call itself is each adapter's own (:meth:`TorchOnnx.export_graph`, in its file): the
+two exporters take the dynamic axes in different forms and return the graph in different
+forms; the rest (the module, the example, the run in ONNX Runtime) is shared here.
 
 The exported model stays in memory (``ONNXProgram.model_proto`` / a BytesIO) while the adapter
 runs; ``--save-outputs`` writes it as outputs/<case>/<adapter>.onnx (``Outputs.models``), the
@@ -22,9 +26,11 @@ cases are not applicable.
 
 from __future__ import annotations
 
-import io
 import logging
 import warnings
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -87,15 +93,18 @@ def with_state(module, lstm: bool):
 
 
 class TorchOnnx(TorchRNN):
-    """``nn.LSTM`` / ``nn.GRU`` exported by ``exporter`` (``dynamo`` | ``torchscript``), run in
-    ONNX Runtime. An adapter adds its name and exporter."""
+    """``nn.LSTM`` / ``nn.GRU`` exported by ``torch.onnx.export``, run in ONNX Runtime. An
+    adapter names its exporter (``exporter``, as run.json says it), the packages that exporter
+    needs beyond torch and onnx (``exporter_modules``: distribution name -> import function,
+    which raises Unavailable when it is missing) and its export call (:meth:`export_graph`);
+    and declares its own name."""
 
     framework = "onnx"
     requires = ("torch", "onnx", "onnxruntime")
     exporter = ""
+    exporter_modules: dict[str, Callable[[], ModuleType]] = {}
     capabilities = CAPABILITIES
     saved_models = ("onnx",)  # the exported graph, as ORT ran it
-    forget_previous = True  # forget_previous_exports before each dynamo export (tests: False)
 
     def check_available(self) -> None:
         torch = import_torch()
@@ -105,18 +114,28 @@ class TorchOnnx(TorchRNN):
             # across 2.5 .. 2.9; these adapters were checked with torch 2.13 only
             raise Unavailable(f"needs torch>={'.'.join(map(str, CHECKED_TORCH))} (the version "
                               f"this adapter was checked with), found {torch.__version__}")
+        for import_package in self.exporter_modules.values():
+            import_package()
 
     def versions(self) -> dict[str, str]:
         torch = import_torch()
         onnx, ort = import_onnxruntime()
-        return {"torch": torch.__version__, "onnx": onnx.__version__,
-                "onnxruntime": ort.__version__, "exporter": self.exporter}
+        versions = {"torch": torch.__version__, "onnx": onnx.__version__,
+                    "onnxruntime": ort.__version__, "exporter": self.exporter}
+        versions |= {dist: import_package().__version__
+                     for dist, import_package in self.exporter_modules.items()}
+        return versions
+
+    def export_graph(self, torch: ModuleType, wrapped: Any, args: tuple[Any, ...],
+                     names: list[str]) -> Any:
+        """The onnx.ModelProto of ``wrapped`` called with ``args`` (inputs named ``names``),
+        batch (axis 0 of ``x``, 1 of the states) and time (axis 1 of ``x``) declared dynamic."""
+        raise NotImplementedError
 
     def export(self, case: Case, native: dict[str, np.ndarray]):
         """The onnx.ModelProto of the case's module, exported with an example of another batch
         and length (:func:`example_size`), batch and time declared dynamic."""
         torch = import_torch()
-        onnx, _ = import_onnxruntime()
         lstm = case.cell_kind.has_cell_state
         wrapped = with_state(self.build(case, native), lstm)
         dtype = getattr(torch, TORCH_DTYPES[case.dtype])
@@ -130,19 +149,7 @@ class TorchOnnx(TorchRNN):
         names = ["x", "h0", "c0"][:len(args)]
         with warnings.catch_warnings(), _quiet_exporter():
             warnings.simplefilter("ignore")  # the exporters' deprecation and tracer warnings
-            if self.exporter == "dynamo":
-                if self.forget_previous:
-                    forget_previous_exports(torch)
-                batch, steps = torch.export.Dim("batch"), torch.export.Dim("steps")
-                shapes = ({0: batch, 1: steps},) + ({1: batch},) * (len(args) - 1)
-                program = torch.onnx.export(wrapped, args, dynamo=True, verbose=False,
-                                            input_names=names, dynamic_shapes=shapes)
-                return program.model_proto
-            buf = io.BytesIO()
-            axes = {"x": {0: "batch", 1: "steps"}, "h0": {1: "batch"}, "c0": {1: "batch"}}
-            torch.onnx.export(wrapped, args, buf, dynamo=False, input_names=names,
-                              dynamic_axes={k: axes[k] for k in names})
-            return onnx.load_from_string(buf.getvalue())
+            return self.export_graph(torch, wrapped, args, names)
 
     def session(self, model: bytes):
         _, ort = import_onnxruntime()
@@ -166,23 +173,6 @@ class TorchOnnx(TorchRNN):
         else:
             (y, h_n), c_n = got, None
         return Outputs(y=y, h_n=h_n, c_n=c_n, models={"onnx": model})
-
-
-def forget_previous_exports(torch) -> None:
-    """Clear the dispatch caches of aten.lstm / aten.gru before a dynamo export. With torch
-    2.13 an export of an nn.LSTM (nn.GRU) right after another export of the same op, with no
-    export of the other op between, gets the time axis frozen at the example's length though it
-    was declared dynamic (the symptom of pytorch#191855): the first export left the op's
-    dispatch cache pointing past the decomposition that keeps the axis symbolic. Cleared, every
-    case is exported as a process's first export of the op is, so its verdict does not depend on
-    the cases run before it; tests/test_adapter_torch_onnx.py exports twice without this and
-    checks the frozen axis is reported."""
-    for name in ("lstm", "gru"):
-        packet = getattr(torch.ops.aten, name)
-        for overload in ("input", "data"):
-            cache = getattr(getattr(packet, overload, None), "_dispatch_cache", None)
-            if cache is not None:
-                cache.clear()
 
 
 def frozen_axes(name: str, declared: list, shape: tuple[int, ...]) -> None:
@@ -213,12 +203,3 @@ class _quiet_exporter:
     def __exit__(self, *exc):
         self.logger.setLevel(self.level)
         return False
-
-
-def import_onnxscript():
-    try:
-        import onnxscript
-    except ImportError as exc:
-        raise Unavailable(f"onnxscript is not installed ({exc}); the dynamo exporter needs it: "
-                          f"pip install onnxscript") from None
-    return onnxscript

@@ -8,13 +8,14 @@ under ``jax.enable_x64`` for the call only, the LSTM carry handed over as flax's
 
 from __future__ import annotations
 
-from harness.adapters._flax import FLAX_REASONS, LinenAdapter
+from harness.adapters._flax import FLAX_REASONS, FlaxAdapter, linen_layer
 from harness.adapters.base import Capabilities
 
 
-class FlaxLinen(LinenAdapter):
+class FlaxLinen(FlaxAdapter):
     name = "flax-linen"
     title = "Flax linen LSTMCell/GRUCell under nn.RNN, JAX (CPU)"
+    make_run_layer = staticmethod(linen_layer)
     cell_names = {"lstm": "LSTMCell", "gru": "GRUCell"}
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),

@@ -7,13 +7,14 @@ GRU cell. The executor is :mod:`harness.adapters._flax`, as for ``flax-linen``.
 
 from __future__ import annotations
 
-from harness.adapters._flax import FLAX_REASONS, LinenAdapter
+from harness.adapters._flax import FLAX_REASONS, FlaxAdapter, linen_layer
 from harness.adapters.base import Capabilities
 
 
-class FlaxLinenOptimized(LinenAdapter):
+class FlaxLinenOptimized(FlaxAdapter):
     name = "flax-linen-optimized"
     title = "Flax linen OptimizedLSTMCell under nn.RNN, JAX (CPU)"
+    make_run_layer = staticmethod(linen_layer)
     cell_names = {"lstm": "OptimizedLSTMCell"}
     capabilities = Capabilities(
         cells=frozenset({"lstm"}),

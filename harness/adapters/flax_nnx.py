@@ -12,17 +12,15 @@ bundled GRU cases declare it (``expected: {flax-nnx: ..., when: {cell: gru}}``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from harness.adapters._flax import FLAX_REASONS, FlaxAdapter, nnx_layer
 from harness.adapters.base import Capabilities
-from harness.spec import Case
 
 
 class FlaxNnx(FlaxAdapter):
     name = "flax-nnx"
     title = "Flax nnx OptimizedLSTMCell/GRUCell under nnx.RNN, JAX (CPU)"
     layout_name = "flax-nnx"
+    make_run_layer = staticmethod(nnx_layer)
     cell_names = {"lstm": "OptimizedLSTMCell", "gru": "GRUCell"}
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
@@ -32,8 +30,3 @@ class FlaxNnx(FlaxAdapter):
                  "after the recurrent matmul (r * (h @ dense_h[n]), no b_hn: google/flax#5594): "
                  "it has no reset_after=False form"},
     )
-
-    def _layer(self, case: Case) -> Callable:
-        from flax import nnx
-
-        return nnx_layer(case, getattr(nnx, self.cell_names[case.cell]))
