@@ -10,7 +10,6 @@ from types import ModuleType
 from typing import Any
 
 from harness.adapters._torch_onnx import TorchOnnx
-from harness.adapters.onnxruntime import import_onnxruntime
 
 
 class TorchOnnxTorchScript(TorchOnnx):
@@ -20,7 +19,8 @@ class TorchOnnxTorchScript(TorchOnnx):
 
     def export_graph(self, torch: ModuleType, wrapped: Any, args: tuple[Any, ...],
                      names: list[str]) -> Any:
-        onnx, _ = import_onnxruntime()
+        import onnx  # installed: check_available asked for it
+
         buf = io.BytesIO()
         axes = {"x": {0: "batch", 1: "steps"}, "h0": {1: "batch"}, "c0": {1: "batch"}}
         torch.onnx.export(wrapped, args, buf, dynamo=False, input_names=names,
