@@ -27,8 +27,8 @@ fails prints its traceback's last lines and the others go on.
     python benchmarks/gpu_reference_routes.py --smoke    # tiny shapes; no GPU: CPU stand-ins
 
 Without a GPU (``--smoke`` on CPU) the generic and nn.LSTM routes run on torch CPU tensors and
-the fused routes on the NumPy twin of their kernels (``tests/fast_cuda_twin.py``): the script's
-own bookkeeping, not a measurement.
+the fused routes on the NumPy twin of their kernels (``tests/support/fast_cuda_twin.py``): the
+script's own bookkeeping, not a measurement.
 """
 
 from __future__ import annotations
@@ -339,7 +339,7 @@ def fast_device(bench: Bench) -> tuple[Any, Callable, Callable]:
             raise RuntimeError("the kernels did not compile (see above)")
         return device, cupy.asarray, cupy.asnumpy
     sys.path.insert(0, str(ROOT / "tests"))
-    from fast_cuda_twin import NumpyDevice  # the CPU stand-in (--smoke without a GPU)
+    from support.fast_cuda_twin import NumpyDevice  # the CPU stand-in (--smoke without a GPU)
 
     return NumpyDevice(), np.asarray, np.asarray
 

@@ -1,7 +1,7 @@
 """cuDNN's RNN parameter buffer in pure NumPy: what the cuDNN adapters hand to cuDNN.
 
 Shared by the ``tf-cudnn`` and ``keras-cudnn`` adapters and layouts, and by the CPU tests that
-check them without a GPU (``tests/test_cudnn_packing.py``). Facts:
+check them without a GPU (``tests/layouts/test_cudnn_packing.py``). Facts:
 
 - linLayerID, LSTM: 0..3 are the input matrices W of gates i, f, c (= canonical g), o; 4..7
   the recurrent matrices R of the same gates; 8 the recurrent projection (LSTM with
@@ -20,7 +20,7 @@ check them without a GPU (``tests/test_cudnn_packing.py``). Facts:
   ``python/mxnet/gluon/rnn/rnn_layer.py``, which concatenates i2h, h2h (, h2r) weights of
   every layer and direction, then the biases]. For a single pseudo-layer it is also what
   tf_keras builds (``gru_lstm_utils.canonical_to_params``: weights, then biases).
-  ``tests/test_gpu_adapters.py`` checks it against real cuDNN buffers (TF and PyTorch).
+  ``tests/adapters/test_gpu_adapters.py`` checks it against real cuDNN buffers (TF and PyTorch).
 
 TensorFlow (``tf-cudnn``) never needs the buffer order: ``CudnnRNNCanonicalToParamsV2`` takes
 lists of canonical weights and biases and asks cuDNN where each goes. The lists are

@@ -52,9 +52,10 @@ def _cast_itemsize(case: Case) -> int:
     return 0 if held == np.float64 else held.itemsize
 
 
-# Python object overheads, measured (peak RSS over a range of shapes, tests/test_bad_inputs.py):
-# per layer and direction of a reference pass (its blocks, transposes, tape, list entries), per
-# timestep of one (the step's small arrays), per timestep of a backward pass, and once
+# Python object overheads, measured (peak RSS over a range of shapes,
+# tests/inputs/test_bad_inputs.py): per layer and direction of a reference pass (its blocks,
+# transposes, tape, list entries), per timestep of one (the step's small arrays), per timestep
+# of a backward pass, and once
 _PER_LAYER_BYTES = 2500
 _PER_STEP_BYTES = 250
 _PER_STEP_BACKWARD_BYTES = 1500

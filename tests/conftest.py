@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from case_factory import case_maker
+from support.case_factory import case_maker
 
 from harness.spec import Case
 
 
 @pytest.fixture
 def make_case(request: pytest.FixtureRequest) -> Callable[..., Case]:
-    """``make_case(**kw)``: a small case (:func:`case_factory.case_maker`), over the test
+    """``make_case(**kw)``: a small case (:func:`support.case_factory.case_maker`), over the test
     module's ``CASE_DEFAULTS`` if it has them."""
     return case_maker(**getattr(request.module, "CASE_DEFAULTS", {}))
 
@@ -22,7 +22,7 @@ def _memory_limit_of_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     """The harness's default memory limits follow the machine (harness.memory.max_memory);
     its tests hold every run to 4 GiB instead, so that a case meant to be refused is refused
     on a large machine too, and nothing a test runs grows with the machine. A test of the
-    machine-following default deletes the variable (tests/test_memory_limits.py)."""
+    machine-following default deletes the variable (tests/run/test_memory_limits.py)."""
     from harness.memory import MAX_MEMORY_ENV
 
     monkeypatch.setenv(MAX_MEMORY_ENV, "4GiB")

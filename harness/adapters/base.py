@@ -30,7 +30,7 @@ ALL_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16"})
 
 
 # The lowest version of each framework the adapters need: the bounds declared in pyproject.toml
-# (tests/test_cli_conventions.py checks they agree) and pinned by constraints/minimum.txt
+# (tests/cli/test_cli_conventions.py checks they agree) and pinned by constraints/minimum.txt
 # (``tox -e minimum``). torch 2.4 is the first built against NumPy 2 (an older one cannot be
 # imported beside numpy 2.x); the adapters' newer torch APIs have fallbacks (cuDNN's
 # ``rnn.fp32_precision``, 2.9, else the legacy ``allow_tf32``: adapters/torch_cudnn.py). onnx

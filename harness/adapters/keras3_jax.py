@@ -15,7 +15,7 @@ initial states and the cell variables: a gradient case is its ``jax.vjp``, pulle
 ``dy``, ``dh_n``, ``dc_n`` through the very outputs the adapter returns (flips and the zeroing
 of padded steps included). On the CPU, keras#22399's cuDNN LSTM path is never taken (it needs
 a GPU); keras#22401's ``lax.scan`` GRU is, for a reset-after GRU without a mask (a masked or
-reset-before GRU takes the generic ``rnn`` loop): tests/test_adapter_keras3_jax.py.
+reset-before GRU takes the generic ``rnn`` loop): tests/adapters/test_adapter_keras3_jax.py.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ class Keras3Jax(Adapter):
         # keras.ops.tanh (the cell activation) computes a float64 tensor in float32 on every
         # backend but TensorFlow: dtypes.result_type demotes 64-bit types to 32-bit
         # (keras/src/backend/common/dtypes.py, BIT64_TO_BIT32_DTYPE; keras-team/keras#23223),
-        # so a float64 layer is float32 arithmetic (~3e-8 off); tests/test_adapter_keras3_jax.py
-        # runs it anyway and checks that it still diverges
+        # so a float64 layer is float32 arithmetic (~3e-8 off);
+        # tests/adapters/test_adapter_keras3_jax.py runs it anyway and checks that it still diverges
         dtypes=frozenset({"float32", "float16", "bfloat16"}),
         recurrent_activations=frozenset(ACTIVATIONS),
         gradients=True,

@@ -3,8 +3,8 @@ onnxruntime and openvino adapters run) evaluated by ``onnx.reference.ReferenceEv
 ONNX project's own NumPy implementation of the operators, in float64 (the operators' type T
 allows double). A second reference written by others from the same specification, compared like
 any adapter, not a baseline. Layout ``onnx``, nodes at ``layout=0`` (:attr:`onnx_layout`; it
-runs ``layout=1`` right too, which tests/test_adapter_openvino.py uses to check the batch-major
-graph the openvino-batch-major adapter is given).
+runs ``layout=1`` right too, which tests/adapters/test_adapter_openvino.py uses to check the
+batch-major graph the openvino-batch-major adapter is given).
 
 The model is double whatever the case dtype: the case's values (already rounded to its dtype)
 are computed in float64. The pair is judged with the case dtype's tolerances all the same, as

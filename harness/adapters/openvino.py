@@ -8,7 +8,8 @@ its inference precision from the CPU (bf16 on one with AVX-512 BF16 or AMX: the 
 then runs in bfloat16 whatever the model's type), so ``INFERENCE_PRECISION_HINT`` is pinned to
 f32 (:data:`COMPILE_CONFIG`, in versions(); the plugin's own default is in precision_flags()).
 
-What OpenVINO 2026.4.1 does with each feature was measured (tests/test_adapter_openvino.py):
+What OpenVINO 2026.4.1 does with each feature was measured
+(tests/adapters/test_adapter_openvino.py):
 
 - runs right: sequence_lens, reverse and bidirectional directions, clip, GRU
   linear_before_reset 0 and 1, initial states, stacked layers, float16 (computed in float32).

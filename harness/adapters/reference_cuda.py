@@ -16,8 +16,8 @@ With CuPy, the cases the fused step kernels cover (``harness/reference/fast_cuda
 GRU with the sigmoid, no peepholes, projection, clips, forget bias or input_forget) run there:
 per step one cuBLAS product and one fused kernel instead of the generic code's ~20 small
 kernels, the same equations in the same order (checked against the NumPy reference to 1e-12,
-``tests/test_fast_cuda.py``). Every other case, and every case on the torch backend, runs the
-generic reference on the device; its pair says so (:meth:`ReferenceCUDA.route_note`).
+``tests/reference/test_fast_cuda.py``). Every other case, and every case on the torch backend, runs
+the generic reference on the device; its pair says so (:meth:`ReferenceCUDA.route_note`).
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ class TFBlockLSTMV2(TFBlockLSTM):
     (``tensorflow/python/ops/rnn_grad.py``: ``RegisterGradient("BlockLSTMV2")`` of the same
     function as BlockLSTM) runs ``BlockLSTMGrad``, the v1 kernel with gate blocks i, ci, f, o,
     on V2's i, f, ci, o weights: every gradient is wrong (off by about as much as the gradients
-    themselves; tests/test_adapter_gradients_tf.py). Like BlockLSTMGrad, BlockLSTMGradV2
+    themselves; tests/adapters/test_adapter_gradients_tf.py). Like BlockLSTMGrad, BlockLSTMGradV2
     differentiates cell_clip as the identity.
     """
 

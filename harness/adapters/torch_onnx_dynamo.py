@@ -29,8 +29,8 @@ def forget_previous_exports(torch) -> None:
     was declared dynamic (the symptom of pytorch#191855): the first export left the op's
     dispatch cache pointing past the decomposition that keeps the axis symbolic. Cleared, every
     case is exported as a process's first export of the op is, so its verdict does not depend on
-    the cases run before it; tests/test_adapter_torch_onnx.py exports twice without this and
-    checks the frozen axis is reported."""
+    the cases run before it; tests/adapters/test_adapter_torch_onnx.py exports twice without this
+    and checks the frozen axis is reported."""
     for name in ("lstm", "gru"):
         packet = getattr(torch.ops.aten, name)
         for overload in ("input", "data"):

@@ -18,8 +18,8 @@ a case's ``forget_bias`` is stored in ``biases/1`` (bW_f).
 ``tf-cudnn-params``: the single flat ``params`` vector the ``CudnnRNN*`` ops run on
 (``CudnnRNNParamsSize`` elements): every matrix of every pseudo-layer (layer-major, forward
 before backward), flattened row-major, then every bias. cuDNN calls this buffer opaque; the
-order and its sources are in ``harness/cudnn.py``, and ``tests/test_gpu_adapters.py`` checks it
-against the buffers TensorFlow and PyTorch obtain from cuDNN.
+order and its sources are in ``harness/cudnn.py``, and ``tests/adapters/test_gpu_adapters.py``
+checks it against the buffers TensorFlow and PyTorch obtain from cuDNN.
 """
 
 from __future__ import annotations

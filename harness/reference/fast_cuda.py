@@ -5,7 +5,7 @@ CUDA graph and replayed for every layer.
 
 The generic reference (``lstm.py``, ``gru.py``, ``*_backward.py``) stays the definition: this is
 the same equations, operation for operation in the same order (``fast_cuda_steps.cu``), judged
-against it to 1e-12 (``tests/test_fast_cuda.py``). It covers what those kernels do
+against it to 1e-12 (``tests/reference/test_fast_cuda.py``). It covers what those kernels do
 (:func:`unsupported` says what they do not: the adapter then runs the generic reference).
 
 Layout: time-major [T, B, ...] throughout, one direction in its reading order (a reverse

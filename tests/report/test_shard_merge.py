@@ -1,0 +1,436 @@
+"""``run --shard K/N``, ``rnn-harness merge`` and pytest ``--shard``.
+
+The partition is checked as properties (every pair in exactly one shard, balanced, independent of
+input order); a small run (reference, noise-floor, torch-cpu on cases that pass, diverge and are
+not applicable) is run whole and as 3 shards, and the merge of the shards must be the whole run's
+report except for timings and the merge's own notes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from support.fault_adapters import Correct, Raises
+
+from harness import runner
+from harness.adapters.reference import Reference
+from harness.cli import main
+from harness.errors import HarnessError
+from harness.merge import merge_reports
+from harness.report import write_report
+from harness.run_options import RunOptions
+from harness.shard import Shard, pair_id, parse_shard, partition
+from harness.spec import Case
+
+ROOT = Path(__file__).parents[2]
+ADAPTERS = "reference,noise-floor,torch-cpu"
+CASES = """
+name: tiny
+input_size: 3
+hidden_size: 4
+num_layers: 2
+bidirectional: true
+batch: 2
+seq_len: 5
+seq_lengths: [5, 3]
+initial_state: random
+seed: 4
+matrix:
+  cell: [lstm, gru]
+"""
+DIVERGES = """
+name: strict
+cell: lstm
+input_size: 2
+hidden_size: 3
+batch: 2
+seq_len: 4
+seed: 5
+tolerance: {adapters: {torch-cpu: {atol: 1.0e-14, rtol: 0.0}}}
+"""
+PEEPHOLES = """
+name: peep
+cell: lstm
+input_size: 2
+hidden_size: 3
+peepholes: true
+batch: 1
+seq_len: 3
+seed: 6
+"""
+
+
+# The partition -------------------------------------------------------------------------------
+
+def _ids(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    cases = [f"case{rng.randrange(10**6)}" for _ in range(max(1, n // 5))]
+    adapters = ["reference", "noise-floor", "torch-cpu", "keras", "onnxruntime"]
+    return [pair_id(c, a) for c in dict.fromkeys(cases) for a in adapters][:n]
+
+
+@pytest.mark.parametrize("n_ids", [0, 1, 7, 45, 369])
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 9])
+def test_partition_every_pair_once_balanced_and_order_independent(n_ids, count):
+    ids = _ids(n_ids, seed=n_ids * 31 + count)
+    shards = partition(ids, count)
+    assert len(shards) == count
+    flat = [i for s in shards for i in s]
+    assert sorted(flat) == sorted(set(ids))  # every pair in exactly one shard
+    sizes = [len(s) for s in shards]
+    assert max(sizes) - min(sizes) <= 1, sizes
+    shuffled = list(reversed(ids))
+    random.Random(1).shuffle(shuffled)
+    assert partition(shuffled, count) == shards  # case-file and registry order do not matter
+    if count > len(set(ids)):  # a shard would have nothing to run
+        with pytest.raises(HarnessError, match="only"):
+            Shard(1, count).pick(shuffled)
+        return
+    for k in range(1, count + 1):  # pick keeps the caller's order
+        picked = Shard(k, count).pick(shuffled)
+        assert set(picked) == set(shards[k - 1])
+        assert picked == [i for i in shuffled if i in set(picked)]
+
+
+def test_partition_is_stable_across_processes():
+    """A hash of its own (not Python's salted str hash): another interpreter agrees."""
+    ids = _ids(60, seed=3)
+    code = ("import json, sys; from harness.shard import partition; "
+            "print(json.dumps(partition(json.loads(sys.stdin.read()), 4)))")
+    got = subprocess.run([sys.executable, "-c", code], input=json.dumps(ids), text=True,
+                         capture_output=True, check=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONHASHSEED": "123"})
+    assert json.loads(got.stdout) == partition(ids, 4)
+
+
+def test_partition_mixes_adapters_across_shards():
+    """Dealing plainly sorted ids would give shard k the same adapters of every case when the
+    number of adapters is a multiple of N; the digest order does not."""
+    ids = [pair_id(f"case{c:02d}", a) for c in range(20) for a in ("a", "b", "c")]
+    for shard in partition(ids, 3):
+        assert {i.split("::")[1] for i in shard} == {"a", "b", "c"}
+
+
+@pytest.mark.parametrize("text,index,count", [("1/1", 1, 1), ("2/4", 2, 4), (" 3 / 3 ", 3, 3)])
+def test_parse_shard(text, index, count):
+    assert parse_shard(text) == Shard(index, count)
+    assert str(parse_shard(text)) == f"{index}/{count}"
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1", "1/0", "-1/3", "1/2/3", ""])
+def test_parse_shard_refuses(text):
+    with pytest.raises(HarnessError, match="--shard"):
+        parse_shard(text)
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1/3", "1/99999999999999999999"])
+def test_run_refuses_a_bad_shard_with_exit_2(text, tmp_path, capsys):
+    case = tmp_path / "c.yaml"
+    case.write_text(PEEPHOLES)
+    code = main(["run", str(case), "--adapters", "reference", "--out", str(tmp_path / "r"),
+                 "--shard", text])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "--shard" in err and text in err
+    assert not (tmp_path / "r").exists()
+
+
+# A whole run, its shards, and their merge ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("shards")
+    cases = root / "cases"
+    cases.mkdir()
+    for name, text in (("tiny", CASES), ("strict", DIVERGES), ("peep", PEEPHOLES)):
+        (cases / f"{name}.yaml").write_text(text)
+    folders = {}
+    for name, extra in (("whole", []), *((f"s{k}", ["--shard", f"{k}/3"]) for k in (1, 2, 3))):
+        folders[name] = root / name
+        code = main(["run", str(cases), "--adapters", ADAPTERS, "--out", str(folders[name]),
+                     "--quiet", "--save-outputs", *extra])
+        diverged = any(p["status"] == "DIVERGED" for p in _run(folders[name])["pairs"])
+        assert code == (1 if diverged else 0)
+        assert diverged or name != "whole"  # strict::torch-cpu diverges on purpose
+    folders["merged"] = root / "merged"
+    assert main(["merge", str(folders["merged"]), *(str(folders[f"s{k}"]) for k in (3, 1, 2))]) == 1
+    return folders
+
+
+def _run(folder: Path) -> dict:
+    return json.loads((folder / "run.json").read_text())
+
+
+def _pairs(folder: Path) -> list[tuple[str, str, str, str]]:
+    return [(p["case"], p["adapter"], p["status"], p["reason"]) for p in _run(folder)["pairs"]]
+
+
+def _untimed_summary(text: str) -> list[list[str]]:
+    """summary.md without timings (the seconds column, the headline's total) and the merge's
+    own note: a list of lines, table lines as lists of stripped cells."""
+    out, seconds = [], None
+    for line in text.splitlines():
+        if line.startswith(("Merged from ", "**Warning**")):
+            continue
+        if not line.startswith("|"):
+            seconds = None
+            out.append([line.split(" — ")[0]])
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if seconds is None and "seconds" in cells:
+            seconds = cells.index("seconds")
+        if seconds is not None:
+            cells[seconds] = ""
+        out.append(cells)
+    return [line for line in out if line != [""]]
+
+
+def test_each_shard_holds_only_its_pairs_and_says_which(runs):
+    whole = _pairs(runs["whole"])
+    ids = [pair_id(c, a) for c, a, *_ in whole]
+    seen: list[str] = []
+    for k in (1, 2, 3):
+        doc = _run(runs[f"s{k}"])
+        assert doc["shard"] == f"{k}/3"
+        mine = [pair_id(p["case"], p["adapter"]) for p in doc["pairs"]]
+        assert doc["shard_pairs"] == mine
+        assert set(mine) == set(Shard(k, 3).pick(ids))
+        csv = pd.read_csv(runs[f"s{k}"] / "divergence.csv")
+        rows = {pair_id(c, a) for c, a in zip(csv["case"], csv["adapter"], strict=True)}
+        assert rows <= set(mine)
+        assert doc["shard_of"]["adapters"] == ADAPTERS.split(",")
+        assert doc["shard_of"]["cases"] == list(_run(runs["whole"])["cases"])
+        seen += mine
+    assert sorted(seen) == sorted(ids)  # every pair exactly once
+    assert "shard" not in _run(runs["whole"])
+
+
+def test_merged_report_equals_the_whole_run(runs):
+    whole, merged = runs["whole"], runs["merged"]
+    assert (merged / "divergence.csv").read_text() == (whole / "divergence.csv").read_text()
+    assert _pairs(merged) == _pairs(whole)  # same pairs, statuses, reasons, same order
+    assert {"pass", "DIVERGED", "not applicable", "baseline"} <= {p[2] for p in _pairs(whole)}
+    assert _untimed_summary((merged / "summary.md").read_text()) == \
+        _untimed_summary((whole / "summary.md").read_text())
+    assert (merged / "layouts.md").read_text() == (whole / "layouts.md").read_text()
+    w, m = _run(whole), _run(merged)
+    assert m["versions"] == w["versions"] and m["precision_flags"] == w["precision_flags"]
+    assert list(m["cases"]) == list(w["cases"])
+    assert m["shards"] == ["1/3", "2/3", "3/3"] and "shard" not in m
+    shard_seconds = [_run(runs[f"s{k}"])["seconds"] for k in (1, 2, 3)]
+    assert m["seconds"] == pytest.approx(sum(shard_seconds), abs=0.01)
+    assert set(m["shard_runs"]) == {"1/3", "2/3", "3/3"}
+    html = (merged / "index.html").read_text()
+    assert html.count("<section") == (whole / "index.html").read_text().count("<section")
+    assert sorted(p.name for p in (merged / "plots").glob("*.png")) == \
+        sorted(p.name for p in (whole / "plots").glob("*.png"))
+    saved = sorted(str(p.relative_to(whole)) for p in (whole / "outputs").rglob("*.npz"))
+    assert saved and saved == sorted(str(p.relative_to(merged))
+                                     for p in (merged / "outputs").rglob("*.npz"))
+    assert "Merged from 3 report folder(s): 1/3, 2/3, 3/3" in (merged / "summary.md").read_text()
+
+
+def test_merged_report_diffs_clean_against_the_whole_run(runs, capsys):
+    assert main(["diff", str(runs["whole"]), str(runs["merged"])]) == 0
+    assert "No regression." in capsys.readouterr().out
+
+
+def test_merge_takes_out_as_run_and_diff_do(runs, tmp_path, capsys):
+    """``merge A B C --out M`` is ``merge M A B C``; errors about M name the option used."""
+    shards = [str(runs[f"s{k}"]) for k in (1, 2, 3)]
+    assert main(["merge", *shards, "--out", str(tmp_path / "m")]) == 1  # a case diverges
+    assert (tmp_path / "m" / "divergence.csv").read_text() == \
+        (runs["merged"] / "divergence.csv").read_text()
+    assert "merged 3 report(s) (1/3, 2/3, 3/3)" in capsys.readouterr().out
+    assert main(["merge", *shards, "--out", shards[0]]) == 2
+    assert "another --out" in capsys.readouterr().err
+    assert main(["merge", shards[0]]) == 2  # no --out: the first folder is OUT_DIR
+    assert "OUT_DIR: expected the merged report folder and at least one shard folder" in \
+        capsys.readouterr().err
+
+
+def test_merge_refuses_a_missing_shard_unless_partial(runs, tmp_path, capsys):
+    code = main(["merge", str(tmp_path / "m"), str(runs["s1"]), str(runs["s3"])])
+    err = capsys.readouterr().err
+    assert code == 2 and "missing shard(s) 2/3" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "m").exists()
+    code = main(["merge", str(tmp_path / "m"), str(runs["s1"]), str(runs["s3"]),
+                 "--allow-partial"])
+    assert code in (0, 1)
+    doc = _run(tmp_path / "m")
+    assert doc["missing_shards"] == ["2/3"] and doc["shards"] == ["1/3", "3/3"]
+    assert len(doc["pairs"]) == len(_run(runs["s1"])["pairs"]) + len(_run(runs["s3"])["pairs"])
+    assert "partial merge: shard(s) 2/3 missing" in (tmp_path / "m" / "summary.md").read_text()
+
+
+def _relabel(src: Path, dst: Path, **changes) -> Path:
+    shutil.copytree(src, dst)
+    doc = _run(dst)
+    doc.update(changes)
+    (dst / "run.json").write_text(json.dumps(doc))
+    return dst
+
+
+def test_merge_refuses_overlapping_pairs(runs, tmp_path, capsys):
+    twin = _relabel(runs["s1"], tmp_path / "twin", shard="2/3")
+    code = main(["merge", str(tmp_path / "m"), str(runs["s1"]), str(twin), str(runs["s3"]),
+                 "--allow-partial"])
+    err = capsys.readouterr().err
+    assert code == 2 and "in two report folders" in err and "overlap" in err
+    code = main(["merge", str(tmp_path / "m"), str(runs["s1"]), str(runs["s1"])])
+    assert code == 2 and "in two report folders" in capsys.readouterr().err
+
+
+def test_merge_refuses_a_shard_given_twice_and_shards_of_other_runs(runs, tmp_path, capsys):
+    empty = _relabel(runs["s2"], tmp_path / "empty", pairs=[], shard_pairs=[])
+    assert main(["merge", str(tmp_path / "m"), str(runs["s1"]), str(runs["s2"]), str(empty),
+                 str(runs["s3"])]) == 2
+    assert "shard 2/3 is given twice" in capsys.readouterr().err
+    other = _relabel(runs["s2"], tmp_path / "other",
+                     shard_of={"cases": ["x", "y", "z"], "adapters": ["reference"]})
+    assert main(["merge", str(tmp_path / "m"), str(runs["s1"]), str(other), str(runs["s3"])]) == 2
+    assert "different runs" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "m"), str(runs["whole"])]) == 2
+    assert "not a shard" in capsys.readouterr().err
+    assert main(["merge", str(runs["s1"]), str(runs["s1"]), str(runs["s2"]), str(runs["s3"])]) == 2
+    assert "overwrite" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "m"), str(tmp_path / "nowhere")]) == 2
+    assert "report folder not found" in capsys.readouterr().err
+
+
+def test_merge_warns_about_different_versions(runs, tmp_path):
+    doc = _run(runs["s2"])
+    versions = dict(doc["versions"], numpy="0.0-planted")
+    older = _relabel(runs["s2"], tmp_path / "older", versions=versions)
+    merged = merge_reports(tmp_path / "m", [runs["s1"], older, runs["s3"]])
+    assert any("numpy" in w and "0.0-planted (2/3)" in w for w in merged.warnings)
+    summary = (tmp_path / "m" / "summary.md").read_text()
+    assert "**Warning**: the shards ran with different versions: numpy" in summary
+    m = _run(tmp_path / "m")
+    assert m["shard_runs"]["2/3"]["versions"]["numpy"] == "0.0-planted"
+    assert "0.0-planted (2/3)" in m["versions"]["numpy"]
+
+
+def test_merge_keeps_errors_log_and_unknown_adapters(tmp_path):
+    """Error pairs' tracebacks come back in pair order; adapters this installation does not
+    know (here: test-only ones) are merged without layout tables."""
+    cases = [Case(name=n, cell="lstm", input_size=2, hidden_size=3, batch=1, seq_len=2)
+             for n in ("a", "b", "c")]
+    adapters = [Reference(), Raises(), Correct()]
+    write_report(runner.run(cases, adapters), tmp_path / "whole")
+    for k in (1, 2):
+        result = runner.run(cases, adapters, RunOptions(shard=Shard(k, 2)))
+        write_report(result, tmp_path / f"s{k}")
+    merged = merge_reports(tmp_path / "m", [tmp_path / "s2", tmp_path / "s1"])
+    assert merged.result.failed
+    assert (tmp_path / "m" / "errors.log").read_text() == \
+        (tmp_path / "whole" / "errors.log").read_text()
+    assert _pairs(tmp_path / "m") == _pairs(tmp_path / "whole")
+
+
+# pytest --shard -------------------------------------------------------------------------------
+
+def _collected(*args: str) -> list[str]:
+    got = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                          "no:cacheprovider", *args], capture_output=True, text=True, cwd=ROOT)
+    assert got.returncode in (0, 5), got.stdout + got.stderr  # 5: nothing collected
+    return [line for line in got.stdout.splitlines() if "::" in line]
+
+
+def test_pytest_shards_run_every_item_exactly_once():
+    targets = ["cases/initial-state.yaml", "cases/gru-reset.yaml", "tests/inputs/test_spec.py"]
+    everything = _collected(*targets)
+    shards = [_collected(*targets, "--shard", f"{k}/3") for k in (1, 2, 3)]
+    assert sorted(i for s in shards for i in s) == sorted(everything)
+    units = [i for i in everything if i.startswith("tests/")]
+    pairs = [i for i in everything if i.startswith("cases/")]
+    assert units and pairs
+    assert set(units) <= set(shards[0])  # the harness's own tests: shard 1 only
+    assert not any(i.startswith("tests/") for s in shards[1:] for i in s)
+    sizes = [len([i for i in s if i.startswith("cases/")]) for s in shards]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == len(pairs)
+
+
+def test_pytest_refuses_a_bad_shard():
+    got = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                          "no:cacheprovider", "cases/gru-reset.yaml", "--shard", "4/3"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert got.returncode == 4  # usage error
+    assert "--shard: expected 1 <= K <= N in K/N, got '4/3'" in got.stderr
+
+
+def test_merge_keeps_each_adapters_environment_from_the_shard_that_ran_it(tmp_path, capsys):
+    """One case, two adapters, two shards: each adapter runs in one shard only, and the other
+    shard records it without an environment. The merged run.json carries the environment of
+    the shard that ran it, as the whole run does, and diff sees no environment change."""
+    pytest.importorskip("torch")
+    (tmp_path / "tiny.yaml").write_text(CASES.split("matrix:")[0] + "cell: lstm\n")
+    folders = {}
+    for name, extra in (("whole", []), ("s1", ["--shard", "1/2"]), ("s2", ["--shard", "2/2"])):
+        folders[name] = tmp_path / name
+        main(["run", str(tmp_path / "tiny.yaml"), "--adapters", "reference,torch-cpu", "--out",
+              str(folders[name]), "--quiet", *extra])
+    ran = {k: {p["adapter"] for p in _run(folders[k])["pairs"]} for k in ("s1", "s2")}
+    assert ran["s1"] and ran["s2"] and not ran["s1"] & ran["s2"]
+    main(["merge", str(tmp_path / "merged"), str(folders["s1"]), str(folders["s2"])])
+    whole, merged = _run(folders["whole"]), _run(tmp_path / "merged")
+    for name in ("reference", "torch-cpu"):
+        assert whole["adapters"][name].get("environment")
+        assert merged["adapters"][name].get("environment") == \
+            whole["adapters"][name]["environment"], name
+    capsys.readouterr()
+    main(["diff", str(folders["whole"]), str(tmp_path / "merged")])
+    assert "environment" not in capsys.readouterr().out.lower()
+
+
+def _no_blind_check(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("a report must render the recorded blind-spot check, not make one")
+
+    from harness import blind
+
+    monkeypatch.setattr(blind, "check", refuse)
+
+
+def test_a_merged_report_renders_the_shards_recorded_blind_checks(runs, tmp_path, monkeypatch):
+    """Each shard records its cases' blind-spot checks in run.json; the merge combines them and
+    renders them as the whole run does, without checking anything again."""
+    _no_blind_check(monkeypatch)
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *(str(runs[f"s{k}"]) for k in (2, 3, 1))]) == 1
+    merged = (out / "summary.md").read_text()
+    assert _untimed_summary(merged) == _untimed_summary(
+        (runs["whole"] / "summary.md").read_text())
+    assert merged.count("Blind to") == len(_run(runs["whole"])["blind_checks"]) > 0
+    assert _run(out)["blind_checks"] == _run(runs["whole"])["blind_checks"]
+
+
+def test_a_merge_of_reports_from_before_the_recorded_checks_carries_their_warnings(
+        runs, tmp_path, monkeypatch):
+    """A shard of run.json schema 1 recorded only each case's warning text: the merge carries
+    that text over as it is, and still checks nothing again."""
+    shards = []
+    for k in (1, 2, 3):
+        folder = Path(shutil.copytree(runs[f"s{k}"], tmp_path / f"s{k}"))
+        doc = _run(folder)
+        doc.pop("blind_checks")
+        doc["schema_version"] = 1
+        doc["blind_spots"] = {"peep": "Blind to (recorded by an older rnn-harness): something."}
+        (folder / "run.json").write_text(json.dumps(doc))
+        shards.append(str(folder))
+    _no_blind_check(monkeypatch)
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *shards]) == 1
+    summary = (out / "summary.md").read_text()
+    assert "Blind to (recorded by an older rnn-harness): something." in summary
+    assert "Blind to (recorded by an older rnn-harness): something." in \
+        (out / "index.html").read_text()

@@ -1,0 +1,416 @@
+"""Adapter faults lose nothing: an adapter that raises, returns NaN/Inf or the wrong shape, hangs
+or kills its process is one error row with the reason; the rest of the run completes and its
+report is written. A run killed midway leaves no half-written report file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from support.fault_adapters import (
+    Correct,
+    CrashesOnFirstCase,
+    Exits,
+    KillsItself,
+    NotInstalled,
+    Raises,
+    ReturnsInf,
+    ReturnsNaN,
+    ReturnsNaNBesideLayers,
+    Segfaults,
+    Silent,
+    Sleeps,
+    WrongShape,
+)
+
+from harness import compare, runner
+from harness.adapters.reference import Reference
+from harness.npz import write_text
+from harness.report import write_report
+from harness.results import PairResult, RunResult
+from harness.run_options import RunOptions
+from harness.spec import Case
+
+pytestmark = pytest.mark.slow  # worker processes, timeouts, killed runs
+
+ROOT = Path(__file__).parents[2]
+CASES = [
+    Case(name="first", cell="lstm", input_size=2, hidden_size=3, batch=2, seq_len=3),
+    Case(name="second", cell="gru", input_size=3, hidden_size=2, batch=2, seq_len=4,
+         seq_lengths=[4, 2], bidirectional=True),
+]
+
+
+def pairs(result: RunResult) -> dict[tuple[str, str], PairResult]:
+    return {(p.case, p.adapter): p for p in result.pairs}
+
+
+def assert_report_complete(result: RunResult, out: Path) -> None:
+    write_report(result, out)
+    csv = pd.read_csv(out / "divergence.csv")
+    passed = {p.adapter for p in result.pairs if p.status == compare.PASS}
+    assert set(csv["adapter"]) == passed  # rows for every pair that ran, none for errors
+    summary = (out / "summary.md").read_text()
+    for p in result.pairs:
+        if p.status == compare.ERROR:
+            assert p.reason.split(" (")[0][:60] in summary, p.reason
+
+
+def test_in_process_faults_are_error_rows(tmp_path):
+    adapters = [Reference(), Raises(), ReturnsNaN(), ReturnsNaNBesideLayers(), ReturnsInf(),
+                WrongShape(), Silent(), NotInstalled(), Correct()]
+    result = runner.run(CASES, adapters)
+    got = pairs(result)
+    for case in ("first", "second"):
+        assert got[case, "fault-none"].status == compare.PASS
+        assert got[case, "fault-raises"].reason == f"RuntimeError: planted failure on {case}"
+        assert "Traceback" in got[case, "fault-raises"].detail
+        assert got[case, "fault-unavailable"].status == compare.UNAVAILABLE
+    assert got["first", "fault-nan"].reason == "AdapterFault: returned 1 non-finite value(s) in y"
+    # NaN where the divergence does not read (y beside y_layers): the exact check finds it
+    assert got["first", "fault-nan-unread"].reason == (
+        "AdapterFault: returned 1 non-finite value(s) in y")
+    assert got["first", "fault-inf"].reason == "AdapterFault: returned 6 non-finite value(s) in h_n"
+    assert got["first", "fault-shape"].reason == (
+        "AdapterFault: returned y of shape [3, 2, 3], expected [2, 3, 3]")
+    assert got["first", "fault-no-cn"].reason == "AdapterFault: returned no c_n"
+    assert got["second", "fault-no-cn"].status == compare.PASS  # a GRU has no c_n
+    assert result.failed and not result.case_errors
+    assert_report_complete(result, tmp_path / "report")
+    assert "planted failure on first" in (tmp_path / "report" / "errors.log").read_text()
+
+
+def test_in_process_timeout_abandons_the_hung_adapter(tmp_path):
+    start = time.perf_counter()
+    result = runner.run(CASES, [Reference(), Sleeps(), Correct()], RunOptions(timeout=0.5))
+    assert time.perf_counter() - start < 30
+    got = pairs(result)
+    assert got["first", "fault-sleeps"].status == compare.ERROR
+    assert got["first", "fault-sleeps"].reason.startswith("timed out after 0.5 s")
+    # the thread cannot be stopped: later pairs of that adapter are refused, not queued behind it
+    assert got["second", "fault-sleeps"].reason.startswith(
+        "not run: fault-sleeps timed out earlier (case first)")
+    assert got["first", "fault-none"].status == got["second", "fault-none"].status == compare.PASS
+    assert_report_complete(result, tmp_path / "report")
+
+
+def test_no_timeout_runs_in_the_calling_thread():
+    result = runner.run(CASES[:1], [Reference(), Correct()], RunOptions(keep_outputs=True))
+    assert int(pairs(result)["first", "fault-none"].outputs.extras["pid"]) == os.getpid()
+
+
+def test_isolated_faults_cost_one_pair_each(tmp_path):
+    adapters = [Reference(), Raises(), ReturnsNaN(), WrongShape(), Sleeps(), Exits(),
+                KillsItself(), Segfaults(), NotInstalled(), Correct()]
+    start = time.perf_counter()
+    result = runner.run(CASES, adapters, RunOptions(timeout=2, isolate=True, keep_outputs=True))
+    assert time.perf_counter() - start < 120  # ~10 s: a worker start is an interpreter start
+    got = pairs(result)
+    died = "(it is restarted for the next pair)"
+    for case in ("first", "second"):
+        assert got[case, "fault-none"].status == compare.PASS
+        assert got[case, "fault-raises"].reason == f"RuntimeError: planted failure on {case}"
+        assert "in _run" in got[case, "fault-raises"].detail  # the worker's traceback
+        assert got[case, "fault-sleeps"].reason.startswith("timed out after 2 s; the worker "
+                                                           "process was killed")
+        assert got[case, "fault-exits"].reason == (
+            f"the worker process of fault-exits exited with code 3 {died}")
+        assert got[case, "fault-sigkill"].reason == (
+            f"the worker process of fault-sigkill was killed by SIGKILL {died}")
+        assert got[case, "fault-segfault"].reason == (
+            f"the worker process of fault-segfault was killed by SIGSEGV {died}")
+        assert got[case, "fault-unavailable"].status == compare.UNAVAILABLE
+        assert got[case, "fault-unavailable"].reason == "fakeframework is not installed (planted)"
+    assert got["first", "fault-nan"].reason == "AdapterFault: returned 1 non-finite value(s) in y"
+    assert got["first", "fault-shape"].reason.startswith("AdapterFault: returned y of shape")
+    # one worker per adapter, reused across pairs (its framework imported once), not this process
+    pids = {int(got[c, "fault-none"].outputs.extras["pid"]) for c in ("first", "second")}
+    assert len(pids) == 1 and os.getpid() not in pids
+    assert_report_complete(result, tmp_path / "report")
+
+
+def test_isolated_worker_is_restarted_after_a_crash():
+    cases = [Case(name=n, cell="lstm", input_size=2, hidden_size=3) for n in ("ok1", "boom", "ok2")]
+    result = runner.run(cases, [Reference(), CrashesOnFirstCase()],
+                        RunOptions(isolate=True, keep_outputs=True))
+    got = pairs(result)
+    assert got["boom", "fault-crash-once"].reason.startswith(
+        "the worker process of fault-crash-once exited with code 1")
+    for ok in ("ok1", "ok2"):
+        assert got[ok, "fault-crash-once"].status == compare.PASS
+    pid1 = int(got["ok1", "fault-crash-once"].outputs.extras["pid"])
+    pid2 = int(got["ok2", "fault-crash-once"].outputs.extras["pid"])
+    assert pid1 != pid2  # a fresh worker
+
+
+def test_isolated_unpicklable_adapter_is_an_error_row():
+    class Local(Correct):  # defined in a function: a worker cannot import it
+        name = "fault-local"
+
+    result = runner.run(CASES[:1], [Reference(), Local()], RunOptions(isolate=True))
+    r = pairs(result)["first", "fault-local"]
+    assert r.status == compare.ERROR and r.reason.startswith("cannot start a worker process")
+
+
+# Killed runs ------------------------------------------------------------------------------------
+
+def _wait_for(proc: subprocess.Popen, text: str, limit: float = 120) -> str:
+    """Read proc's stderr until ``text`` appears; returns what was read."""
+    seen = ""
+    deadline = time.monotonic() + limit
+    while text not in seen:
+        line = proc.stderr.readline()
+        if not line or time.monotonic() > deadline:
+            raise AssertionError(f"never saw {text!r}; stderr so far:\n{seen}")
+        seen += line
+    return seen
+
+
+def _after_an_earlier_report(out: Path) -> tuple[list[str], dict]:
+    """The command of a whole-suite run into ``out``, and the files of an earlier, complete
+    report (one case) already there."""
+    cmd = [sys.executable, "-m", "harness", "run", "cases", "--adapters", "reference,torch-cpu",
+           "--out", str(out), "--verbose"]  # a line per pair: the test waits for the third
+    subprocess.run([*cmd[:4], "cases/projection.yaml", *cmd[5:]], cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)
+    return cmd, _files(out)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL and /proc")
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+def test_killed_run_leaves_no_partial_report(tmp_path, isolate):
+    out = tmp_path / "report"
+    cmd, before = _after_an_earlier_report(out)
+    assert {"divergence.csv", "summary.md", "run.json"} <= set(before)
+    marker = uuid.uuid4().hex  # finds this run's processes, workers included
+    env = {**os.environ, "RNN_HARNESS_TEST_RUN": marker}
+    proc = subprocess.Popen(cmd + (["--isolate"] if isolate else []), cwd=ROOT, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        _wait_for(proc, "[3/")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        proc.kill()
+    after = _files(out)
+    assert after == before, "a killed run changed or left files in the report folder"
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker), "worker processes outlived the killed run"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "environ").read_bytes():
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    return found
+
+
+_WRITER = """
+import sys
+from harness.npz import write_text
+a, b = "A" * 2_000_000 + "\\n", "B" * 3_000_000 + "\\n"
+print("ready", flush=True)
+for i in range(10**9):
+    write_text(sys.argv[1], a if i % 2 else b)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_report_files_are_whole_even_when_killed_while_writing(tmp_path):
+    """write_text (every report file goes through it) replaces a file whole, or not at all."""
+    target = tmp_path / "divergence.csv"
+    for delay in (0.05, 0.13, 0.31):
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(target)], cwd=ROOT,
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == "ready\n"
+        time.sleep(delay)
+        proc.kill()
+        proc.wait(30)
+        text = target.read_text()
+        assert text in ("A" * 2_000_000 + "\n", "B" * 3_000_000 + "\n")
+        for leftover in tmp_path.glob("*.tmp"):  # an interrupted write leaves only its temp file
+            leftover.unlink()
+    write_text(target, "done\n")
+    assert target.read_text() == "done\n" and sorted(tmp_path.iterdir()) == [target]
+
+
+# Interrupted runs: the report folder is whole or untouched ---------------------------------------
+
+def _hidden_leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}."))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals and /proc")
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)],
+                         ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+def test_an_interrupted_run_leaves_the_previous_report_intact(tmp_path, sig, code, isolate):
+    if signal.getsignal(sig) == signal.SIG_IGN:
+        # nohup, a background job, some CI wrappers: the run inherits the "ignore" and rightly
+        # keeps it (harness/cli.py), so the signal cannot interrupt it
+        pytest.skip(f"{sig.name} is ignored in this test run (inherited at start); a run "
+                    f"started so keeps ignoring it")
+    out = tmp_path / "report"
+    cmd, before = _after_an_earlier_report(out)
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "RNN_HARNESS_TEST_RUN": marker}
+    proc = subprocess.Popen(cmd + (["--isolate"] if isolate else []), cwd=ROOT, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        _wait_for(proc, "[3/")
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, stderr[-2000:]
+    assert "interrupted" in stderr.splitlines()[-1] and "Traceback" not in stderr, stderr[-2000:]
+    assert "report in" not in stdout
+    assert _files(out) == before, "the previous report changed"
+    assert _hidden_leftovers(out) == []
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker), "worker processes outlived the interrupted run"
+
+
+def test_a_failed_report_write_keeps_the_previous_report(tmp_path):
+    from harness.report.folder import MARKER, staged
+
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "run.json").write_text("old")
+    (out / MARKER).write_text('{"tool": "rnn-harness", "entries": ["run.json"]}')
+    before = _files(out)
+    with pytest.raises(KeyboardInterrupt):
+        with staged(out) as partial:
+            (partial / "run.json").write_text("new")
+            raise KeyboardInterrupt
+    assert _files(out) == before and _hidden_leftovers(out) == []
+    with staged(out) as partial:
+        (partial / "run.json").write_text("new")
+    assert _files(out)["run.json"] == b"new" and _hidden_leftovers(out) == []
+
+
+def test_a_reused_folder_keeps_nothing_of_the_previous_run(tmp_path):
+    out = tmp_path / "report"
+    result = runner.run(CASES[:1], [Reference(), Raises()], RunOptions(keep_outputs=True))
+    write_report(result, out, outputs=True)
+    assert (out / "errors.log").exists() and (out / "outputs").is_dir()
+    result = runner.run(CASES[:1], [Reference(), Correct()])
+    write_report(result, out)
+    assert not (out / "errors.log").exists() and not (out / "outputs").exists()
+
+
+def test_leftovers_of_a_killed_run_are_removed_by_the_next(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "report"
+    for kind in ("partial", "old"):
+        leftover = tmp_path / f".report.{kind}-{dead.pid}-abc123"
+        leftover.mkdir()
+        (leftover / "run.json").write_text("half")
+    alive = tmp_path / f".report.partial-{os.getpid()}-xyz"  # a run still going: kept
+    alive.mkdir()
+    result = runner.run(CASES[:1], [Reference(), Correct()])
+    write_report(result, out)
+    assert _hidden_leftovers(out) == [alive.name]
+
+
+_HUNG_RUN = """
+import atexit, sys
+sys.path.insert(0, "tests")
+from support.fault_adapters import Sleeps
+from harness.adapters import ADAPTERS
+ADAPTERS[Sleeps.name] = Sleeps()
+atexit.register(lambda: print("interpreter shutdown", flush=True))
+sys.argv = ["rnn-harness", "run", sys.argv[1], "--adapters", "reference,fault-sleeps",
+            "--timeout", "0.5", "--out", sys.argv[2], "--quiet"]
+from harness.cli import entry
+entry()
+"""
+
+
+def test_a_run_with_an_abandoned_adapter_call_exits_without_interpreter_shutdown(tmp_path):
+    """A timed-out call still running in a thread: the process ends with os._exit once its
+    output is flushed, so framework code in that thread cannot abort it (SIGABRT) at exit."""
+    case = tmp_path / "c.yaml"
+    case.write_text("name: c\ncell: lstm\ninput_size: 2\nhidden_size: 3\n")
+    proc = subprocess.run([sys.executable, "-c", _HUNG_RUN, str(case), str(tmp_path / "r")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "1 error" in proc.stdout and "report in" in proc.stdout, proc.stdout
+    assert "interpreter shutdown" not in proc.stdout
+    assert (tmp_path / "r" / "run.json").exists()
+
+
+def test_an_inherited_sigterm_ignore_is_kept(monkeypatch):
+    """As Python keeps an ignored SIGINT, the CLI keeps an ignored SIGTERM (nohup-style
+    wrappers); otherwise SIGTERM interrupts the run like Ctrl-C."""
+    from harness import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "_main", lambda args: seen.append(signal.getsignal(signal.SIGTERM)))
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        cli.main(["adapters"])
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        cli.main(["adapters"])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [signal.SIG_IGN, cli._on_sigterm]
+
+
+_START_INTERRUPTED = """
+import os, signal, sys, time
+import multiprocessing.popen_spawn_posix as popen
+from harness.adapters.reference import Reference
+from harness.isolation import _AdapterJob
+from harness.workers import Worker
+
+def interrupted_open(*args, **kwargs):  # the child exists; its start-up data is sent next
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):  # where Python runs a handler: an unheld Ctrl-C is raised here
+        pass
+    return open(*args, **kwargs)
+popen.open = interrupted_open
+try:
+    w = Worker(_AdapterJob, (Reference(),), name="w")
+    print("no interrupt")
+except KeyboardInterrupt:
+    print("interrupted")
+    time.sleep(3)  # what a run's clean-up takes: a half-started worker reads EOF meanwhile
+    sys.exit(0)
+del popen.open
+print("ready:", w.receive(60)[0])
+w.stop()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals")
+def test_a_ctrl_c_while_a_worker_starts_waits_for_the_start_to_be_whole():
+    """A SIGINT that comes while the parent writes a new worker's start-up data is handled once
+    the start is whole: the worker does not die reading half of it (EOFError and a traceback on
+    the terminal) and the parent still sees the interrupt."""
+    proc = subprocess.run([sys.executable, "-c", _START_INTERRUPTED], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert "EOFError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[0] == "interrupted", proc.stdout
