@@ -2,9 +2,9 @@
 Keras stack every Keras path builds (:func:`make_layers`).
 
 Both libraries have the same ``LSTM`` / ``GRU`` / ``Bidirectional`` API and the same cell
-variables (layout ``keras``, docs/layouts.md, keras), so one executor serves both; the adapters
-differ in the module they import, in what ``'hard_sigmoid'`` means, and in how the CPU path is
-forced.
+variables (layout ``keras``, docs/layouts.md, keras), so one executor and one adapter class
+(:class:`KerasAdapter`) serve both; the adapters differ only in data: the module they import,
+what ``'hard_sigmoid'`` means, and how the CPU path is forced.
 
 Per layer the executor builds one Keras layer, called eagerly on tensors:
 
@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from harness.adapters._tf import import_tf
+from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
 from harness.layouts.keras import CELL_VARIABLES
@@ -341,3 +342,37 @@ def outputs_of(y: Any, h_n: list, c_n: list | None, y_layers: list, grads: Gradi
         grads=grads,
     )
 
+
+class KerasAdapter(Adapter):
+    """A Keras library's ``LSTM`` / ``GRU`` / ``Bidirectional`` run eagerly on ``/CPU:0`` (so that a
+    visible GPU does not switch it to its cuDNN path), gradients by ``tf.GradientTape``
+    (:func:`backward`). An adapter names the library: ``import_keras`` ((tensorflow, the Keras
+    module), or Unavailable), its distribution ``keras_dist`` (for run.json), its
+    ``activations`` (case name -> Keras name) and the ``layer_kwargs`` every LSTM/GRU gets; and
+    declares its own name and capabilities."""
+
+    framework = "keras"
+    layout_name = "keras"
+    native_in_case_dtype = True
+    keras_dist = ""
+    activations: dict[str, str] = {}
+    layer_kwargs: dict[str, Any] = {}
+
+    @staticmethod
+    def import_keras() -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def check_available(self) -> None:
+        self.import_keras()
+
+    def versions(self) -> dict[str, str]:
+        tf, K = self.import_keras()
+        return {"tensorflow": tf.__version__, self.keras_dist: K.__version__}
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        tf, K = self.import_keras()
+        with tf.device("/CPU:0"):
+            return run_keras(K, tf, case, native, inputs,
+                             activation=self.activations[case.recurrent_activation],
+                             gradients=self.computes_gradients(case),
+                             layer_kwargs=self.layer_kwargs)
