@@ -32,7 +32,7 @@ from harness.adapters import ADAPTERS
 from harness.adapters.base import REQUIREMENTS, Adapter
 from harness.errors import HarnessError, WeightsError
 from harness.layouts import LAYOUTS, Layout
-from harness.params import DIRECTION_NAMES, Canonical, expected_shapes, key, layer_dirs
+from harness.params import Canonical, expected_shapes, key, layer_dirs
 from harness.spec import Case
 
 # Capabilities that decide whether a layout can hold a case's parameters at all.
@@ -359,38 +359,22 @@ def onnx_model(case: Case, native: dict[str, np.ndarray]):
 
 
 def keras_model(case: Case, native: dict[str, np.ndarray]):
-    """A Keras 3 Sequential: Input((None, I)) and one LSTM/GRU layer per case layer
-    (``Bidirectional`` for two directions, ``go_backwards`` for reverse), weights set from the
-    ``keras`` layout's tensors."""
+    """A Keras 3 Sequential: Input((None, I)) and the adapters' stack of the case
+    (:func:`harness.adapters._keras.make_layers`: one LSTM/GRU layer per case layer,
+    ``Bidirectional`` for two directions, ``go_backwards`` for reverse) in float32, weights set
+    from the ``keras`` layout's tensors."""
+    from harness.adapters._keras import KERAS3_ACTIVATIONS, load_native, make_layers
     from harness.adapters._tf import import_tf
 
     import_tf()  # TensorFlow first, without its C++ start-up lines: Keras imports it
     import keras
 
-    from harness.adapters.keras3 import ACTIVATIONS
-    from harness.layouts import get_layout
-
-    names = list(get_layout("keras").shapes(case))
-    single = case.num_layers == 1 and case.num_directions == 1
-    rnn = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[case.cell]
-    layers: list = [keras.Input((None, case.input_size))]
-    weights = []
-    for k in range(case.num_layers):
-        kw = {"return_sequences": True,
-              "recurrent_activation": ACTIVATIONS[case.recurrent_activation]}
-        if case.cell_kind.reads("reset_after"):
-            kw["reset_after"] = case.reset_after
-        if case.dir_mode == "bidirectional":
-            layers.append(keras.layers.Bidirectional(rnn(case.hidden_size, **kw)))
-        else:
-            layers.append(rnn(case.hidden_size, go_backwards=case.dir_mode == "reverse", **kw))
-        for d in case.directions:
-            for n in ("kernel", "recurrent_kernel", "bias"):
-                name = n if single else f"layer{k}/{DIRECTION_NAMES[d]}/{n}"
-                assert name in names, name
-                weights.append(native[name])
-    model = keras.Sequential(layers)
-    model.set_weights(weights)
+    float32 = case.model_copy(update={"dtype": "float32"})
+    # a Sequential's layers have one output each: no final states
+    layers = make_layers(keras, float32, activation=KERAS3_ACTIVATIONS[case.recurrent_activation],
+                         return_state=False)
+    model = keras.Sequential([keras.Input((None, case.input_size)), *layers])
+    load_native(float32, layers, native, np.float32)
     return model
 
 

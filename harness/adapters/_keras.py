@@ -1,9 +1,10 @@
-"""The executor shared by the tf_keras (``keras``) and Keras 3 (``keras3``) adapters.
+"""The executor shared by the tf_keras (``keras``) and Keras 3 (``keras3``) adapters, and the
+Keras stack every Keras path builds (:func:`make_layers`).
 
 Both libraries have the same ``LSTM`` / ``GRU`` / ``Bidirectional`` API and the same cell
-variables (layout ``keras``, docs/layouts.md, keras), so one executor serves both; the adapters
-differ
-in the module they import, in what ``'hard_sigmoid'`` means, and in how the CPU path is forced.
+variables (layout ``keras``, docs/layouts.md, keras), so one executor and one adapter class
+(:class:`KerasAdapter`) serve both; the adapters differ only in data: the module they import,
+what ``'hard_sigmoid'`` means, and how the CPU path is forced.
 
 Per layer the executor builds one Keras layer, called eagerly on tensors:
 
@@ -38,8 +39,10 @@ from typing import Any
 import numpy as np
 
 from harness.adapters._tf import import_tf
+from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
+from harness.layouts.keras import CELL_VARIABLES
 from harness.params import DIRECTION_NAMES
 from harness.spec import Case
 
@@ -100,13 +103,9 @@ def layer_reasons(library: str) -> dict[str, str]:
     }
 
 
-# What the executor reads out of a Keras cell variable name ("lstm/lstm_cell/kernel:0" in
-# tf_keras, "kernel" in Keras 3): the layout's native names.
-NATIVE_NAMES = ("kernel", "recurrent_kernel", "bias")
-
-
 def short_name(variable: Any) -> str:
-    """The bare cell variable name (``kernel``, ``recurrent_kernel``, ``bias``)."""
+    """The bare cell variable name, one of the layout's :data:`CELL_VARIABLES` (tf_keras names a
+    variable ``lstm/lstm_cell/kernel:0``, Keras 3 ``kernel``)."""
     return variable.name.split("/")[-1].split(":")[0]
 
 
@@ -120,21 +119,27 @@ def native_prefix(case: Case, layer: int, d: int) -> str:
 def set_native(rnn: Any, native: dict[str, np.ndarray], prefix: str, np_dtype: Any) -> None:
     """Load ``native`` into a built LSTM/GRU layer, in the order ``get_weights`` lists them."""
     names = [short_name(v) for v in rnn.weights]
-    assert sorted(names) == sorted(NATIVE_NAMES), names
+    assert sorted(names) == sorted(CELL_VARIABLES), names
     rnn.set_weights([native[prefix + n].astype(np_dtype) for n in names])
 
 
 def make_layers(
-    K: Any, case: Case, *, activation: str, layer_kwargs: dict[str, Any] | None = None
+    K: Any, case: Case, *, activation: str, layer_kwargs: dict[str, Any] | None = None,
+    return_state: bool = True,
 ) -> list[Any]:
     """One built Keras layer per case layer, in the case dtype: ``Bidirectional(LSTM/GRU)`` for
     two directions, else ``LSTM/GRU`` (``go_backwards=True`` for the reverse direction).
-    ``activation`` is the Keras name of the case's recurrent activation; ``layer_kwargs`` go to
-    every LSTM/GRU (e.g. Keras 3's ``use_cudnn=False``)."""
+    ``K`` is ``tf_keras`` or Keras 3's ``keras`` (on any backend); ``activation`` is its name of
+    the case's recurrent activation; ``layer_kwargs`` go to every LSTM/GRU (e.g. Keras 3's
+    ``use_cudnn=False``); ``return_state=False`` leaves out the final states (a Sequential's
+    layers have one output each).
+
+    The one place a case's Keras stack is built: the Keras adapters run it (eagerly, traced for
+    LiteRT, stateless on JAX), ``harness.convert`` saves it as Keras 3 weights."""
     dtype = case.dtype
     cls = {"lstm": K.layers.LSTM, "gru": K.layers.GRU}[case.cell]
     kwargs: dict[str, Any] = dict(
-        units=case.hidden_size, return_sequences=True, return_state=True,
+        units=case.hidden_size, return_sequences=True, return_state=return_state,
         recurrent_activation=activation, dtype=dtype,
         # every variable is overwritten; zeros also avoids the orthogonal initialiser's QR,
         # which has no bfloat16 kernel
@@ -336,3 +341,38 @@ def outputs_of(y: Any, h_n: list, c_n: list | None, y_layers: list, grads: Gradi
         y_layers=[f64(v) for v in y_layers],
         grads=grads,
     )
+
+
+class KerasAdapter(Adapter):
+    """A Keras library's ``LSTM`` / ``GRU`` / ``Bidirectional`` run eagerly on ``/CPU:0`` (so that a
+    visible GPU does not switch it to its cuDNN path), gradients by ``tf.GradientTape``
+    (:func:`backward`). An adapter names the library: ``import_keras`` ((tensorflow, the Keras
+    module), or Unavailable), its distribution ``keras_dist`` (for run.json), its
+    ``activations`` (case name -> Keras name) and the ``layer_kwargs`` every LSTM/GRU gets; and
+    declares its own name and capabilities."""
+
+    framework = "keras"
+    layout_name = "keras"
+    native_in_case_dtype = True
+    keras_dist = ""
+    activations: dict[str, str] = {}
+    layer_kwargs: dict[str, Any] = {}
+
+    @staticmethod
+    def import_keras() -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def check_available(self) -> None:
+        self.import_keras()
+
+    def versions(self) -> dict[str, str]:
+        tf, K = self.import_keras()
+        return {"tensorflow": tf.__version__, self.keras_dist: K.__version__}
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        tf, K = self.import_keras()
+        with tf.device("/CPU:0"):
+            return run_keras(K, tf, case, native, inputs,
+                             activation=self.activations[case.recurrent_activation],
+                             gradients=self.computes_gradients(case),
+                             layer_kwargs=self.layer_kwargs)

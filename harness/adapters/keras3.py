@@ -7,45 +7,27 @@ backend otherwise takes cuDNN whenever a GPU exists). Padded steps of a unidirec
 layer are zeroed by the executor (Keras CPU repeats the last valid output there).
 
 Gradient cases: TensorFlow's own backward pass, a ``tf.GradientTape`` over the same calls
-(:func:`harness.adapters._keras.backward`).
+(:func:`harness.adapters._keras.backward`). The shared code is
+:class:`harness.adapters._keras.KerasAdapter`.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from harness.adapters._keras import KERAS3_ACTIVATIONS as ACTIVATIONS
-from harness.adapters._keras import import_keras3, layer_reasons, run_keras
-from harness.adapters.base import Adapter, Capabilities
-from harness.data import Inputs, Outputs
-from harness.spec import Case
+from harness.adapters._keras import KERAS3_ACTIVATIONS, KerasAdapter, import_keras3, layer_reasons
+from harness.adapters.base import Capabilities
 
 
-class Keras3(Adapter):
+class Keras3(KerasAdapter):
     name = "keras3"
     title = "Keras 3 LSTM/GRU, TensorFlow backend (CPU)"
-    framework = "keras"
     requires = ("tensorflow", "keras")
-    layout_name = "keras"
-    native_in_case_dtype = True
+    import_keras = staticmethod(import_keras3)
+    keras_dist = "keras"
+    activations = KERAS3_ACTIVATIONS
+    layer_kwargs = {"use_cudnn": False}  # the generic loop even where a GPU is visible
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
-        recurrent_activations=frozenset(ACTIVATIONS),
+        recurrent_activations=frozenset(KERAS3_ACTIVATIONS),
         gradients=True,
         reasons=layer_reasons("Keras 3"),
     )
-
-    def check_available(self) -> None:
-        import_keras3()
-
-    def versions(self) -> dict[str, str]:
-        tf, keras = import_keras3()
-        return {"tensorflow": tf.__version__, "keras": keras.__version__}
-
-    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        tf, keras = import_keras3()
-        with tf.device("/CPU:0"):
-            return run_keras(keras, tf, case, native, inputs,
-                             activation=ACTIVATIONS[case.recurrent_activation],
-                             gradients=self.computes_gradients(case),
-                             layer_kwargs={"use_cudnn": False})

@@ -19,6 +19,9 @@ from harness.layouts.base import Layout, NativeTensor, fused, grid
 from harness.spec import Case
 
 ORDER = {"lstm": "ifgo", "gru": "zrn"}
+# A cell's variables in the order Keras creates them: what get_weights / set_weights list and
+# how a .keras file numbers them (vars/0, vars/1, vars/2)
+CELL_VARIABLES = ("kernel", "recurrent_kernel", "bias")
 
 
 def describe(case: Case, layer: int, d: int) -> list[NativeTensor]:

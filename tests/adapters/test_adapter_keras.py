@@ -37,16 +37,9 @@ def adapter_or_skip(name: str):
 
 def module_of(name: str):
     """(tensorflow, Keras module, layer kwargs, activation names) of an adapter."""
-    adapter_or_skip(name)
-    if name == "keras":
-        from harness.adapters.keras import ACTIVATIONS, import_tf_keras
-
-        tf, K = import_tf_keras()
-        return tf, K, {}, ACTIVATIONS
-    from harness.adapters.keras3 import ACTIVATIONS, import_keras3
-
-    tf, K = import_keras3()
-    return tf, K, {"use_cudnn": False}, ACTIVATIONS
+    adapter = adapter_or_skip(name)
+    tf, K = adapter.import_keras()
+    return tf, K, dict(adapter.layer_kwargs), adapter.activations
 
 
 def max_errors(out, ref) -> dict[str, float]:
@@ -274,6 +267,16 @@ def test_masking_conventions_of_the_framework(name: str) -> None:
             assert not yb[b, t].any()
 
 
+@pytest.mark.keras
+@pytest.mark.parametrize("name, library", [("keras", "tf_keras"), ("keras3", "keras")])
+def test_versions_name_tensorflow_and_the_keras_library(name: str, library: str) -> None:
+    """What run.json records: the two adapters share one class and differ in its data."""
+    adapter = adapter_or_skip(name)
+    tf, K = adapter.import_keras()
+    assert K.__name__ == library
+    assert adapter.versions() == {"tensorflow": tf.__version__, library: K.__version__}
+
+
 @pytest.mark.parametrize("name", ADAPTERS)
 def test_not_applicable_reasons(name: str) -> None:
     adapter = ADAPTERS[name]
@@ -303,7 +306,7 @@ def test_importing_the_adapters_imports_no_framework() -> None:
 
 @pytest.mark.keras
 def test_keras3_unavailable_with_another_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.adapters.keras3 import import_keras3
+    from harness.adapters._keras import import_keras3
     from harness.errors import Unavailable
 
     _, keras, _, _ = module_of("keras3")

@@ -1,0 +1,195 @@
+"""flax parameter files (``.msgpack``, layouts ``flax``, ``flax-nnx``):
+``flax.serialization.to_bytes`` of a parameter tree, decoded here with ``msgpack.unpackb`` under
+limits and flax's array encoding read by :func:`read_flax_msgpack` itself (no flax import;
+``flax.serialization.msgpack_restore`` has no size, entry or dtype limits).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from harness.cells import CELLS, cell_with_gates
+from harness.errors import WeightsError
+from harness.readers.limits import check_size
+from harness.spec import Case
+
+SUFFIXES = (".msgpack",)
+LAYOUTS = ("flax", "flax-nnx")
+
+
+def read(path: Path, layout: str, case: Case, *, select: str | None, max_bytes: int | None
+         ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The tree's arrays (:func:`read_flax_msgpack`); a layout other than flax's is refused."""
+    if layout not in LAYOUTS:
+        raise WeightsError(f"a flax .msgpack file holds `flax` or `flax-nnx` tensors, not "
+                           f"{layout!r}; use --from flax", file=path)
+    return read_flax_msgpack(path, max_bytes=max_bytes)
+
+
+# flax.serialization's msgpack extension codes (flax/serialization.py _MsgpackExtType)
+_EXT_NDARRAY, _EXT_COMPLEX, _EXT_NPSCALAR = 1, 2, 3
+# what a flax parameter file may hold: float arrays only (bfloat16 comes back as float32, exact)
+_FLAX_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64,
+                "bfloat16": None}
+_FLAX_MAX_DEPTH = 16  # layer/direction/gate/kind under a few module levels
+_FLAX_MAX_ENTRIES = 100_000  # map keys and arrays in all
+
+
+def _flax_array(data: bytes, path: Path) -> np.ndarray:
+    """One ``_ndarray_to_bytes`` payload: msgpack (shape, dtype name, C-order bytes), the dtype
+    checked against :data:`_FLAX_DTYPES` and the bytes against the shape before any view."""
+    import msgpack
+
+    try:
+        shape, name, buffer = msgpack.unpackb(data, raw=True, max_array_len=64,
+                                              max_map_len=0, max_str_len=64)
+    except Exception as exc:
+        raise WeightsError(f"a malformed array entry ({type(exc).__name__})", file=path) from None
+    name = name.decode("ascii", "replace") if isinstance(name, bytes) else str(name)
+    if name not in _FLAX_DTYPES:
+        raise WeightsError(f"an array of dtype {name!r}: only "
+                           f"{', '.join(_FLAX_DTYPES)} are read", file=path)
+    if (not isinstance(shape, list | tuple) or len(shape) > 8
+            or not all(isinstance(n, int) and 0 <= n < 2**40 for n in shape)
+            or not isinstance(buffer, bytes)):
+        raise WeightsError("a malformed array entry (shape or data)", file=path)
+    if name == "bfloat16":
+        words = np.frombuffer(buffer, dtype="<u2") if len(buffer) % 2 == 0 else None
+        if words is None or words.size != int(np.prod(shape, dtype=np.int64)):
+            raise WeightsError(f"an array of shape {list(shape)} with {len(buffer)} bytes",
+                               file=path)
+        # bfloat16 is the top half of a float32: widen exactly
+        return (words.astype("<u4") << 16).view("<f4").reshape(shape)
+    dtype = np.dtype(_FLAX_DTYPES[name])
+    if len(buffer) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
+        raise WeightsError(f"an array of shape {list(shape)} and dtype {name} with "
+                           f"{len(buffer)} bytes", file=path)
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape).copy()
+
+
+def read_flax_msgpack(path: Path, *, max_bytes: int | None = None
+                      ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The float arrays of a ``flax.serialization.to_bytes`` file, flattened to ``a/b/c`` names.
+
+    A leading ``params`` collection and ``cell`` levels (nn.RNN's) are dropped, so the tree of a
+    harness file (``layer0/forward/ii/kernel``) and a model's ``{"params": ...}`` read alike; a
+    bare cell tree (``ii/kernel``, ...) is read as ``layer0/forward``. flax's chunked arrays
+    (``__msgpack_chunked_array__``) are joined. Anything but maps, float arrays and the chunk
+    bookkeeping is refused, as are trees deeper than 16 levels or with more than 100000
+    entries."""
+    import msgpack
+
+    data = path.read_bytes()
+    check_size(path, len(data), max_bytes, "is")
+
+    def ext(code: int, payload: bytes) -> object:
+        if code == _EXT_NDARRAY:
+            return _flax_array(payload, path)
+        kind = {_EXT_COMPLEX: "a complex number", _EXT_NPSCALAR: "a scalar"}.get(code, "unknown")
+        raise WeightsError(f"a msgpack extension of type {code} ({kind}): only arrays are "
+                           "read", file=path)
+
+    try:
+        tree = msgpack.unpackb(data, raw=False, ext_hook=ext, strict_map_key=False,
+                               max_map_len=_FLAX_MAX_ENTRIES, max_array_len=_FLAX_MAX_ENTRIES,
+                               max_str_len=1000, max_bin_len=len(data), max_ext_len=len(data))
+    except WeightsError:
+        raise
+    except Exception as exc:
+        raise WeightsError(f"not a flax .msgpack file ({type(exc).__name__}: "
+                           f"{(str(exc).splitlines() or [''])[0][:200]})", file=path) from None
+    if not isinstance(tree, dict):
+        raise WeightsError(f"expected a map of parameters at the top, got {type(tree).__name__}",
+                           file=path)
+    flat: dict[str, np.ndarray] = {}
+    stack: list[tuple[str, object, int]] = [("", tree, 0)]
+    entries = 0
+    while stack:
+        where, node, depth = stack.pop()
+        entries += 1
+        if depth > _FLAX_MAX_DEPTH or entries > _FLAX_MAX_ENTRIES:
+            raise WeightsError(f"a tree deeper than {_FLAX_MAX_DEPTH} levels or with more than "
+                               f"{_FLAX_MAX_ENTRIES} entries: refused", file=path)
+        if isinstance(node, dict) and node.get("__msgpack_chunked_array__") is True:
+            node = _flax_unchunk(node, path, where)
+        if isinstance(node, np.ndarray):
+            flat[where] = node
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str) or not k or "/" in k:
+                    raise WeightsError(f"a key {str(k)[:40]!r} that is not a plain name",
+                                       file=path, field=where or None)
+                stack.append((f"{where}/{k}" if where else k, v, depth + 1))
+        else:
+            raise WeightsError(f"holds a {type(node).__name__}, not an array or a map",
+                               file=path, field=where or None)
+    notes = []
+    names = {}
+    for name, arr in flat.items():
+        parts = name.split("/")
+        if parts[0] == "params" and all(n.startswith("params/") for n in flat):
+            parts = parts[1:]
+        parts = [p for p in parts if p != "cell"]
+        names["/".join(parts)] = arr
+    if names and not any(n.startswith("layer") for n in names):
+        names = {f"layer0/forward/{n}": a for n, a in names.items()}
+        notes.append("a single cell's tree: read as layer0/forward")
+    notes.append(f"read {len(names)} arrays")
+    return names, notes
+
+
+def _flax_unchunk(node: dict, path: Path, where: str) -> np.ndarray:
+    """flax's chunked array: ``shape`` and ``chunks`` as {"0": ..., "1": ...} maps."""
+    try:
+        shape = [node["shape"][str(i)] for i in range(len(node["shape"]))]
+        chunks = [node["chunks"][str(i)] for i in range(len(node["chunks"]))]
+        if not all(isinstance(c, np.ndarray) and c.ndim == 1 for c in chunks) or not all(
+                isinstance(n, int) and n >= 0 for n in shape):
+            raise ValueError
+        flat = np.concatenate(chunks) if chunks else np.zeros(0)
+        return flat.reshape(shape)
+    except (KeyError, TypeError, ValueError):
+        raise WeightsError("a malformed chunked array", file=path, field=where or None) from None
+
+
+
+def infer(path: Path, select: str | None, max_bytes: int | None) -> tuple[dict, str, list[str]]:
+    """Sizes from a flax tree: the cell from its gate names (``ii``: LSTM, ``ir``: GRU, flax's
+    only GRU being reset-after; ``dense_i``: the nnx tree, 4H or 3H columns), ``H`` from a
+    recurrent kernel [H, .], the input size from layer 0's input kernel, layers and directions
+    from the names."""
+    native, notes = read_flax_msgpack(path, max_bytes=max_bytes)
+
+    def get(name: str) -> np.ndarray:
+        t = native.get(f"layer0/forward/{name}")
+        if t is None or t.ndim != 2 or 0 in t.shape:
+            raise WeightsError(f"no matrix layer0/forward/{name}: cannot tell the sizes",
+                               file=path)
+        return t
+
+    names = {n.split("/")[2] for n in native if n.count("/") == 3}
+    if "dense_i" in names:
+        layout, H = "flax-nnx", get("dense_h/kernel").shape[0]
+        gates = get("dense_i/kernel").shape[1] // H
+        kind = cell_with_gates(gates)
+        cell = kind.name if kind else None
+        I = get("dense_i/kernel").shape[0]
+    else:
+        layout = "flax"
+        # linen names each gate's dense layers i<gate> and h<gate>: the first gate tells
+        kind = next((c for c in CELLS.values() if f"i{c.gates[0]}" in names), None)
+        cell = kind.name if kind else None
+        H = get(f"h{kind.gates[0]}/kernel").shape[0] if kind else 0
+        I = get(f"i{kind.gates[0]}/kernel").shape[0] if kind else 0
+    if cell is None:
+        raise WeightsError("neither an LSTM (ii, hi, ...) nor a GRU (ir, hr, ...) tree",
+                           file=path)
+    layers = 1 + max(int(m.group(1)) for m in map(re.compile(r"layer(\d+)/").match, native)
+                     if m)
+    fields = {"cell": cell, "input_size": int(I), "hidden_size": int(H), "num_layers": layers,
+              "bidirectional": any("/backward/" in n for n in native)}
+    return fields, layout, notes
+

@@ -1,0 +1,127 @@
+"""PyTorch files (``.pt`` / ``.pth`` / ``.bin``, layout ``torch``): a ``state_dict`` saved with
+``torch.save``, loaded with ``torch.load(..., weights_only=True)`` (no code runs). A model's
+state_dict prefixes the RNN's names (``encoder.rnn.weight_ih_l0``); the prefix is found, or
+chosen with ``select``. An ``nn.LSTMCell``/``nn.GRUCell`` is read as one layer.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import WeightsError
+from harness.readers.limits import check_zip
+from harness.spec import Case
+
+SUFFIXES = (".pt", ".pth", ".bin")
+
+
+def read(path: Path, layout: str, case: Case, *, select: str | None, max_bytes: int | None
+         ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The ``torch`` tensors of ``path`` (:func:`read_torch`); another layout is refused."""
+    if layout != "torch":
+        raise WeightsError(f"a PyTorch file holds `torch` tensors, not {layout!r}; use "
+                           "--from torch", file=path)
+    return read_torch(path, select=select, max_bytes=max_bytes)
+
+
+_TORCH_NAME = re.compile(r"^(?P<prefix>.*?)(?P<name>(weight|bias)_(ih|hh|hr)_l\d+(_reverse)?)$")
+# nn.LSTMCell / nn.GRUCell: the tensors of one layer, without the _l0 suffix
+_TORCH_CELL_NAME = re.compile(r"^(?P<prefix>(.*\.)?)(?P<name>(weight|bias)_(ih|hh))$")
+
+
+def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None = None
+               ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """An ``nn.LSTM``/``nn.GRU`` state_dict (maybe inside a model's) from a ``torch.save`` file."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise WeightsError(f"reading a PyTorch file needs torch ({exc})", file=path) from None
+    check_zip(path, max_bytes)
+    try:
+        with warnings.catch_warnings():  # a pickle protocol the weights_only loader reads
+            warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # weights_only refuses pickled code: say so in one line
+        raise WeightsError(f"cannot load with torch.load(weights_only=True): "
+                           f"{str(exc).splitlines()[0][:300]}", file=path) from None
+    flat: dict[str, object] = {}
+
+    def walk(o: object, prefix: str) -> None:
+        if isinstance(o, dict):
+            for k, v in o.items():
+                walk(v, f"{prefix}{k}.")
+        elif isinstance(o, torch.Tensor):
+            flat[prefix[:-1]] = o
+
+    walk(obj, "")
+    groups: dict[str, dict[str, np.ndarray]] = {}
+    cells = set()
+    for name, t in flat.items():
+        m = _TORCH_NAME.match(name) or _TORCH_CELL_NAME.match(name)
+        if not m:
+            continue
+        if t.layout != torch.strided:
+            raise WeightsError(f"expected a dense tensor, got {t.layout}", file=path, field=name)
+        if t.is_complex() or not t.is_floating_point():
+            raise WeightsError(f"expected real floating-point values, got {t.dtype}", file=path,
+                               field=name)
+        native = m["name"] if "_l" in m["name"] else m["name"] + "_l0"  # a cell is one layer
+        if native != m["name"]:
+            cells.add(m["prefix"])
+        groups.setdefault(m["prefix"], {})[native] = t.detach().to(torch.float64).numpy()
+    if select is not None:
+        prefix = select if select == "" or select.endswith(".") else select + "."
+        if prefix not in groups:
+            raise WeightsError(f"no RNN weights under {select!r}; found: "
+                               f"{', '.join(repr(p.rstrip('.')) for p in groups) or 'none'}",
+                               file=path)
+        groups = {prefix: groups[prefix]}
+    if not groups:
+        raise WeightsError("no nn.LSTM/nn.GRU/nn.LSTMCell/nn.GRUCell tensors (weight_ih_l0, "
+                           "weight_ih, ...) in the file", file=path)
+    if len(groups) > 1:
+        raise WeightsError("several RNN modules in the file: "
+                           f"{', '.join(repr(p.rstrip('.')) for p in groups)}; choose one with "
+                           "--select", file=path)
+    prefix, native = next(iter(groups.items()))
+    notes = [f"read {len(native)} tensors of the module {prefix.rstrip('.')!r}"] if prefix else []
+    if prefix in cells:
+        notes.append("an nn.LSTMCell/nn.GRUCell: read as one layer (weight_ih as weight_ih_l0, "
+                     "...)")
+    return native, notes
+
+
+
+def infer(path: Path, select: str | None, max_bytes: int | None) -> tuple[dict, str, list[str]]:
+    """The case fields of an nn.LSTM/GRU (or cell) state_dict: cell and hidden size from
+    ``weight_hh`` [G H, H] (``weight_hr`` [P, H] with a projection), input size from
+    ``weight_ih_l0``, layers and directions from the names. PyTorch has sigmoid gates and
+    reset-after GRUs only."""
+    native, notes = read_torch(path, select=select, max_bytes=max_bytes)
+    hh = native.get("weight_hh_l0")
+    ih = native.get("weight_ih_l0")
+    if hh is None or ih is None:
+        raise WeightsError("no weight_ih_l0 / weight_hh_l0: cannot tell the sizes", file=path)
+    for name in ("weight_ih_l0", "weight_hh_l0", "weight_hr_l0"):
+        t = native.get(name)
+        if t is not None and (t.ndim != 2 or 0 in t.shape):
+            raise WeightsError(f"expected a matrix with rows and columns, got shape "
+                               f"{list(t.shape)}: cannot tell the sizes", file=path, field=name)
+    hr = native.get("weight_hr_l0")
+    H = hr.shape[1] if hr is not None else hh.shape[1]
+    gates = hh.shape[0] // H
+    if gates not in (3, 4) or hh.shape[0] != gates * H:
+        raise WeightsError(f"weight_hh_l0 of shape {list(hh.shape)} is neither an LSTM's [4H, H] "
+                           "nor a GRU's [3H, H]", file=path, field="weight_hh_l0")
+    layers = 1 + max(int(m.group(1)) for m in map(re.compile(r".*_l(\d+)").match, native) if m)
+    fields = {"cell": "lstm" if gates == 4 else "gru", "input_size": int(ih.shape[1]),
+              "hidden_size": int(H), "num_layers": layers,
+              "bidirectional": any(k.endswith("_reverse") for k in native)}
+    if hr is not None:
+        fields["proj_size"] = int(hr.shape[0])
+    return fields, "torch", notes
+
