@@ -23,7 +23,7 @@ def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
     of the pairs that did not pass; ``plots`` "all": every pair's, "none": none) and outputs/,
     as a whole: into a hidden folder beside ``out`` that replaces it once complete
     (:mod:`harness.report.folder`). ``progress``: called with a line as each part begins (the
-    summary's blind-spot checks and the plots take a while). Returns ``out``."""
+    plots take a while). Returns ``out``."""
     out = Path(out)
     with report_errors(out), staged(out) as partial:
         _write(result, partial, outputs=outputs, plots=plots, progress=progress or _silent)
@@ -36,7 +36,7 @@ def _silent(line: str) -> None:
 
 def _write(result: RunResult, out: Path, *, outputs: bool, plots: str,
            progress: Callable[[str], None]) -> None:
-    progress(f"divergence.csv, summary.md (blind-spot checks of {len(result.cases)} case(s))")
+    progress("divergence.csv, summary.md, layouts.md, run.json")
     write_text(out / "divergence.csv", result.divergence.to_csv(index=False, float_format="%.6g"))
     write_text(out / "summary.md", summary_markdown(result))
     write_text(out / "layouts.md", layouts_markdown(result))

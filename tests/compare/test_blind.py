@@ -127,5 +127,5 @@ def test_the_report_phase_says_what_it_does(tmp_path, capsys):
     assert main(["run", str(case), "--adapters", "reference,noise-floor", "--out",
                  str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
-    assert "report: writing divergence.csv, summary.md (blind-spot checks" in err
+    assert "report: writing divergence.csv, summary.md, layouts.md, run.json" in err
     assert "report: writing index.html" in err
