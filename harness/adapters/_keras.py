@@ -343,15 +343,12 @@ def outputs_of(y: Any, h_n: list, c_n: list | None, y_layers: list, grads: Gradi
     )
 
 
-class KerasAdapter(Adapter):
-    """A Keras library's ``LSTM`` / ``GRU`` / ``Bidirectional`` run eagerly on ``/CPU:0`` (so that a
-    visible GPU does not switch it to its cuDNN path), gradients by ``tf.GradientTape``
-    (:func:`backward`). An adapter names the library: ``import_keras`` ((tensorflow, the Keras
-    module), or Unavailable), its distribution ``keras_dist`` (for run.json), its
-    ``activations`` (case name -> Keras name) and the ``layer_kwargs`` every LSTM/GRU gets; and
-    declares its own name and capabilities."""
+class KerasLibraryAdapter(Adapter):
+    """An adapter of a Keras library's stack (tf_keras or Keras 3), the library as data:
+    ``import_keras`` ((tensorflow, the Keras module), or Unavailable), its distribution
+    ``keras_dist`` (for run.json), its ``activations`` (case name -> Keras name) and the
+    ``layer_kwargs`` every LSTM/GRU gets. The Keras and LiteRT adapters build on it."""
 
-    framework = "keras"
     layout_name = "keras"
     native_in_case_dtype = True
     keras_dist = ""
@@ -368,6 +365,15 @@ class KerasAdapter(Adapter):
     def versions(self) -> dict[str, str]:
         tf, K = self.import_keras()
         return {"tensorflow": tf.__version__, self.keras_dist: K.__version__}
+
+
+class KerasAdapter(KerasLibraryAdapter):
+    """A Keras library's ``LSTM`` / ``GRU`` / ``Bidirectional`` run eagerly on ``/CPU:0`` (so that a
+    visible GPU does not switch it to its cuDNN path), gradients by ``tf.GradientTape``
+    (:func:`backward`). An adapter names the library (:class:`KerasLibraryAdapter`) and declares
+    its own name and capabilities."""
+
+    framework = "keras"
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         tf, K = self.import_keras()

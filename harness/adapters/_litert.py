@@ -28,9 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._keras import forward, load_native, make_layers, valid_mask
+from harness.adapters._keras import (
+    KerasLibraryAdapter,
+    forward,
+    load_native,
+    make_layers,
+    valid_mask,
+)
 from harness.adapters._tf import native_stderr_to_scratch
-from harness.adapters.base import Adapter, AdapterFault
+from harness.adapters.base import AdapterFault
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case
@@ -211,33 +217,21 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
     )
 
 
-class LiteRTAdapter(Adapter):
-    """A Keras library's stack converted and run in LiteRT. An adapter names the library:
-    ``import_keras`` ((tensorflow, the Keras module), or Unavailable), its distribution
-    ``keras_dist`` (for run.json), its ``activations`` (case name -> Keras name) and the
-    ``layer_kwargs`` every LSTM/GRU gets; and declares its own name and capabilities."""
+class LiteRTAdapter(KerasLibraryAdapter):
+    """A Keras library's stack converted and run in LiteRT. An adapter names the library
+    (:class:`~harness.adapters._keras.KerasLibraryAdapter`) and declares its own name and
+    capabilities."""
 
     framework = "litert"
-    layout_name = "keras"
-    native_in_case_dtype = True
     saved_models = ("tflite",)  # the converted model the interpreter ran
     unroll = False  # ``unroll=True``: the steps unrolled into the graph (tests)
-    keras_dist = ""
-    activations: dict[str, str] = {}
-    layer_kwargs: dict[str, Any] = {}
-
-    @staticmethod
-    def import_keras() -> tuple[Any, Any]:
-        raise NotImplementedError
 
     def check_available(self) -> None:
-        self.import_keras()
+        super().check_available()
         import_litert()
 
     def versions(self) -> dict[str, str]:
-        tf, K = self.import_keras()
-        return {"tensorflow": tf.__version__, self.keras_dist: K.__version__,
-                "ai_edge_litert": litert_version(), "converter": ROUTE,
+        return {**super().versions(), "ai_edge_litert": litert_version(), "converter": ROUTE,
                 "unroll": str(self.unroll)}
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
