@@ -35,8 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness import known_bugs
 from harness.data import Outputs
 from harness.dtypes import FORMATS, ulp
+from harness.known_bugs import Weights
 from harness.params import block_shapes, key, layer_dirs
 from harness.spec import Case, Tol
 
@@ -172,17 +174,34 @@ def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None,
     return status, ""
 
 
-def as_expected(status: str, reason: str, case: Case, adapter: str) -> tuple[str, str]:
-    """A compared pair's (status, reason) read against the case's ``expected:`` entry for the
-    adapter (none: unchanged). DIVERGED as expected: KNOWN_BUG, which does not fail a run;
-    PASS: LOOKS_FIXED, which does, so that the stale expectation is removed."""
-    known = case.expected.get(adapter)
-    if known is None or status not in (PASS, DIVERGED):
+def as_expected(status: str, reason: str, case: Case, adapter: str,
+                weights: Weights | None, unexplained: str | None = None) -> tuple[str, str]:
+    """A compared pair's (status, reason) read against what is known of the adapter's upstream
+    bugs: the case's own ``expected:`` entry for the adapter, else an entry of the registry
+    (:mod:`harness.known_bugs`) that applies to the case, these ``weights`` (None: the case
+    alone) and the installed versions; none: unchanged. DIVERGED as expected: KNOWN_BUG, which
+    does not fail a run, unless ``unexplained`` says why the registry entry's reading of the
+    weights does not reproduce the outputs (:attr:`KnownBug.reading`): DIVERGED, as another
+    bug may hide behind it. PASS: LOOKS_FIXED, which fails a run, so that the stale expectation
+    goes."""
+    if status not in (PASS, DIVERGED):
         return status, reason
+    declared = case.expected.get(adapter)
+    entry = None if declared else known_bugs.known_bug(case, adapter, weights)
+    if declared is None and entry is None:
+        return status, reason
+    upstream = declared.upstream if declared else entry.upstream
+    named = f"{upstream} ({known_bugs.link(upstream)})" if known_bugs.link(upstream) else upstream
+    if status == DIVERGED and unexplained:
+        return DIVERGED, _join(f"known upstream bug {named} applies here but does not explain "
+                               f"the divergence: {unexplained}", reason)
     if status == DIVERGED:
-        return KNOWN_BUG, _join(f"known upstream bug {known.upstream}", reason)
-    return LOOKS_FIXED, _join(f"expected DIVERGED (upstream {known.upstream}) but passes: the "
-                              f"bug looks fixed; remove expected.{adapter} from the case", reason)
+        what = f": {entry.summary}" if entry else ""
+        return KNOWN_BUG, _join(f"known upstream bug {named}{what}", reason)
+    where = (f"remove expected.{adapter} from the case" if declared else
+             f"revisit its entry in harness/known_bugs.py ({entry.installed_versions()})")
+    return LOOKS_FIXED, _join(f"expected DIVERGED (known upstream bug {named}) but passes: "
+                              f"the bug looks fixed; {where}", reason)
 
 
 def _join(*parts: str) -> str:

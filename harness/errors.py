@@ -21,6 +21,20 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def whole_sentences(text: str, limit: int = 300) -> str:
+    """The first sentences of a library's message that fit in ``limit`` characters, whole:
+    at least the first one, cut at a word with "..." only where it alone is longer."""
+    sentences = re.split(r"(?<=[.!?])\s+", " ".join(text.split()))
+    kept = sentences[0]
+    for more in sentences[1:]:
+        if len(kept) + 1 + len(more) > limit:
+            break
+        kept = f"{kept} {more}"
+    if len(kept) > limit:
+        kept = kept[:limit].rsplit(" ", 1)[0] + " ..."
+    return kept
+
+
 class HarnessError(Exception):
     """Bad input. The CLI prints ``str(err)`` as one line and exits with code 2."""
 

@@ -413,8 +413,8 @@ def probe_file(adapter_name: str, case_file: str | None, *, name: str | None = N
             if not cases:
                 raise HarnessError(f"no case named {name!r}", file=case_file)
     else:
-        cases = [Case(name="probe-lstm", cell="lstm", input_size=2, hidden_size=2),
-                 Case(name="probe-gru", cell="gru", input_size=2, hidden_size=2)]
+        cases = [Case(name="probe-lstm", cell="lstm", input_size=2, hidden_size=3),
+                 Case(name="probe-gru", cell="gru", input_size=2, hidden_size=3)]
     why = isolation.unavailable_reason(adapter)
     if why:
         raise HarnessError(f"adapter {adapter.name!r} is unavailable here: {why}")

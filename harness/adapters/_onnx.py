@@ -30,6 +30,12 @@ from harness.spec import Case
 # LSTM-22 / GRU-22 are the newest schemas in onnx 1.23; ORT 1.31 rejects models with onnx
 # 1.23's IR version 14 ("Unsupported model IR version"), so pin IR 10 (onnx 1.17, opset 22).
 OPSET = 22
+# the route note of an adapter that runs this module's graph (OpenVINO, ONNX Runtime,
+# onnx.reference): it judges the runtime on a graph written from the equations, not the graph
+# a user's exporter writes (the torch-onnx-* adapters run those)
+HARNESS_GRAPH = ("ran the harness's own ONNX graph (harness/adapters/_onnx.py), not a "
+                 "framework's export of the model: an exporter's graph is judged by the "
+                 "torch-onnx-* adapters")
 IR_VERSION = 10
 
 NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16}

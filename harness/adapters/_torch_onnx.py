@@ -35,11 +35,12 @@ from typing import Any
 import numpy as np
 
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
-from harness.adapters.base import AdapterFault, Capabilities, _release
+from harness.adapters.base import AdapterFault, Capabilities
 from harness.adapters.onnxruntime import import_onnxruntime
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case
+from harness.versions import release
 
 # The torch these adapters were checked with (MINIMUM_VERSIONS' torch 2.4 has no dynamo argument)
 CHECKED_TORCH = (2, 13)
@@ -109,7 +110,7 @@ class TorchOnnx(TorchRNN):
     def check_available(self) -> None:
         torch = import_torch()
         import_onnxruntime()
-        if _release(torch.__version__) < CHECKED_TORCH:
+        if release(torch.__version__) < CHECKED_TORCH:
             # torch.onnx.export's dynamo argument (2.5), its default and ONNXProgram changed
             # across 2.5 .. 2.9; these adapters were checked with torch 2.13 only
             raise Unavailable(f"needs torch>={'.'.join(map(str, CHECKED_TORCH))} (the version "

@@ -9,8 +9,6 @@ subclass writes only the framework-specific part. Framework imports happen in
 
 from __future__ import annotations
 
-import importlib.metadata
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +23,7 @@ from harness.layouts import get_layout
 from harness.layouts.base import Layout
 from harness.params import Canonical
 from harness.spec import Case, Tol
+from harness.versions import installed, release
 
 ALL_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16"})
 
@@ -51,36 +50,21 @@ MINIMUM_VERSIONS = {
 }
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """The numeric release part of a version string: '2.13.0+cpu' -> (2, 13, 0)."""
-    nums = re.match(r"\d+(?:\.\d+)*", version)
-    return tuple(int(n) for n in nums.group(0).split(".")) if nums else ()
-
-
 def too_old(distributions: tuple[str, ...]) -> str | None:
     """Why the installed ``distributions`` are too old for the harness, or None. Reads the
     installed metadata only (no framework import); one not installed is left to the adapter's
     own import check, which names the package to install."""
     for dist in distributions:
-        try:
-            found = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+        found = installed(dist)
         needed = MINIMUM_VERSIONS[dist]
-        if _release(found) < _release(needed):
+        if found is not None and release(found) < release(needed):
             return f"needs {dist}>={needed}, found {found}"
     return None
 
 
 def not_installed(distributions: tuple[str, ...]) -> list[str]:
     """Those of ``distributions`` that are not installed at all (metadata only, no import)."""
-    missing = []
-    for dist in distributions:
-        try:
-            importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            missing.append(dist)
-    return missing
+    return [dist for dist in distributions if installed(dist) is None]
 
 
 class AdapterFault(Exception):

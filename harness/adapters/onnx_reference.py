@@ -21,7 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapters._onnx import ONNX_REASONS, build_model, feeds, import_onnx, read_outputs
+from harness.adapters._onnx import (
+    HARNESS_GRAPH,
+    ONNX_REASONS,
+    build_model,
+    feeds,
+    import_onnx,
+    read_outputs,
+)
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.spec import Case
@@ -50,6 +57,9 @@ class OnnxReference(Adapter):
             "recurrent_activations": _ignored("activations, activation_alpha/beta"),
         },
     )
+
+    def route_note(self, case: Case) -> str | None:
+        return HARNESS_GRAPH
 
     def check_available(self) -> None:
         import_onnx()

@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.adapters._onnx import (
     HARD_SIGMOID,
+    HARNESS_GRAPH,
     IR_VERSION,
     NUMPY_DTYPES,
     ONNX_REASONS,
@@ -74,6 +75,9 @@ class OnnxRuntime(Adapter):
                       "and no bfloat16 kernels (float32, and float16 via inserted Casts, only)",
         },
     )
+
+    def route_note(self, case: Case) -> str | None:
+        return HARNESS_GRAPH
 
     def check_available(self) -> None:
         import_onnxruntime()

@@ -26,8 +26,8 @@ What OpenVINO 2026.4.1 does with each feature was measured
   batch = steps = directions = 2) it runs and is silently wrong. So ``openvino-batch-major``
   is unavailable where the installed OpenVINO does this (:func:`layout_ignored`, one small
   conversion, no version hard-coded): every declared capability fails at the contract's sizes.
-  It becomes available once OpenVINO reads the attribute; cases/batch-major.yaml's
-  ``expected:`` then says whether the values are right ("looks fixed").
+  It becomes available once OpenVINO reads the attribute; its known-bug entry
+  (harness/known_bugs.py) then says whether the values are right ("looks fixed").
 """
 
 from __future__ import annotations
@@ -37,7 +37,14 @@ import sys
 
 import numpy as np
 
-from harness.adapters._onnx import ONNX_REASONS, build_model, feeds, import_onnx, read_outputs
+from harness.adapters._onnx import (
+    HARNESS_GRAPH,
+    ONNX_REASONS,
+    build_model,
+    feeds,
+    import_onnx,
+    read_outputs,
+)
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
@@ -94,6 +101,9 @@ class OpenVINO(Adapter):
 
     _core = None
     _frontend = None
+
+    def route_note(self, case: Case) -> str | None:
+        return HARNESS_GRAPH
 
     def check_available(self) -> None:
         import_onnx()

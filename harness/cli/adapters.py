@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 
 from harness.cli.options import format_option
+from harness.known_bugs import for_adapter, link
 
 
 def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.ArgumentParser:
     a = commands.add_parser("adapters", help="list adapters, availability and capabilities")
     a.add_argument("--json", action="store_true", help="same as --format json")
+    a.add_argument("--check", action="store_true",
+                   help="import each framework and check it can run here (GPU, converters): "
+                        "tens of seconds; default: from the installed packages alone")
     format_option(a, "text")
     return a
 
@@ -29,34 +34,83 @@ def _features(caps) -> str:
     return ",".join(names)
 
 
-def handle(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
+WIDTH = 120  # the text output's widest line: long reasons and lists are wrapped
+_SHORT = {"forward": "fwd", "bidirectional": "bi", "float64": "f64", "float32": "f32",
+          "float16": "f16", "bfloat16": "bf16"}
 
+
+def _installed_reason(adapter) -> str | None:
+    """Why ``adapter`` cannot run here as far as the installed packages tell (no import), or
+    None; a GPU adapter's device is only seen by its framework (``--check``)."""
+    from harness.adapters.base import not_installed, too_old
+
+    missing = not_installed(adapter.requires)
+    if missing:
+        return f"{', '.join(missing)} not installed"
+    return too_old(adapter.requires)
+
+
+def _short(listed: str) -> str:
+    return ",".join(_SHORT.get(v, v) for v in listed.split(","))
+
+
+def handle(args: argparse.Namespace) -> int:
     from harness.adapters import ADAPTERS
     from harness.isolation import unavailable_reason
 
-    rows = []
-    notes = []
     # asked once: an own-process adapter's is asked of a worker it starts
-    reasons = {name: unavailable_reason(a) for name, a in ADAPTERS.items()}
-    for a in ADAPTERS.values():
-        reason = reasons[a.name]
-        caps = a.capabilities.table()
-        rows.append([a.name, a.device, "yes" if reason is None else f"no: {reason}",
-                     a.layout_name or "-", caps["cells"], caps["directions"], caps["dtypes"],
-                     _features(a.capabilities)])
-        if a.capabilities.gradients:
-            notes += [f"  {a.name} with {feature}: {why}"
-                      for feature, why in sorted(a.capabilities.gradient_reasons.items())]
+    reasons = {name: unavailable_reason(a) if args.check else _installed_reason(a)
+               for name, a in ADAPTERS.items()}
     if args.json or args.format == "json":
         print(json.dumps({a.name: {"available": reasons[a.name] is None,
+                                   "checked": args.check,  # False: from the installed packages
                                    "reason": reasons[a.name], "device": a.device,
-                                   "layout": a.layout_name, "capabilities": a.capabilities.table()}
+                                   "layout": a.layout_name, "capabilities": a.capabilities.table(),
+                                   "known_bugs": [b.upstream for b in for_adapter(a.name)]}
                           for a in ADAPTERS.values()}, indent=2))
         return 0
-    print(tabulate(rows, headers=["adapter", "device", "available", "layout", "cells", "directions",
-                                  "dtypes", "features"], tablefmt="github"))
-    if notes:
-        print("\nGradients not compared (forward only) for cases with these features:")
-        print("\n".join(notes))
+    print(_text(ADAPTERS, reasons, args.check))
     return 0
+
+
+def _text(adapters: dict, reasons: dict[str, str | None], checked: bool) -> str:
+    """Two tables (where each adapter runs; what it runs), then the notes, within WIDTH."""
+    from tabulate import tabulate
+
+    def state(a) -> str:
+        reason = reasons[a.name]
+        if reason is not None:
+            return f"no: {reason}"
+        return "yes" if checked or a.device == "cpu" else "installed (--check looks for a GPU)"
+
+    where = [[a.name, a.device, state(a), a.layout_name or "-"] for a in adapters.values()]
+    what = []
+    for a in adapters.values():
+        caps = a.capabilities.table()
+        what.append([a.name, caps["cells"], _short(caps["directions"]), _short(caps["dtypes"]),
+                     _features(a.capabilities).replace(",", ", ")])
+    parts = [tabulate(where, headers=["adapter", "device", "available" if checked else "installed",
+                                      "layout"], tablefmt="github", maxcolwidths=[None, None, 62,
+                                                                                   None]),
+             tabulate(what, headers=["adapter", "cells", "directions", "dtypes", "features"],
+                      tablefmt="github", maxcolwidths=[None, None, None, None, 48])]
+    if not checked:
+        parts.append("From the installed packages; --check imports each framework and checks "
+                     "that it can run here.")
+    notes = [f"{a.name} with {feature}: {why}" for a in adapters.values()
+             if a.capabilities.gradients
+             for feature, why in sorted(a.capabilities.gradient_reasons.items())]
+    if notes:
+        parts.append("Gradients not compared (forward only) for cases with these features:\n"
+                     + "\n".join(_wrap(n) for n in notes))
+    bugs = [f"{b.adapter}: {b.upstream} ({link(b.upstream)}), {b.summary}; shows on {b.where}; "
+            f"from {', '.join(f'{d} {v}' for d, v in b.since.items())}"
+            for a in adapters.values() for b in for_adapter(a.name)]
+    if bugs:
+        parts.append("Known upstream bugs (harness/known_bugs.py): a pair they explain does not "
+                     "fail a run:\n" + "\n".join(_wrap(b) for b in bugs))
+    return "\n\n".join(parts)
+
+
+def _wrap(line: str) -> str:
+    return textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ")

@@ -10,8 +10,9 @@ from harness.cli.checks import check_adapters
 def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.ArgumentParser:
     pr = commands.add_parser("probe",
                              help="measure an adapter's layout and compare with the declared one")
-    pr.add_argument("--adapter", required=True)
-    pr.add_argument("--case", help="a case file (default: LSTM and GRU, H=2, I=2)")
+    pr.add_argument("--adapter", required=True, metavar="NAME",
+                    help="the adapter whose layout to measure (`rnn-harness adapters` lists them)")
+    pr.add_argument("--case", help="a case file (default: an LSTM and a GRU, I 2, H 3)")
     pr.add_argument("--name", help="one case of the file")
     pr.add_argument("--case-sizes", action="store_true",
                     help="probe at the case's own sizes (default: I 2, H 3, P 2, at most 2 "

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from harness.errors import WeightsError
+from harness.errors import WeightsError, whole_sentences
 
 T = TypeVar("T")
 
@@ -44,9 +44,9 @@ def one_line(path: Path, read: Callable[[], T]) -> T:
     except WeightsError:
         raise
     except Exception as exc:  # a malformed file the framework's own reader chokes on
-        first = (str(exc).splitlines() or [""])[0][:200]
         raise WeightsError(f"not a readable {path.suffix.lower()} weights file "
-                           f"({type(exc).__name__}: {first})", file=path) from None
+                           f"({type(exc).__name__}: {whole_sentences(str(exc), 200)})",
+                           file=path) from None
 
 
 def check_zip(path: Path, max_bytes: int | None) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import WeightsError
+from harness.errors import WeightsError, whole_sentences
 from harness.readers.limits import check_zip
 from harness.spec import Case
 
@@ -47,7 +47,7 @@ def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None =
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses pickled code: say so in one line
         raise WeightsError(f"cannot load with torch.load(weights_only=True): "
-                           f"{str(exc).splitlines()[0][:300]}", file=path) from None
+                           f"{whole_sentences(str(exc))}", file=path) from None
     flat: dict[str, object] = {}
 
     def walk(o: object, prefix: str) -> None:

@@ -28,7 +28,7 @@ from harness.results import PairResult, RunResult
 STATUS_CLASS = {
     compare.PASS: "pass", compare.DIVERGED: "diverged", compare.ERROR: "error",
     compare.NOT_APPLICABLE: "na", compare.UNAVAILABLE: "unavailable", compare.BASELINE: "baseline",
-    compare.KNOWN_BUG: "na", compare.LOOKS_FIXED: "error",
+    compare.KNOWN_BUG: "known", compare.LOOKS_FIXED: "error",
 }
 
 CSS = """
@@ -44,6 +44,7 @@ th { background: #eef1f5; } td.num { text-align: right; font-variant-numeric: ta
 .pass { background: #d8f0dc; } .diverged { background: #f6c9cc; font-weight: 600; }
 .error { background: #e7a1a6; font-weight: 600; }
 .warning { background: #fff3cd; padding: 4px; } .na { background: #eceef0; color: #555; }
+.known { background: repeating-linear-gradient(135deg, #f6e3b4 0 6px, #fbf1d6 6px 12px); }
 .unavailable { background: #fbeec6; } .baseline { background: #dde8f7; }
 .meta { color: #555; } .badge { display: inline-block; padding: 0 .5em; margin-right: .3em;
   border-radius: 3px; border: 1px solid #c5cad1; }

@@ -346,3 +346,20 @@ def test_matches_torch_onnx_exporter(cell):
         for slot, name in enumerate(["W", "R", "B"], start=1):
             exported = inits[node.input[slot]]
             np.testing.assert_array_equal(exported, native[f"layer{k}/{name}"], err_msg=name)
+
+
+def test_a_pair_on_the_harness_graph_says_so_and_an_exporters_does_not():
+    """ONNX Runtime, OpenVINO and onnx.reference run the graph the harness writes from the
+    equations: their pairs say so, as a user may take them for a check of their own export."""
+    from support.runnable import runnable
+
+    from harness.prepare import prepare
+    from harness.runner import run_pair
+
+    prep = prepare(Case(name="route", cell="gru", input_size=2, hidden_size=3, seq_len=3))
+    r = run_pair(prep, runnable("onnxruntime"))
+    assert r.status == "pass" and "ran the harness's own ONNX graph" in r.reason, r.reason
+    for name in ("openvino", "onnx-reference"):
+        assert "harness's own ONNX graph" in get_adapter(name).route_note(prep.case)
+    for name in ("torch-onnx-dynamo", "torch-onnx-torchscript", "torch-cpu"):
+        assert get_adapter(name).route_note(prep.case) is None

@@ -74,6 +74,9 @@ def test_a_known_upstream_bug_does_not_fail_the_run(tmp_path):
     assert pair["status"] == compare.KNOWN_BUG
     assert "known upstream bug example/fw#123" in pair["reason"]
     assert compare.KNOWN_BUG in (out / "summary.md").read_text()
+    # the grid tells a known bug from a pair that did not run
+    html = (out / "index.html").read_text()
+    assert 'class="known"' in html and ".known {" in html
 
 
 def test_an_expected_divergence_that_passes_looks_fixed_and_fails(tmp_path):

@@ -262,3 +262,18 @@ def test_blocklstm_dump_with_zero_peepholes_reads_for_a_case_without_them(tmp_pa
     with pytest.raises(WeightsError, match="non-zero values, but the case has no peepholes") as err:
         load_weights(_npz_case(tmp_path, layout, dump | {"wcf": np.full(4, 0.5)}))
     assert err.value.field == "wcf"
+
+
+def test_a_corrupt_pt_file_is_named_with_whole_sentences(tmp_path):
+    """torch's message for a damaged archive runs on for several sentences: the error keeps
+    whole ones, never a sentence cut off in the middle."""
+    torch = pytest.importorskip("torch")
+    torch.save(torch.nn.LSTM(2, 3).state_dict(), tmp_path / "good.pt")
+    data = (tmp_path / "good.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(WeightsError) as err:
+        read_native(tmp_path / "cut.pt", "torch", Case(name="c", cell="lstm", input_size=2,
+                                                     hidden_size=3))
+    message = str(err.value)
+    assert "cut.pt" in message and "failed finding central directory" in message
+    assert message.endswith(".") and "..." not in message, message

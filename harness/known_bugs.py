@@ -1,0 +1,122 @@
+"""Known upstream bugs: what an adapter is known to get wrong because of a bug in its framework
+(not in the harness), as data of the adapters.
+
+The registry applies to every case, the bundled ones and a user's own: where an entry applies
+(its adapter, its condition on the case and the weights, an installed version it was measured
+on or later), a DIVERGED pair reads "known upstream bug" and does not fail the run, and a pair
+that passes reads "looks fixed", which does, so that the entry is revisited. A case's own
+``expected:`` entries (harness/spec.py, :class:`~harness.spec.Expected`) work the same way for
+what a case declares of itself; they take precedence over the registry.
+
+Each entry's versions are a lower bound: the earliest release the divergence was measured on.
+An older install is not claimed (its pair is judged plainly), and a fixed release shows up as
+"looks fixed" rather than being hidden behind a guessed upper bound.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness import params, versions
+from harness.spec import Case
+
+Weights = Mapping[str, np.ndarray]  # canonical parameters (harness/params.py keys)
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """One adapter's known divergence, where it shows and on which versions."""
+
+    adapter: str
+    upstream: str  # owner/repository#number
+    summary: str  # what the bug does, in one clause
+    since: dict[str, str]  # distribution -> earliest release the divergence was measured on
+    shows: Callable[[Case, Weights], bool] = lambda case, weights: True
+    where: str = "every case it runs"  # ``shows`` in words, for docs and the adapters table
+    # the weights as the buggy framework reads them, where the bug is a misreading of the
+    # weights: a DIVERGED pair is a known bug only where the reference on these weights
+    # reproduces the adapter's outputs, so that the entry cannot hide another bug of the same
+    # pair (a gate order, a state carried wrong). None: the entry cannot be checked this way,
+    # and it covers any divergence of the pair (said in :attr:`where`).
+    reading: Callable[[Case, Weights], dict[str, np.ndarray]] | None = None
+
+    def installed_versions(self) -> str:
+        """The installed releases of :attr:`since`'s distributions, e.g. ``flax 0.12.8``."""
+        return ", ".join(f"{d} {versions.installed(d)}" for d in self.since)
+
+    def installed_applies(self) -> bool:
+        """Whether every distribution of :attr:`since` is installed at that release or later
+        (read from the installed metadata: no framework import)."""
+        for dist, first in self.since.items():
+            found = versions.installed(dist)
+            if found is None or versions.release(found) < versions.release(first):
+                return False
+        return True
+
+    def applies(self, case: Case, adapter: str, weights: Weights | None) -> bool:
+        """Whether this entry speaks for ``adapter`` on ``case`` with these weights (None: the
+        weights are not at hand, as when a recorded report is read again: the condition on the
+        case alone)."""
+        if adapter != self.adapter or not self.installed_applies():
+            return False
+        return weights is None or self.shows(case, weights)
+
+
+def _separate_bias_set(case: Case, weights: Weights) -> bool:
+    """Some layer and direction has a non-zero recurrent bias on a gate where it cannot be
+    summed into the input bias (a GRU's candidate with ``reset_after``)."""
+    gates = case.cell_kind.separate_biases(case.reset_after)
+    return any(np.any(np.asarray(weights[params.key(layer, d, f"bR_{g}")]) != 0)
+               for layer, d in params.layer_dirs(case) for g in gates)
+
+
+def _without_separate_biases(case: Case, weights: Weights) -> dict[str, np.ndarray]:
+    """The weights with the recurrent biases that :func:`_separate_bias_set` tests at zero."""
+    gates = case.cell_kind.separate_biases(case.reset_after)
+    dropped = {params.key(layer, d, f"bR_{g}")
+               for layer, d in params.layer_dirs(case) for g in gates}
+    return {k: np.zeros_like(v) if k in dropped else v for k, v in weights.items()}
+
+
+KNOWN_BUGS: tuple[KnownBug, ...] = (
+    KnownBug(
+        adapter="flax-nnx", upstream="google/flax#5594",
+        summary="nnx.GRUCell has no recurrent bias on the candidate (b_hn): r multiplies "
+                "R_n h alone",
+        since={"flax": "0.12.8"},
+        shows=_separate_bias_set, reading=_without_separate_biases,
+        where="GRU cases with reset_after whose recurrent candidate bias (bR_n) is not zero"),
+    KnownBug(
+        adapter="openvino-batch-major", upstream="openvinotoolkit/openvino#37820",
+        summary="the ONNX frontend ignores the LSTM/GRU layout=1 attribute and reads "
+                "batch-major tensors as time-major",
+        since={"openvino": "2026.4.1"},
+        where="every case it runs (sizes where batch, steps and directions agree; elsewhere "
+              "OpenVINO refuses the model and the adapter is unavailable)"),
+)
+"""Every known upstream bug, one entry each (docs/adapters.md, Known upstream bugs)."""
+
+
+_GITHUB_ID = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,99})/([A-Za-z0-9][A-Za-z0-9_.-]{0,99})"
+                        r"#([0-9]{1,9})$")
+
+
+def link(upstream: str) -> str | None:
+    """The address of an ``owner/repository#number`` id on GitHub; None for anything else (a
+    URL given as the id is its own link)."""
+    m = _GITHUB_ID.match(upstream)
+    return f"https://github.com/{m[1]}/{m[2]}/issues/{m[3]}" if m else None
+
+
+def known_bug(case: Case, adapter: str, weights: Weights | None) -> KnownBug | None:
+    """The registry's entry for this pair, or None."""
+    return next((b for b in KNOWN_BUGS if b.applies(case, adapter, weights)), None)
+
+
+def for_adapter(adapter: str) -> list[KnownBug]:
+    """The registry's entries of one adapter (the ``adapters`` table, docs)."""
+    return [b for b in KNOWN_BUGS if b.adapter == adapter]
