@@ -202,9 +202,14 @@ def load_weights(case: Case, limit: int | None = None) -> Canonical:
         if case.cell not in layout.cells:
             raise WeightsError(f"layout {layout.name!r} has no {case.cell}", file=case.source,
                                field="weights.layout")
-    name, native, _ = read_case_weights(path, case, layout=case.weights.layout,
-                                        select=case.weights.select,
-                                        max_bytes=max_memory() if limit is None else limit)
+    try:
+        name, native, _ = read_case_weights(path, case, layout=case.weights.layout,
+                                            select=case.weights.select,
+                                            max_bytes=max_memory() if limit is None else limit)
+    except WeightsError as exc:  # a reader's advice names convert's options: say the keys
+        exc.message = exc.message.replace("--select", "weights.select").replace(
+            "--from", "weights.layout:")
+        raise
     canonical = get_layout(name).from_native(native, case, file=str(path))
     with np.errstate(over="ignore"):
         rounded = {k: round_to(v, case.dtype) for k, v in canonical.tensors.items()}
