@@ -84,7 +84,8 @@ def make_case(case: CaseLike = None, *, weights: Any = None, layout: str | None 
         given = given_weights(weights, folder, layout=layout, select=select)
     if name is not None and not isinstance(case, str | os.PathLike):
         fields["name"] = name
-    cases = _cases(case, given, fields)
+    with named(given.label if given else None, folder if given else Path(os.devnull)):
+        cases = _cases(case, given, fields)
     if isinstance(case, str | os.PathLike) and name is not None:
         cases = [c for c in cases if c.name == name]
     if len(cases) != 1:
@@ -197,25 +198,26 @@ def diagnose(case: CaseLike, *, weights: Any, layout: str,
     claimed = get_layout(layout)
     with _scratch() as folder:
         given = given_weights(weights, folder, select=select)
-        the_case = case if isinstance(case, Case) else _cases(case, None, {})
-        if not isinstance(the_case, Case):
-            if len(the_case) != 1:
-                raise CaseError(f"{len(the_case)} cases: give one (make_case(..., name=))",
+        with named(given.label, folder):
+            found = _cases(case, given, {})
+            if len(found) != 1:
+                raise CaseError(f"{len(found)} cases: give one (make_case(..., name=))",
                                 file=str(case))
-            the_case = the_case[0]
-        check_memory(the_case)
-        entry = given.entry(the_case)
-        path = str(Path(the_case.path, entry.file))
-        native, _ = read_native(path, claimed.name, the_case, select=select,
-                                max_bytes=max_memory())
-        claimed.from_native(native, the_case, file=path)
-        if isinstance(expected, Mapping):
+            the_case = found[0]
+            check_memory(the_case)
+            path = str(the_case.resolve(the_case.weights.file))
+            native, _ = read_native(path, claimed.name, the_case, select=select,
+                                    max_bytes=max_memory())
+            claimed.from_native(native, the_case, file=path)
+        in_code = isinstance(expected, Mapping)
+        if in_code:
             saved = folder / "expected.npz"
             save_npz(saved, {k: np.asarray(v) for k, v in expected.items()})
             expected, source = saved, "expected outputs given in code"
         else:
             source = str(expected)
-        want = load_expected(str(expected), the_case)
+        with named("the expected outputs" if in_code else None, folder):
+            want = load_expected(str(expected), the_case)
         inputs = load_inputs(the_case)
     return doctor_diagnose(the_case, claimed, native, inputs, want, source=source,
                            tol=tolerance_for(the_case, "expected"), budget_s=budget_s)

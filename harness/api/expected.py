@@ -38,19 +38,22 @@ def _is_array(value: Any) -> bool:
 
 
 def _batch_first(y: np.ndarray, case: Case, batch_first: bool | None, framework: str) -> bool:
-    """Whether ``y`` is batch-major: as given, else from its shape where B != T."""
+    """Whether ``y`` is batch-major: as given, else from its shape where B != T. torch's y is
+    [B, T, .] or [T, B, .]; ONNX's Y [B, T, D, H] (``layout=1``) or [T, D, B, H]."""
     if batch_first is not None:
         return batch_first
     B, T = case.batch, case.seq_len
     if B == T:
         raise HarnessError(f"{framework} outputs of a case with batch == seq_len ({B}): say "
                            "batch_first=True or False")
-    if y.ndim >= 2 and y.shape[:2] == (B, T):
+    time_major = (T, B) if framework == "torch" else (T, case.num_directions, B)
+    if y.shape[:2] == (B, T):
         return True
-    if y.ndim >= 2 and y.shape[:2] == (T, B):
+    if y.shape[:len(time_major)] == time_major:
         return False
-    raise HarnessError(f"y: expected [{B}, {T}, ...] or [{T}, {B}, ...] (batch {B}, seq_len "
-                       f"{T}), got {list(y.shape)}")
+    shown = "[T, B, ...]" if framework == "torch" else "[T, D, B, H]"
+    raise HarnessError(f"y: expected [B, T, ...] or {shown} (batch {B}, seq_len {T}), got "
+                       f"{list(y.shape)}")
 
 
 def _per_layer(outputs: Any, case: Case, framework: str, parts: str) -> list[Sequence] | None:
@@ -144,6 +147,9 @@ def _from_onnx(outputs: Any, case: Case, batch_first: bool | None) -> dict[str, 
                            f"{list(first.shape)}")
     layout = int(_batch_first(first, case, batch_first, "ONNX"))
     got: dict[str, np.ndarray] = {}
+    if len(layers) < case.num_layers:  # Y alone: the last layer's; placeholders below it
+        got = {f"Y{k}": np.zeros_like(first) for k in range(case.num_layers - 1)}
+        layers = [[]] * (case.num_layers - 1) + layers
     for k, items in enumerate(layers):
         for name, value in zip(("Y", "Y_h", "Y_c"), items, strict=False):
             got[f"{name}{k}"] = _array(value, name)

@@ -97,3 +97,29 @@ def test_a_model_file_of_no_known_kind_is_refused(tmp_path, capsys):
     case = Case(name="d", cell="lstm", input_size=2, hidden_size=3)
     with pytest.raises(WeightsError, match="weights file is a folder"):
         load_weights(_with_weights(case, ".", tmp_path))
+
+
+def test_a_model_with_two_rnn_modules_needs_weights_select(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    state = {**{f"enc.{k}": v for k, v in torch.nn.GRU(2, 3).state_dict().items()},
+             **{f"dec.{k}": v for k, v in torch.nn.GRU(2, 3).state_dict().items()}}
+    torch.save(state, tmp_path / "two.pt")
+    code, err = _run(_case_file(tmp_path, "{file: two.pt}", cell="gru"), tmp_path, capsys)
+    assert code == 2 and "two.pt: several RNN modules" in err
+    assert "choose one with weights.select" in err
+    code, err = _run(_case_file(tmp_path, "{file: two.pt, select: dec}", cell="gru"), tmp_path,
+                     capsys)
+    assert code == 0, err
+
+
+def test_the_schema_takes_a_model_file_and_its_select():
+    jsonschema = pytest.importorskip("jsonschema")
+    from harness.spec import json_schema
+
+    case = {"name": "m", "cell": "lstm", "input_size": 2, "hidden_size": 3}
+    schema = json_schema()
+    jsonschema.validate({**case, "weights": {"file": "model.pt"}}, schema)
+    jsonschema.validate({**case, "weights": {"file": "m.keras", "select": "enc"}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**case, "weights": {"file": "model.pt", "selct": "enc"}}, schema)
+    assert ".pt" in schema["$defs"]["TensorFile"]["properties"]["file"]["description"]

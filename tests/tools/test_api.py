@@ -149,7 +149,10 @@ def test_onnx_outputs_and_an_onnx_model_as_weights():
     for name, want in _reference(case).items():
         np.testing.assert_allclose(expected[name], want, atol=1e-5, err_msg=name)
     only_y = harness.expected_outputs(Y, case, framework="onnx")
-    assert only_y.keys() == {"y"}
+    batch_major = harness.expected_outputs(Y.transpose(2, 0, 1, 3), case, framework="onnx")
+    assert only_y.keys() == batch_major.keys() == {"y"}  # layout=1's Y is [B, T, D, H]
+    np.testing.assert_array_equal(only_y["y"], expected["y"])
+    np.testing.assert_array_equal(batch_major["y"], expected["y"])
 
 
 def test_the_doctor_from_code_finds_a_gate_order_mistake():
