@@ -65,3 +65,20 @@ def test_a_go_backwards_gru_layer_and_its_output_list(keras):
                                                    "says true"):
         harness.check({"batch": 2, "seq_len": 4, "reset_after": True}, weights=layer,
                       adapters="reference")
+
+
+def test_a_tf_keras_layer_with_its_hard_sigmoid(keras):
+    reason = ADAPTERS["keras"].unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    tf, tf_keras = ADAPTERS["keras"].import_keras()
+    tf.random.set_seed(0)
+    layer = tf_keras.layers.LSTM(3, recurrent_activation="hard_sigmoid", return_sequences=True,
+                                 return_state=True)
+    layer(np.zeros((1, 1, 2), np.float32))
+    case = harness.make_case({"batch": 2, "seq_len": 4}, weights=layer)
+    # tf_keras's hard_sigmoid, not Keras 3's: the layer's library tells which
+    assert (case.cell, case.dir_mode, case.recurrent_activation) == (
+        "lstm", "forward", "hard_sigmoid_tf_keras")
+    out = layer(_f32(harness.case_inputs(case).x))
+    _assert_reference(harness.expected_outputs(out, case, framework="keras"), case)
