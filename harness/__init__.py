@@ -1,12 +1,17 @@
 """rnn-harness: cross-framework numerical conformance for LSTM and GRU layers.
 
-Importing this package never imports a deep-learning framework: adapters import theirs lazily.
+The public Python API (docs/api.md) is the names in ``__all__``, defined in :mod:`harness.api`
+and loaded on first use, so that ``import harness`` stays cheap for the command line. Importing
+this package never imports a deep-learning framework: adapters import theirs lazily.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING, Any
+
+from harness.version import __version__
 
 # for the final line's wall time where /proc is missing (harness/cli/run.py, _process_seconds)
 IMPORTED_AT = time.monotonic()
@@ -17,4 +22,36 @@ IMPORTED_AT = time.monotonic()
 # adapters/_tf.py's import_tf sets 3 whatever the user set, and silences fd 2 around the import.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-__version__ = "0.1.0"
+__all__ = ["Case", "CaseError", "CheckResult", "Diagnosis", "Divergence", "HarnessError",
+           "PairCheck", "WeightsError", "__version__", "case_inputs", "check", "diagnose",
+           "expected_outputs", "make_case"]
+
+if TYPE_CHECKING:
+    from harness.api import (
+        Case,
+        CaseError,
+        CheckResult,
+        Diagnosis,
+        Divergence,
+        HarnessError,
+        PairCheck,
+        WeightsError,
+        case_inputs,
+        check,
+        diagnose,
+        expected_outputs,
+        make_case,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    # the public API on first use (PEP 562): importing it imports the run, pandas, pydantic
+    if name in __all__:
+        from harness import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

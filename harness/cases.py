@@ -199,7 +199,7 @@ def _check_references(case: Case, file: str, node: yaml.Node | None) -> None:
     def fail(loc: tuple, message: str) -> None:
         raise CaseError(message, file=file, field=".".join(map(str, loc)), line=_line_of(node, loc))
 
-    if isinstance(case.weights, TensorFile):
+    if isinstance(case.weights, TensorFile) and case.weights.layout is not None:
         name = case.weights.layout
         layout = LAYOUTS.get(name)
         if layout is None:

@@ -31,8 +31,9 @@ import numpy as np
 from harness.adapters import ADAPTERS
 from harness.adapters.base import REQUIREMENTS, Adapter
 from harness.errors import HarnessError, WeightsError
-from harness.layouts import LAYOUTS, Layout
+from harness.layouts import Layout
 from harness.params import Canonical, expected_shapes, key, layer_dirs
+from harness.readers.dispatch import fitting_layouts
 from harness.spec import Case
 
 # Capabilities that decide whether a layout can hold a case's parameters at all.
@@ -153,20 +154,6 @@ def convert(case: Case, src: Layout, dst: Layout, native: dict[str, np.ndarray],
 def _names(keys: list[str]) -> str:
     names = sorted({k.rsplit("/", 1)[1] for k in keys})
     return ", ".join(names)
-
-
-def fitting_layouts(native: dict[str, np.ndarray], case: Case) -> list[str]:
-    """Registered layouts whose tensor names and shapes are exactly those of ``native``."""
-    have = {k: tuple(np.shape(v)) for k, v in native.items()}
-    out = []
-    for name, layout in LAYOUTS.items():
-        if case.cell in layout.cells:
-            try:
-                if layout.shapes(case) == have:
-                    out.append(name)
-            except (AssertionError, KeyError, ValueError):
-                continue
-    return out
 
 
 def pick_case(cases: list[Case], name: str | None, fits: Callable[[Case], None],
@@ -395,11 +382,27 @@ def read_any(path: str, src_name: str | None, case_file: str | None, name: str |
         src = get_layout(inferred)
         native, more = read_for(case, src, path, select)
         return case, src, native, notes + more
-    if src_name is None:
-        raise HarnessError("--from is needed with --case", field="--from")
-    src = get_layout(src_name)
     cases = load_cases(case_file)
     guard(cases, name)
+    if src_name is None:  # the layout the file makes unambiguous, as a case's weights.file
+        from harness.memory import max_memory
+        from harness.readers import read_case_weights
+
+        def fits(c: Case) -> tuple[str, dict[str, np.ndarray], list[str]]:
+            try:
+                return read_case_weights(path, c, select=select, max_bytes=max_memory())
+            except WeightsError as exc:
+                if exc.field == "weights.layout":
+                    exc.field, exc.message = "--from", exc.message.replace(
+                        "give weights.layout", "give --from")
+                raise
+
+        case = pick_case(cases, name, fits, case_file)
+        found, native, notes = fits(case)
+        src = get_layout(found)
+        src.from_native(native, case, file=path)
+        return case, src, native, notes
+    src = get_layout(src_name)
     case = pick_case(cases, name, lambda c: read_for(c, src, path, select), case_file)
     native, notes = read_for(case, src, path, select)
     return case, src, native, notes
@@ -408,10 +411,11 @@ def read_any(path: str, src_name: str | None, case_file: str | None, name: str |
 def convert_file(case_file: str | None, src_name: str | None, dst_name: str | None, in_path: str,
                  out_path: str, *, name: str | None = None, select: str | None = None
                  ) -> list[str]:
-    """``rnn-harness convert``: read ``in_path`` (as ``src_name``; sizes from ``case_file`` or
-    from the file), write ``out_path`` in the form its extension names: ``.pt``, ``.onnx``,
-    ``.weights.h5`` (the framework's own loadable file) or ``.npz`` (``dst_name``'s native
-    tensors). Returns the lines to print."""
+    """``rnn-harness convert``: read ``in_path`` (as ``src_name``, default the layout the file
+    makes unambiguous; sizes from ``case_file`` or from the file), write ``out_path`` in the
+    form its extension names: ``.pt``, ``.onnx``, ``.weights.h5`` (the framework's own loadable
+    file) or ``.npz`` (``dst_name``'s native tensors, default the source layout's). Returns the
+    lines to print."""
     from harness.layouts import get_layout
     from harness.npz import save_npz
 
@@ -423,11 +427,9 @@ def convert_file(case_file: str | None, src_name: str | None, dst_name: str | No
             raise HarnessError(f"a {ext} file holds {own!r} tensors, not {dst_name!r}; write "
                                f".npz for layout {dst_name!r}", field="--to")
         dst_name = own
-    elif dst_name is None:
-        raise HarnessError("--to is needed for an .npz output (or write "
-                           f"{', '.join(sorted(FRAMEWORK_FILES))})", field="--to")
     case, src, native, notes = read_any(in_path, src_name, case_file, name, select)
-    dst = get_layout(dst_name)
+    # an .npz without --to keeps the source's own layout: the file's tensors, checked and bare
+    dst = get_layout(dst_name) if dst_name is not None else src
     if ext in FRAMEWORK_FILES:
         reason = framework_refusal(case, ext)
         if reason:

@@ -61,9 +61,9 @@ def _check_members(path: Path, max_bytes: int | None) -> None:
         for info in z.infolist():
             name = info.filename
             if name.endswith("data.pkl"):  # torch.save writes a zip too: never unpickled here
-                raise WeightsError("is a torch.save file (pickled), not an .npz; make one with "
-                                   "rnn-harness convert --case CASE --from torch --to torch "
-                                   "IN.pt OUT.npz (it loads with weights_only=True)", file=path)
+                raise WeightsError("is a torch.save file (pickled), not an .npz: name it .pt "
+                                   "(read with weights_only=True), or make an .npz with "
+                                   "rnn-harness convert IN.pt OUT.npz", file=path)
             if not name.endswith(".npy"):
                 raise WeightsError("not an .npy array (an .npz holds only name.npy members)",
                                    file=path, field=name)

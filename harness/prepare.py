@@ -25,6 +25,7 @@ from harness.layouts import get_layout
 from harness.memory import MAX_MEMORY_ENV, MemoryLimit, gib, max_memory
 from harness.npz import load_npz
 from harness.params import Canonical
+from harness.readers import read_case_weights
 from harness.spec import Case, TensorFile
 
 
@@ -186,19 +187,30 @@ def check_finite(case: Case, key: str, tensors: dict[str, np.ndarray],
 
 
 def load_weights(case: Case, limit: int | None = None) -> Canonical:
-    """Canonical parameters from the case: generated from the seed, or read from a native file."""
+    """Canonical parameters from the case: generated from the seed, or read from a weights file
+    (an .npz of native tensors, or a framework's own file: :func:`read_case_weights`, which
+    tells the layout where the case leaves it out and checks what the file says against the
+    case), under the memory limit, never unpickling."""
     if not isinstance(case.weights, TensorFile):
         with np.errstate(over="ignore"):  # overflow is refused just below, as one line
             canonical = params.generate(case)
         check_finite(case, "weights", canonical.tensors)
         return canonical
     path = case.resolve(case.weights.file)
-    layout = get_layout(case.weights.layout)
-    if case.cell not in layout.cells:
-        raise WeightsError(f"layout {layout.name!r} has no {case.cell}", file=case.source,
-                           field="weights.layout")
-    native = load_npz(path, what="weights", max_bytes=max_memory() if limit is None else limit)
-    canonical = layout.from_native(native, case, file=str(path))
+    if case.weights.layout is not None:
+        layout = get_layout(case.weights.layout)
+        if case.cell not in layout.cells:
+            raise WeightsError(f"layout {layout.name!r} has no {case.cell}", file=case.source,
+                               field="weights.layout")
+    try:
+        name, native, _ = read_case_weights(path, case, layout=case.weights.layout,
+                                            select=case.weights.select,
+                                            max_bytes=max_memory() if limit is None else limit)
+    except WeightsError as exc:  # a reader's advice names convert's options: say the keys
+        exc.message = exc.message.replace("--select", "weights.select").replace(
+            "--from", "weights.layout:")
+        raise
+    canonical = get_layout(name).from_native(native, case, file=str(path))
     with np.errstate(over="ignore"):
         rounded = {k: round_to(v, case.dtype) for k, v in canonical.tensors.items()}
     check_finite(case, "weights", rounded, canonical.tensors)

@@ -66,10 +66,18 @@ class GeneratedTensors(_Strict):
 
 
 class TensorFile(_Strict):
-    """Tensors read from an .npz file (allow_pickle=False), relative to the case file."""
+    """Tensors read from a file, relative to the case file: inputs from an .npz
+    (allow_pickle=False); weights from an .npz or a framework's own file (docs/cases.md,
+    Weights from a model file)."""
 
-    file: str = Field(description="an .npz file, relative to the case file")
-    layout: str | None = Field(None, description="native layout of a weights file, e.g. torch")
+    file: str = Field(description="relative to the case file: an .npz; for weights also a "
+                      "PyTorch .pt/.pth state_dict, a Keras .keras/.h5/.weights.h5 file, an "
+                      ".onnx model or flax .msgpack parameters")
+    layout: str | None = Field(None, description="native layout of a weights file, e.g. torch "
+                               "(default: the layout the file's type or tensors make unambiguous)")
+    select: str | None = Field(None, description="weights only: which torch module (name "
+                               "prefix), Keras layers or ONNX nodes (names, comma-separated) of "
+                               "a model file hold the RNN")
 
 
 class Tol(_Strict):
@@ -208,12 +216,12 @@ class Case(_Strict):
             if max(self.seq_lengths, default=0) > self.seq_len:
                 raise FieldError("seq_lengths", f"seq_lengths entries must be <= seq_len "
                                  f"({self.seq_len}), got {max(self.seq_lengths)}")
-        if isinstance(self.inputs, TensorFile) and self.inputs.layout is not None:
-            raise FieldError("inputs.layout", "only a weights file has a layout; an inputs file "
-                             "holds x, h0, c0, seq_lengths in the harness conventions")
-        if isinstance(self.weights, TensorFile) and not self.weights.layout:
-            raise FieldError("weights.layout", "weights.file needs weights.layout (the native "
-                             "layout of the file, e.g. torch)")
+        if isinstance(self.inputs, TensorFile):
+            for key in ("layout", "select"):
+                if getattr(self.inputs, key) is not None:
+                    raise FieldError(f"inputs.{key}", f"only a weights file has a {key}; an "
+                                     "inputs file holds x, h0, c0, seq_lengths in the harness "
+                                     "conventions")
         return self
 
     # Derived sizes -------------------------------------------------------------------------

@@ -13,10 +13,11 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
     cv.add_argument("--case", help="the case file (sizes and semantics); default: read from IN "
                     "where it holds them (.pt, .onnx, .h5, .keras, .msgpack)")
     cv.add_argument("--from", dest="src", metavar="LAYOUT",
-                    help="layout of IN (default: the file's own; needed with --case)")
+                    help="layout of IN (default: the file's own, or the one layout an .npz's "
+                    "tensors fit)")
     cv.add_argument("--to", dest="dst", metavar="LAYOUT",
-                    help="layout of an .npz OUT (a .pt, .onnx, .weights.h5 or .msgpack OUT is "
-                    "the framework's own)")
+                    help="layout of an .npz OUT (default: IN's layout; a .pt, .onnx, "
+                    ".weights.h5 or .msgpack OUT is the framework's own)")
     cv.add_argument("input", metavar="IN", help="weights: .npz, or a PyTorch .pt/.pth state_dict, "
                     "a Keras .h5/.keras model, an ONNX model, flax .msgpack parameters")
     cv.add_argument("output", metavar="OUT", help="the converted weights: .pt (state_dict for "

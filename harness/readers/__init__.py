@@ -28,11 +28,11 @@ import time.
 
 from __future__ import annotations
 
-from harness.readers.dispatch import infer_case, read_native
+from harness.readers.dispatch import fitting_layouts, infer_case, read_case_weights, read_native
 from harness.readers.flax import read_flax_msgpack
 from harness.readers.keras import read_keras
 from harness.readers.onnx import read_onnx
 from harness.readers.torch import read_torch
 
-__all__ = ["infer_case", "read_flax_msgpack", "read_keras", "read_native", "read_onnx",
-           "read_torch"]
+__all__ = ["fitting_layouts", "infer_case", "read_case_weights", "read_flax_msgpack",
+           "read_keras", "read_native", "read_onnx", "read_torch"]

@@ -71,7 +71,14 @@ def _rnn_info(layer: dict) -> tuple[str, dict] | None:
 def read_keras(path: Path, layout: str, case: Case, *, select: str | None = None,
                max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
     """The recurrent layers of a Keras model or weights file (.h5 legacy, .keras zip)."""
-    layers = _keras_layers(path, max_bytes)
+    return native_of_layers(_keras_layers(path, max_bytes), layout, case, select=select,
+                            path=path)
+
+
+def native_of_layers(layers: list[dict], layout: str, case: Case, *, select: str | None,
+                     path: Path | str) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The native tensors of ``layers`` (entries of :func:`layer_entry`, as a file's are read,
+    or taken from a live model); ``path`` names where they came from in messages."""
     if select is not None:
         wanted = [s.strip() for s in select.split(",")]
         missing = [w for w in wanted if w not in {la["name"] for la in layers}]
@@ -107,7 +114,7 @@ def read_keras(path: Path, layout: str, case: Case, *, select: str | None = None
     return native, notes
 
 
-def _layer_entry(name: str, cls: str | None, cfg: dict | None, dirs: dict) -> dict:
+def layer_entry(name: str, cls: str | None, cfg: dict | None, dirs: dict) -> dict:
     cell, lay = RNN_CLASSES.get(cls, (None, None)) if cls else (None, None)
     return {"name": name, "class": cls, "cell": cell, "layout": lay, "dirs": dirs,
             "reset_after": (cfg or {}).get("reset_after") if cls == "GRU" else None,
@@ -207,7 +214,7 @@ def _read_keras_h5(path: Path, h5py, max_bytes: int | None) -> list[dict]:
             cls, cfg = classes.get(lname, (None, None))
             if cls is None:
                 cls = _class_from_shapes(dirs[0], path, lname)
-            layers.append(_layer_entry(lname, cls, cfg, dirs))
+            layers.append(layer_entry(lname, cls, cfg, dirs))
         return layers
 
 
@@ -279,15 +286,15 @@ def _keras3_layers(f, config: dict | None, path: Path) -> list[dict]:
             g = f[gname]
             dirs = ({0: vars_of(g["forward_layer"]), 1: vars_of(g["backward_layer"])}
                     if "forward_layer" in g else {0: vars_of(g)})
-            layers.append(_layer_entry(la["config"]["name"], info[0], info[1], dirs))
+            layers.append(layer_entry(la["config"]["name"], info[0], info[1], dirs))
         return layers
     for gname in sorted(f["layers"]):  # no config: every group with cell variables
         g = f["layers"][gname]
         if "forward_layer" in g:
-            layers.append(_layer_entry(gname, None, None, {0: vars_of(g["forward_layer"]),
+            layers.append(layer_entry(gname, None, None, {0: vars_of(g["forward_layer"]),
                                                           1: vars_of(g["backward_layer"])}))
         elif "cell" in g:
-            layers.append(_layer_entry(gname, None, None, {0: vars_of(g)}))
+            layers.append(layer_entry(gname, None, None, {0: vars_of(g)}))
     return layers
 
 
@@ -298,7 +305,13 @@ def infer(path: Path, select: str | None, max_bytes: int | None) -> tuple[dict, 
     reset_after and go_backwards (``hard_sigmoid`` is Keras 3's in a ``.keras`` or
     ``.weights.h5`` file, else tf_keras's)."""
     keras3 = path.suffix.lower() == ".keras" or path.name.lower().endswith(".weights.h5")
-    layers = _keras_layers(path, max_bytes)
+    return fields_of_layers(_keras_layers(path, max_bytes), path, keras3=keras3, select=select)
+
+
+def fields_of_layers(layers: list[dict], path: Path | str, *, keras3: bool, select: str | None
+                     ) -> tuple[dict, str, list[str]]:
+    """:func:`infer` on ``layers`` (entries of :func:`layer_entry`); ``keras3``: whether
+    ``hard_sigmoid`` is Keras 3's."""
     if select is not None:
         wanted = [s.strip() for s in select.split(",")]
         layers = [la for la in layers if la["name"] in wanted]

@@ -7,8 +7,8 @@ import platform
 import sys
 from datetime import UTC, datetime
 
-from harness import __version__
 from harness.report.record import SCHEMA_VERSION, RunRecord
+from harness.version import __version__
 
 
 def run_record(result) -> RunRecord:

@@ -443,3 +443,33 @@ def test_a_semantic_the_target_cannot_express_is_refused_in_one_line(tmp_path: P
               str(tmp_path / "p.onnx"))
     assert main(["convert", str(tmp_path / "p.onnx"), str(tmp_path / "p.weights.h5")]) == 2
     assert "peephole" in capsys.readouterr().err
+
+
+def test_an_npz_output_needs_no_to_when_the_source_layout_is_known(tmp_path: Path,
+                                                                    capsys) -> None:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.GRU(3, 2, num_layers=2, bidirectional=True)
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    # the file tells its layout and sizes: its own tensors, checked and bare
+    assert main(["convert", str(tmp_path / "model.pt"), str(tmp_path / "w.npz")]) == 0
+    assert "to 16 of layout 'torch'" in capsys.readouterr().out
+    native = load_npz(tmp_path / "w.npz")
+    assert native.keys() == model.state_dict().keys()
+    for name, t in model.state_dict().items():
+        np.testing.assert_array_equal(native[name], t.numpy())
+    # with a case, an .npz's layout is the one its tensors fit: no --from, no --to
+    case = Case(name="g", cell="gru", input_size=3, hidden_size=2, num_layers=2,
+                bidirectional=True)
+    _write_case(tmp_path / "case.yaml", case)
+    assert main(["convert", "--case", str(tmp_path / "case.yaml"), str(tmp_path / "w.npz"),
+                 str(tmp_path / "again.npz")]) == 0
+    assert "layout 'torch': the only one the tensors fit" in capsys.readouterr().out
+    assert load_npz(tmp_path / "again.npz").keys() == native.keys()
+    assert main(["convert", "--case", str(tmp_path / "case.yaml"), "--to", "keras",
+                 str(tmp_path / "w.npz"), str(tmp_path / "k.npz")]) == 0
+    save_npz(tmp_path / "odd.npz", {"weights": np.zeros(3)})
+    assert main(["convert", "--case", str(tmp_path / "case.yaml"), str(tmp_path / "odd.npz"),
+                 str(tmp_path / "o.npz")]) == 2
+    assert "odd.npz: --from: its tensors fit no layout's names and shapes for this case: give " \
+           "--from" in capsys.readouterr().err

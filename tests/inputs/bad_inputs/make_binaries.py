@@ -129,8 +129,8 @@ FILES: dict[str, Callable[[], bytes]] = {
     "weights-foreign-member.npz": lambda: zip_bytes({
         **{f"{k}.npy": npy_bytes(v) for k, v in torch_weights().items()},
         "notes.txt": b"exported by hand\n"}),
-    # what torch.save writes: a zip holding a pickle (a harmless one here)
-    "weights-torch.pt": lambda: zip_bytes({"weights/data.pkl": b"\x80\x02}q\x00.",
+    # what torch.save writes, named .npz: a zip holding a pickle (a harmless one here)
+    "weights-torch.npz": lambda: zip_bytes({"weights/data.pkl": b"\x80\x02}q\x00.",
                                            "weights/version": b"3\n"}),
     "inputs-capital-x.npz": lambda: npz_bytes(inputs(x=None, X=np.zeros((2, 3, 2)))),
     "inputs-x-shape.npz": lambda: npz_bytes(inputs(x=np.zeros((3, 2, 2)))),
