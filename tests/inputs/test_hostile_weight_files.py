@@ -155,3 +155,126 @@ def test_two_names_that_read_as_one_are_refused(tmp_path):
     with pytest.raises(WeightsError, match="both read as 'layer0/forward/ii/kernel'") as err:
         read_native(path, "flax", LSTM, max_bytes=MiB)
     assert err.value.file == str(path)
+
+
+# .onnx -------------------------------------------------------------------------------------
+
+def _onnx_model(path: Path, *, op: str = "LSTM", domain: str = "", attrs: dict | None = None,
+                W: object = None, extra: tuple = ()) -> Path:
+    """A one-node LSTM/GRU model: ``W`` an array or a TensorProto (default float32 zeros),
+    ``extra`` more initializers the node does not use."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    G = 4 if op == "LSTM" else 3
+    attrs = {"hidden_size": H} if attrs is None else attrs
+    node = helper.make_node(op, ["X", "W", "R"], ["Y"], name="rnn", domain=domain, **attrs)
+    W = np.zeros((1, G * H, I), np.float32) if W is None else W
+    inits = [W if isinstance(W, TensorProto) else numpy_helper.from_array(W, "W"),
+             numpy_helper.from_array(np.zeros((1, G * H, H), np.float32), "R"), *extra]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "X", TensorProto.FLOAT, [1, 1, I])], [helper.make_tensor_value_info(
+            "Y", TensorProto.FLOAT, None)], inits)
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    path.write_bytes(helper.make_model(graph, opset_imports=opsets).SerializeToString())
+    return path
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB")
+def test_an_unused_initializer_is_never_parsed(tmp_path):
+    """A 9 MB model with an unused STRING initializer of three million one-byte strings: parsed
+    whole (onnx.load, then every initializer converted) it reached ~300 MB under a 32 MiB
+    limit; now its data stays bytes, and the model reads within the limit."""
+    path = _onnx_model(tmp_path / "junk.onnx")
+    # a second occurrence of ModelProto.graph (7), merged into the first by protobuf, holding
+    # one initializer (5): dims (1) [3000000], data_type (2) STRING (8), name (8) "junk", and
+    # string_data (6) b"x" three million times; written as bytes, as protobuf would encode it
+    junk = b"\x08" + _varint(3_000_000) + b"\x10\x08" + b"\x42\x04junk" + b"\x32\x01x" * 3_000_000
+    graph = b"\x2a" + _varint(len(junk)) + junk
+    with path.open("ab") as f:
+        f.write(b"\x3a" + _varint(len(graph)) + graph)
+    assert path.stat().st_size > 9 * 10**6
+    grown, errors = peak_of_reading(path, "onnx", 32 * MiB)
+    assert errors == [None, None], errors
+    assert grown < 32 * MiB, grown
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _typed(data_type: str, values: list) -> object:
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor("W", getattr(TensorProto, data_type), [1, 4 * H, I], values)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: _onnx_model(p, domain="com.example"), "an LSTM of the domain 'com.example', not "
+                                                     "the ONNX operator"),
+    (lambda p: _onnx_model(p, W=_typed("INT8", [7] * (4 * H * I))), "holds INT8 values; "
+                                                                     "expected float"),
+    (lambda p: _onnx_model(p, W=_typed("STRING", [b"1e3"] * (4 * H * I))), "holds STRING values"),
+    (lambda p: _onnx_model(p, W=_typed("COMPLEX64", [1 + 2j] * (4 * H * I))),
+     "holds COMPLEX64 values"),
+    (lambda p: _onnx_model(p, attrs={"hidden_size": H, "activations": ["Sigmoid"]}),
+     "has 1 activations ['Sigmoid']; expected 3 (3 per direction"),
+    (lambda p: _onnx_model(p, attrs={"hidden_size": H, "activations": ["Relu", "Tanh", "Tanh"]}),
+     "the harness reads Sigmoid or HardSigmoid gates with Tanh"),
+    (lambda p: _onnx_model(p, attrs={"hidden_size": H, "direction": "sideways"}),
+     "has direction='sideways'; expected forward, reverse or bidirectional"),
+    (lambda p: _onnx_model(p, attrs={"hidden_size": H, "activations": ["HardSigmoid", "Tanh",
+                                                                       "Tanh"],
+                                     "activation_alpha": [0.3]}), "HardSigmoid alpha [0.3"),
+])
+@pytest.mark.parametrize("with_case", [False, True])
+def test_onnx_oddities_are_refused_naming_the_file(make, words, with_case, tmp_path, capsys):
+    """What the reader cannot read faithfully is refused, with and without a case file (an
+    LSTM of another domain computes what that domain says; INT8 or STRING weights were read as
+    numbers, b'1e3' as 1000; COMPLEX64 lost its imaginary part with a warning)."""
+    path = make(tmp_path / "odd.onnx")
+    case = tmp_path / "c.yaml"
+    case.write_text(f"name: c\ncell: lstm\ninput_size: {I}\nhidden_size: {H}\n")
+    argv = (["convert", "--case", str(case), "--from", "onnx"] if with_case else ["convert"])
+    err = cli([*argv, "--to", "torch", str(path), str(tmp_path / "o.npz")], capsys)
+    assert err[0].startswith(f"rnn-harness: error: {path}: ") and words in err[0], err
+
+
+def test_an_activation_the_case_does_not_say_is_refused(tmp_path):
+    """HardSigmoid gates read into a sigmoid case would be compared against the wrong cell."""
+    path = _onnx_model(tmp_path / "hard.onnx", attrs={
+        "hidden_size": H, "activations": ["HardSigmoid", "Tanh", "Tanh"]})
+    with pytest.raises(WeightsError, match="activations=.* the case says 'sigmoid'"):
+        read_native(path, "onnx", LSTM, max_bytes=MiB)
+    hard = LSTM.model_copy(update={"recurrent_activation": "hard_sigmoid_tf_keras"})
+    native, _ = read_native(path, "onnx", hard, max_bytes=MiB)
+    assert set(native) == {"W", "R"}
+
+
+def test_a_used_tensor_declaring_more_than_the_limit_is_refused_unparsed(tmp_path):
+    from onnx import TensorProto
+
+    W = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[1, 4 * H, 10**9])
+    path = _onnx_model(tmp_path / "huge.onnx", W=W)
+    with pytest.raises(WeightsError, match=r"input W \('W'\) declares dims \[1, 12, 1000000000\]"
+                                           r" of FLOAT: 48000000000 bytes, more than the memory"):
+        read_native(path, "onnx", LSTM, max_bytes=MiB)
+
+
+@pytest.mark.parametrize("name", ["w.onnx", "w.msgpack"])
+def test_a_memory_refusal_of_sizes_read_from_a_file_names_it(name, tmp_path, capsys,
+                                                             monkeypatch):
+    path = tmp_path / name
+    if name.endswith(".onnx"):
+        _onnx_model(path)
+    else:
+        path.write_bytes(_flax_bytes(_lstm_tree()))
+    monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "1MiB")  # the file fits, the case's work not
+    err = cli(["convert", str(path), str(tmp_path / "o.npz"), "--to", "torch"], capsys)
+    assert err[0].startswith(f"rnn-harness: error: {path}: "), err
+    assert "more than the memory limit of" in err[0], err
