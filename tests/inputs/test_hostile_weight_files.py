@@ -278,3 +278,23 @@ def test_a_memory_refusal_of_sizes_read_from_a_file_names_it(name, tmp_path, cap
     err = cli(["convert", str(path), str(tmp_path / "o.npz"), "--to", "torch"], capsys)
     assert err[0].startswith(f"rnn-harness: error: {path}: "), err
     assert "more than the memory limit of" in err[0], err
+
+
+# .pt ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tail", [b"", b"PK\x05\x06" + bytes(18)])  # a zip's end, appended
+def test_a_legacy_torch_save_file_is_refused_before_torch_loads_it(tail, tmp_path, capsys):
+    """Before torch 1.6 (and with _use_new_zipfile_serialization=False) a file's storage sizes
+    are declared in its pickle, and torch allocates them before reading: they cannot be
+    checked, so the file is refused (a zip's end appended does not make it one to torch)."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "old.pt"
+    state = {"weight_ih_l0": torch.zeros(4 * H, I), "weight_hh_l0": torch.zeros(4 * H, H)}
+    torch.save(state, path, _use_new_zipfile_serialization=False)
+    path.write_bytes(path.read_bytes() + tail)
+    with pytest.raises(WeightsError, match=r"legacy format .* cannot be checked against the "
+                                           r"memory limit") as err:
+        read_native(path, "torch", LSTM, max_bytes=MiB)
+    assert err.value.file == str(path)
+    err = cli(["convert", str(path), str(tmp_path / "o.npz"), "--to", "onnx"], capsys)
+    assert str(path) in err[0] and "legacy format" in err[0], err
