@@ -214,6 +214,7 @@ class _Model:
             raise WeightsError(f"not a readable ONNX model ({type(exc).__name__}: "
                                f"{(str(exc).splitlines() or [''])[0][:200]})",
                                file=path) from None
+        self._defined: dict[str, list] | None = None
         for t in self.graph.initializer:
             if t.data_location == _EXTERNAL:
                 self.refuse_external(t.name)
@@ -253,14 +254,18 @@ class _Model:
     def outline(self, name: str, where: str):
         """The light TensorProto (name, type, dims) of the initializer or Constant node output
         ``name`` and how to get its encoding, or None where it is computed."""
-        found = [(t, ("initializer", k)) for k, t in enumerate(self.graph.initializer)
-                 if t.name == name]
-        for k, n in enumerate(self.graph.node):
-            if n.op_type == "Constant" and n.domain in _ONNX_DOMAINS and n.output[:1] == [name]:
-                for j, raw in enumerate(n.attribute):
-                    a = _light_schemas()["Attribute"].FromString(raw)
-                    if a.name == "value" and a.HasField("t"):
-                        found.append((a.t, ("constant", k, j)))
+        if self._defined is None:  # name -> its definitions, once
+            self._defined = {}
+            for k, t in enumerate(self.graph.initializer):
+                self._defined.setdefault(t.name, []).append((t, ("initializer", k)))
+            for k, n in enumerate(self.graph.node):
+                if n.op_type == "Constant" and n.domain in _ONNX_DOMAINS and n.output:
+                    for j, raw in enumerate(n.attribute):
+                        a = _light_schemas()["Attribute"].FromString(raw)
+                        if a.name == "value" and a.HasField("t"):
+                            self._defined.setdefault(n.output[0], []).append(
+                                (a.t, ("constant", k, j)))
+        found = self._defined.get(name, [])
         if len(found) > 1:
             raise WeightsError(f"{where}: the model defines {name!r} {len(found)} times "
                                "(initializers or Constant nodes): which one counts is ambiguous",

@@ -10,6 +10,7 @@ imports are done before the baseline is taken).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,7 @@ print(json.dumps([peak() - before, errors]))
 def peak_of_reading(path: Path, layout: str, limit: int) -> tuple[int, list[str | None]]:
     """Bytes the peak grew by while ``read_native`` and ``infer_case`` (under the limit set by
     RNN_HARNESS_MAX_MEMORY) read ``path``, in a fresh process, and their errors."""
-    env = {"RNN_HARNESS_MAX_MEMORY": str(limit), "PATH": "/usr/bin:/bin",
-           "OPENBLAS_NUM_THREADS": "1"}
+    env = {**os.environ, "RNN_HARNESS_MAX_MEMORY": str(limit), "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", _PEAK, str(path), layout, str(limit)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -228,6 +228,8 @@ def _typed(data_type: str, values: list) -> object:
      "the harness reads Sigmoid or HardSigmoid gates with Tanh"),
     (lambda p: _onnx_model(p, attrs={"hidden_size": H, "direction": "sideways"}),
      "has direction='sideways'; expected forward, reverse or bidirectional"),
+    (lambda p: _onnx_model(p, extra=(_typed("FLOAT", [1.0] * (4 * H * I)),)),
+     "the model defines 'W' 2 times"),
     (lambda p: _onnx_model(p, attrs={"hidden_size": H, "activations": ["HardSigmoid", "Tanh",
                                                                        "Tanh"],
                                      "activation_alpha": [0.3]}), "HardSigmoid alpha [0.3"),
