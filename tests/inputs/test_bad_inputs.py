@@ -613,7 +613,7 @@ def test_a_million_layers_is_one_line_in_seconds(tmp_path):
     err = done.stderr.splitlines()
     assert done.returncode == 2 and len(err) == 1, err
     assert f"{case}:" in err[0] and "num_layers" in err[0] and "1000 the harness runs" in err[0]
-    assert seconds < 15, seconds  # the interpreter's start and imports; the check is at once
+    assert seconds < 30, seconds  # the start and imports of a loaded machine; a hang is 60
 
 
 def test_convert_and_doctor_go_through_the_memory_guard(tmp_path, capsys, monkeypatch):
