@@ -375,7 +375,11 @@ def read_any(path: str, src_name: str | None, case_file: str | None, name: str |
 
     if case_file is None:
         case, inferred, notes = infer_case(path, select=select)
-        guard([case], None)
+        try:
+            guard([case], None)
+        except HarnessError as exc:  # sizes read from the file: its name says where they are
+            exc.file = exc.file or str(path)
+            raise
         if src_name is not None and src_name != inferred:
             raise HarnessError(f"the file holds {inferred!r} tensors, not {src_name!r}",
                                file=path, field="--from")

@@ -76,11 +76,24 @@ def _cgroup_bytes(name: str) -> int | None:
         text = (Path("/sys/fs/cgroup") / name).read_text().strip()
     except OSError:
         return None
-    return int(text) if text.isdigit() else None  # "max": no limit
+    # "max" (v2) is no limit; v1 says no limit with a number near 2**63, which min() ignores
+    return int(text) if text.isdigit() else None
+
+
+def _cgroup_limit() -> tuple[int, int] | None:
+    """(limit, in use) bytes of this process's memory cgroup: v2 ``memory.max``, else v1
+    ``memory/memory.limit_in_bytes``; None where neither limits it."""
+    for limit, used in (("memory.max", "memory.current"),
+                        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
+        cap = _cgroup_bytes(limit)
+        if cap is not None:
+            return cap, _cgroup_bytes(used) or 0
+    return None
 
 
 def host_memory() -> tuple[int, int] | None:
-    """(RAM, available) bytes of this machine, or of its container where a cgroup limits it:
+    """(RAM, available) bytes of this machine, or of its container where a cgroup limits it
+    (:func:`_cgroup_limit`):
     /proc/meminfo (MemTotal, MemAvailable), else ``os.sysconf``; None where neither says."""
     total = available = None
     try:
@@ -95,18 +108,51 @@ def host_memory() -> tuple[int, int] | None:
             available = os.sysconf("SC_AVPHYS_PAGES") * page
         except (OSError, ValueError, AttributeError):
             return None
-    cap = _cgroup_bytes("memory.max")
-    if cap is not None:
-        used = _cgroup_bytes("memory.current") or 0
+    cgroup = _cgroup_limit()
+    if cgroup is not None:
+        cap, used = cgroup
         total, available = min(total, cap), min(available, max(cap - used, 0))
     return total, available
+
+
+# the process's own limits (ulimit -v, ulimit -d) and what it already uses of each
+_RLIMITS = (("RLIMIT_AS", "VmSize:"), ("RLIMIT_DATA", "VmData:"))
+
+
+def process_limits() -> list[tuple[int, str]]:
+    """(bytes left, where from) under each limit the process itself has (``RLIMIT_AS``,
+    ``RLIMIT_DATA``, as ``ulimit -v`` / ``-d`` set them): the limit less what the process
+    already uses of it (/proc/self/status). An allocation past one fails whatever the RAM."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX: no such limits
+        return []
+    try:
+        status = dict(line.split(":", 1) for line in
+                      Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    except OSError:
+        status = {}
+    found = []
+    for name, key in _RLIMITS:
+        soft, _ = resource.getrlimit(getattr(resource, name))
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            continue
+        try:
+            used = int(status[key.rstrip(":")].split()[0]) * 1024
+        except (KeyError, ValueError, IndexError):
+            used = 0
+        found.append((max(soft - used, 0), f"the process's {name} {gib(soft)}, "
+                                           f"{gib(used)} of it in use"))
+    return found
 
 
 def max_memory(value: str | int | None = None, *, gpu_work: bool = False) -> MemoryLimit:
     """The memory limits: ``value`` (the --max-memory option), else the environment variable
     RNN_HARNESS_MAX_MEMORY, for host and GPU alike; else what the machine has: on the host
     min(50 % of RAM, available RAM), and for GPU work (``gpu_work``) 80 % of the GPU memory
-    free now (4 GiB where the machine says nothing)."""
+    free now (4 GiB where the machine says nothing). The host default is never more than the
+    process may still allocate under its own limits (:func:`process_limits`); the limit says
+    which rule set it."""
     if value is not None:
         size = parse_size(value)
         return MemoryLimit(size, "set by --max-memory", size if gpu_work else None,
@@ -124,6 +170,9 @@ def max_memory(value: str | int | None = None, *, gpu_work: bool = False) -> Mem
         total, available = host
         limit = MemoryLimit(min(int(total * HOST_SHARE), available),
                             f"min(50 % of RAM {gib(total)}, available {gib(available)})")
+    for left, why in process_limits():
+        if left < limit:
+            limit = MemoryLimit(left, why)
     if gpu_work:
         free = gpu_free_memory()
         if free is None:

@@ -93,7 +93,14 @@ def _check_members(path: Path, max_bytes: int | None) -> None:
             total += nbytes
     if max_bytes is not None and total > max_bytes:
         raise WeightsError(f"holds {total / 2**30:.3g} GiB of arrays, more than the memory limit "
-                           f"of {max_bytes / 2**30:.3g} GiB", file=path)
+                           f"of {max_bytes / 2**30:.3g} GiB{limit_origin(max_bytes)}", file=path)
+
+
+def limit_origin(max_bytes: int) -> str:
+    """`` (where the limit comes from)`` for a :class:`harness.memory.MemoryLimit`, so that a
+    refusal names the rule that set it (a process's RLIMIT_AS, an override, the RAM)."""
+    why = getattr(max_bytes, "why", None)
+    return f" ({why})" if why else ""
 
 
 @contextlib.contextmanager

@@ -109,16 +109,43 @@ def estimate_device_bytes(case: Case) -> int:
     return sum(v for k, v in parts.items() if k != "Python objects")
 
 
+# The work a case may ask for, whatever the memory limit: every layer and every timestep is a
+# Python loop in the reference, in the noise floor and in several adapters (a layer also builds a
+# framework layer), so a million layers, or a billion steps, of size 1 would fit a large machine's
+# memory and run for hours. No real stack is near these; a longer sequence is split into cases.
+MAX_LAYERS = 1000
+MAX_CELL_STEPS = 10**7  # layers x directions x timesteps, one pass
+
+
+def check_work(case: Case) -> None:
+    """Refuse a case with more than :data:`MAX_LAYERS` layers or :data:`MAX_CELL_STEPS` cell
+    steps, from its sizes alone, before anything is allocated or looped over."""
+    steps = case.num_layers * case.num_directions * case.seq_len
+    if case.num_layers > MAX_LAYERS:
+        field, what = "num_layers", (f"has {case.num_layers} layers, more than the "
+                                     f"{MAX_LAYERS} the harness runs")
+    elif steps > MAX_CELL_STEPS:
+        field, what = "seq_len", (f"asks for {steps} cell steps (num_layers x directions x "
+                                  f"seq_len), more than the {MAX_CELL_STEPS} the harness runs")
+    else:
+        return
+    raise CaseError(f"case {case.name} {what} (each is a Python loop in the reference and in "
+                    "several adapters); make the case smaller", file=case.source, field=field,
+                    line=field_line(case.source, (field,)))
+
+
 def check_memory(case: Case, limit: int | None = None) -> None:
     """Refuse a case whose tensors would exceed ``limit`` bytes on the host, or, with a
     :class:`MemoryLimit` for GPU work, its ``gpu`` bytes on the device, before allocating
-    anything. The refusal names both limits and the override."""
+    anything. The refusal names both limits and the override. A case within them that asks for
+    more work than the harness runs (:func:`check_work`) is refused next, whatever the limit."""
     limit = max_memory() if limit is None else limit
     parts = estimate_bytes(case)
     total = sum(parts.values())
     gpu = getattr(limit, "gpu", None)
     device = estimate_device_bytes(case) if gpu is not None else 0
     if total <= limit and (gpu is None or device <= gpu):
+        check_work(case)
         return
     sizes = {k: getattr(case, k) for k in ("hidden_size", "input_size", "seq_len", "batch",
                                            "num_layers")}

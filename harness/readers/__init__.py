@@ -16,8 +16,10 @@ One module per format, each with its reader and what the format tells about the 
 The files may come from strangers. Nothing is read from outside the file: HDF5 external links,
 external raw storage and virtual datasets, and ONNX external data, are refused. Sizes are
 checked against the memory limit before anything is read: the file's, a zip's members once
-inflated (``.keras``, ``torch.save``), an HDF5 file's datasets as declared. Whatever else a
-malformed file makes a reader raise is one line naming the file (:mod:`harness.readers.limits`).
+inflated (``.keras``, ``torch.save``; a legacy non-zip ``torch.save`` file is refused), an HDF5
+file's datasets as declared, a ``.msgpack``'s objects counted in its bytes, the tensors an ONNX
+model's recurrent nodes use as declared (the rest is never parsed). Whatever else a malformed
+file makes a reader raise is one line naming the file (:mod:`harness.readers.limits`).
 
 Every reader returns ``(native, notes)``: the tensors under the layout's names, and lines worth
 telling the user (what was read from where).

@@ -36,6 +36,11 @@ _FLAX_DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.floa
                 "bfloat16": None}
 _FLAX_MAX_DEPTH = 16  # layer/direction/gate/kind under a few module levels
 _FLAX_MAX_ENTRIES = 100_000  # map keys and arrays in all
+# msgpack objects (maps, keys, values) before anything is unpacked: an entry is a key and a
+# value, so 100000 entries are ~200000 objects; each costs Python up to ~256 bytes however few
+# it takes in the file (an empty map is 1 byte there, a 64-byte dict and a pair here)
+_FLAX_MAX_OBJECTS = 2 * _FLAX_MAX_ENTRIES + 1000
+_BYTES_PER_OBJECT = 256
 
 
 def _flax_array(data: bytes, path: Path) -> np.ndarray:
@@ -79,11 +84,17 @@ def read_flax_msgpack(path: Path, *, max_bytes: int | None = None
     bare cell tree (``ii/kernel``, ...) is read as ``layer0/forward``. flax's chunked arrays
     (``__msgpack_chunked_array__``) are joined. Anything but maps, float arrays and the chunk
     bookkeeping is refused, as are trees deeper than 16 levels or with more than 100000
-    entries."""
+    entries, counted in the encoded bytes before msgpack builds anything (:func:`_scan`), and
+    a map with a key twice or two names that read as one."""
     import msgpack
 
+    check_size(path, path.stat().st_size, max_bytes, "is")
     data = path.read_bytes()
     check_size(path, len(data), max_bytes, "is")
+    # msgpack builds every object before a hook could look: count them first, in the bytes
+    room = _FLAX_MAX_OBJECTS if max_bytes is None else max(
+        0, min(_FLAX_MAX_OBJECTS, (max_bytes - len(data)) // _BYTES_PER_OBJECT))
+    _scan(data, path, room)
 
     def ext(code: int, payload: bytes) -> object:
         if code == _EXT_NDARRAY:
@@ -92,10 +103,20 @@ def read_flax_msgpack(path: Path, *, max_bytes: int | None = None
         raise WeightsError(f"a msgpack extension of type {code} ({kind}): only arrays are "
                            "read", file=path)
 
+    def pairs(items: list[tuple[object, object]]) -> dict:
+        tree = dict(items)
+        if len(tree) != len(items):  # msgpack's own dict would keep the last quietly
+            seen: set = set()
+            twice = next(k for k, _ in items if k in seen or seen.add(k))
+            raise WeightsError(f"a map holds the key {str(twice)[:40]!r} twice: which value "
+                               "counts is ambiguous, refused", file=path)
+        return tree
+
     try:
-        tree = msgpack.unpackb(data, raw=False, ext_hook=ext, strict_map_key=False,
-                               max_map_len=_FLAX_MAX_ENTRIES, max_array_len=_FLAX_MAX_ENTRIES,
-                               max_str_len=1000, max_bin_len=len(data), max_ext_len=len(data))
+        tree = msgpack.unpackb(data, raw=False, ext_hook=ext, strict_map_key=True,
+                               object_pairs_hook=pairs, max_map_len=_FLAX_MAX_ENTRIES,
+                               max_array_len=_FLAX_MAX_ENTRIES, max_str_len=_MAX_STR,
+                               max_bin_len=len(data), max_ext_len=len(data))
     except WeightsError:
         raise
     except Exception as exc:
@@ -127,18 +148,103 @@ def read_flax_msgpack(path: Path, *, max_bytes: int | None = None
             raise WeightsError(f"holds a {type(node).__name__}, not an array or a map",
                                file=path, field=where or None)
     notes = []
-    names = {}
+    names: dict[str, np.ndarray] = {}
+    origin: dict[str, str] = {}
     for name, arr in flat.items():
         parts = name.split("/")
         if parts[0] == "params" and all(n.startswith("params/") for n in flat):
             parts = parts[1:]
         parts = [p for p in parts if p != "cell"]
-        names["/".join(parts)] = arr
+        short = "/".join(parts)
+        if short in origin:
+            raise WeightsError(f"the arrays {origin[short]!r} and {name!r} both read as "
+                               f"{short!r} (a `params` collection and `cell` levels are "
+                               "dropped): ambiguous, refused", file=path)
+        names[short], origin[short] = arr, name
     if names and not any(n.startswith("layer") for n in names):
         names = {f"layer0/forward/{n}": a for n, a in names.items()}
         notes.append("a single cell's tree: read as layer0/forward")
     notes.append(f"read {len(names)} arrays")
     return names, notes
+
+
+_MAX_STR = 1000  # a key
+
+
+def _scan(data: bytes, path: Path, max_objects: int) -> None:
+    """Walk the msgpack encoding of ``data`` without building anything: refuse more than
+    ``max_objects`` objects, nesting past the tree's depth, a string over 1000 bytes, a length
+    past the end, or bytes after the top object. What msgpack then builds is bounded by the
+    count (and the payloads by the file's size)."""
+    def refuse(why: str) -> WeightsError:
+        return WeightsError(f"not a flax .msgpack file ({why})", file=path)
+
+    end, pos, objects = len(data), 0, 0
+    left = [1]  # objects still to read in each open container, the top object's first
+    while left:
+        if left[-1] == 0:
+            left.pop()
+            continue
+        left[-1] -= 1
+        objects += 1
+        if objects > max_objects:
+            raise WeightsError(f"holds more than {max_objects} msgpack objects (maps, keys, "
+                               "values), more than the memory limit allows (~"
+                               f"{_BYTES_PER_OBJECT} bytes each once unpacked) or the "
+                               f"{_FLAX_MAX_ENTRIES} entries read: refused before unpacking",
+                               file=path)
+        if pos >= end:
+            raise refuse(f"it ends inside an object, at byte {pos}")
+        b = data[pos]
+        pos += 1
+        children = size = 0
+        if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):  # fixint, nil, bools
+            pass
+        elif b <= 0x8F:
+            children = 2 * (b & 0x0F)
+        elif b <= 0x9F:
+            children = b & 0x0F
+        elif b <= 0xBF:
+            size = b & 0x1F
+        elif b in _FIXED:
+            size = _FIXED[b]
+        elif b in _SIZED:  # str, bin, ext: a length of 1, 2 or 4 bytes, then an ext's type
+            width, extra, is_str = _SIZED[b]
+            if pos + width > end:
+                raise refuse(f"it ends inside an object, at byte {pos}")
+            size = int.from_bytes(data[pos:pos + width], "big") + extra
+            if is_str and size > _MAX_STR:
+                raise refuse(f"a string of {size} bytes, more than {_MAX_STR}")
+            pos += width
+        elif b in _CONTAINERS:  # array16/32, map16/32
+            width, per = _CONTAINERS[b]
+            if pos + width > end:
+                raise refuse(f"it ends inside an object, at byte {pos}")
+            children = per * int.from_bytes(data[pos:pos + width], "big")
+            pos += width
+        else:  # 0xc1: never used
+            raise refuse(f"byte {b:#x} at {pos - 1} starts no msgpack object")
+        pos += size
+        if pos > end:
+            raise refuse("a length past the end of the file")
+        if children:
+            if len(left) > _FLAX_MAX_DEPTH + 1:
+                raise WeightsError(f"a tree deeper than {_FLAX_MAX_DEPTH} levels: refused",
+                                   file=path)
+            left.append(children)
+    if pos != end:
+        raise refuse(f"{end - pos} bytes after the top map")
+
+
+# msgpack's type bytes: payloads of a fixed size (floats, ints, fixext: type byte and data)
+_FIXED = {0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2, 0xD2: 4,
+          0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+# (bytes of the length, bytes after it besides the payload, a string) of bin, ext and str
+_SIZED = {0xC4: (1, 0, False), 0xC5: (2, 0, False), 0xC6: (4, 0, False),
+          0xC7: (1, 1, False), 0xC8: (2, 1, False), 0xC9: (4, 1, False),
+          0xD9: (1, 0, True), 0xDA: (2, 0, True), 0xDB: (4, 0, True)}
+# (bytes of the count, objects per count) of array16/32 and map16/32
+_CONTAINERS = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}
 
 
 def _flax_unchunk(node: dict, path: Path, where: str) -> np.ndarray:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.errors import WeightsError, whole_sentences
+from harness.npz import limit_origin
 
 T = TypeVar("T")
 
@@ -33,7 +34,8 @@ def check_size(path: Path, size: int, max_bytes: int | None, what: str,
     declared) over the memory limit, before anything is read."""
     if max_bytes is not None and size > max_bytes:
         raise WeightsError(f"{what} {size / 2**30:.3g} GiB, more than the memory limit of "
-                           f"{max_bytes / 2**30:.3g} GiB", file=path, field=field)
+                           f"{max_bytes / 2**30:.3g} GiB{limit_origin(max_bytes)}", file=path,
+                           field=field)
 
 
 def one_line(path: Path, read: Callable[[], T]) -> T:

@@ -1,13 +1,16 @@
 """PyTorch files (``.pt`` / ``.pth`` / ``.bin``, layout ``torch``): a ``state_dict`` saved with
-``torch.save``, loaded with ``torch.load(..., weights_only=True)`` (no code runs). A model's
-state_dict prefixes the RNN's names (``encoder.rnn.weight_ih_l0``); the prefix is found, or
-chosen with ``select``. An ``nn.LSTMCell``/``nn.GRUCell`` is read as one layer.
+``torch.save``, loaded with ``torch.load(..., weights_only=True)`` (no code runs) once its zip
+members are within the memory limit (a legacy, non-zip file is refused: its sizes cannot be
+checked before torch allocates them). A model's state_dict prefixes the RNN's names
+(``encoder.rnn.weight_ih_l0``); the prefix is found, or chosen with ``select``. An
+``nn.LSTMCell``/``nn.GRUCell`` is read as one layer.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +43,14 @@ def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None =
         import torch
     except ImportError as exc:
         raise WeightsError(f"reading a PyTorch file needs torch ({exc})", file=path) from None
+    with path.open("rb") as f:  # torch.load's own test: a zip's first local header
+        zipped = f.read(4) == b"PK\x03\x04"
+    if not zipped or not zipfile.is_zipfile(path):
+        raise WeightsError("cannot load a torch.save file in the legacy format (before torch 1.6, "
+                           "or _use_new_zipfile_serialization=False; not a zip archive): its "
+                           "tensors' sizes are declared inside its pickle, where they cannot be "
+                           "checked against the memory limit before torch allocates them; "
+                           "re-save it with torch.save (torch >= 1.6)", file=path)
     check_zip(path, max_bytes)
     try:
         with warnings.catch_warnings():  # a pickle protocol the weights_only loader reads

@@ -15,6 +15,7 @@ import pickle
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -573,12 +574,46 @@ def test_memory_estimate_is_within_2x_of_the_measured_peak():
         assert measured / 2 <= estimate <= measured * 2, (kw, measured, estimate)
 
 
-def test_many_tiny_layers_are_refused_by_the_estimate(tmp_path, capsys):
+def test_many_tiny_layers_are_refused_by_the_estimate(tmp_path, capsys, monkeypatch):
     case = tmp_path / "c.yaml"
     case.write_text(GOOD.replace("input_size: 2", "input_size: 1").replace("hidden_size: 3",
                     "hidden_size: 1") + "num_layers: 1000000\n")
+    monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "100MiB")
     code, err, _ = run_cli([str(case), "--out", str(tmp_path / "r")], capsys)
     assert code == 2 and len(err) == 1 and "more than the memory limit" in err[0], err
+
+
+@pytest.mark.parametrize("sizes, field", [("num_layers: 1000000", "num_layers"),
+                                          ("num_layers: 1001", "num_layers"),
+                                          ("bidirectional: true\nseq_len: 5000001", "seq_len")])
+def test_huge_work_is_refused_at_once_whatever_the_memory_limit(sizes, field, tmp_path):
+    """Within a large machine's memory, a million layers (or ten million steps) of size 1 would
+    run for hours: refused from the sizes, naming file, line and field."""
+    case = tmp_path / "c.yaml"
+    case.write_text("name: big\ncell: lstm\ninput_size: 1\nhidden_size: 1\nbatch: 1\n"
+                    "dtype: float64\n" + sizes + "\n")
+    c = load_cases(case)[0]
+    with pytest.raises(CaseError, match="more than the .* the harness runs") as err:
+        prepare.check_memory(c, 2**50)
+    assert err.value.file == str(case) and err.value.field == field and err.value.line
+
+
+def test_a_million_layers_is_one_line_in_seconds(tmp_path):
+    """The whole command, where the memory limit would let it run (a subprocess: before the fix,
+    a hang ends in the timeout rather than holding the test suite)."""
+    case = tmp_path / "c.yaml"
+    case.write_text(GOOD.replace("input_size: 2", "input_size: 1").replace("hidden_size: 3",
+                    "hidden_size: 1") + "dtype: float64\nnum_layers: 1000000\n")
+    env = {**os.environ, "RNN_HARNESS_MAX_MEMORY": "1TiB"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "harness", "run", str(case), "--adapters",
+                           "reference", "--out", str(tmp_path / "r")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    seconds = time.monotonic() - started
+    err = done.stderr.splitlines()
+    assert done.returncode == 2 and len(err) == 1, err
+    assert f"{case}:" in err[0] and "num_layers" in err[0] and "1000 the harness runs" in err[0]
+    assert seconds < 30, seconds  # the start and imports of a loaded machine; a hang is 60
 
 
 def test_convert_and_doctor_go_through_the_memory_guard(tmp_path, capsys, monkeypatch):
