@@ -45,7 +45,11 @@ def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None =
         raise WeightsError(f"reading a PyTorch file needs torch ({exc})", file=path) from None
     with path.open("rb") as f:  # torch.load's own test: a zip's first local header
         zipped = f.read(4) == b"PK\x03\x04"
-    if not zipped or not zipfile.is_zipfile(path):
+    if zipped and not zipfile.is_zipfile(path):
+        raise WeightsError("a damaged torch.save file: it starts as a zip archive, but its "
+                           "central directory cannot be read (the file is truncated or "
+                           "corrupted)", file=path)
+    if not zipped:
         raise WeightsError("cannot load a torch.save file in the legacy format (before torch 1.6, "
                            "or _use_new_zipfile_serialization=False; not a zip archive): its "
                            "tensors' sizes are declared inside its pickle, where they cannot be "

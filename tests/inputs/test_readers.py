@@ -264,9 +264,10 @@ def test_blocklstm_dump_with_zero_peepholes_reads_for_a_case_without_them(tmp_pa
     assert err.value.field == "wcf"
 
 
-def test_a_corrupt_pt_file_is_named_with_whole_sentences(tmp_path):
-    """torch's message for a damaged archive runs on for several sentences: the error keeps
-    whole ones, never a sentence cut off in the middle."""
+def test_a_damaged_pt_file_says_so_in_whole_sentences(tmp_path):
+    """A truncated archive is named as damaged (not as the legacy format); a member damaged
+    inside a whole archive gets torch's own message, in whole sentences, never one cut off in
+    the middle."""
     torch = pytest.importorskip("torch")
     torch.save(torch.nn.LSTM(2, 3).state_dict(), tmp_path / "good.pt")
     data = (tmp_path / "good.pt").read_bytes()
@@ -274,6 +275,14 @@ def test_a_corrupt_pt_file_is_named_with_whole_sentences(tmp_path):
     with pytest.raises(WeightsError) as err:
         read_native(tmp_path / "cut.pt", "torch", Case(name="c", cell="lstm", input_size=2,
                                                      hidden_size=3))
+    assert "cut.pt: a damaged torch.save file" in str(err.value)
+    damaged = bytearray(data)
+    start = data.index(b"PK\x03\x04", 100)  # the second member's header: the archive stays whole
+    damaged[start + 30: start + 90] = b"\0" * 60
+    (tmp_path / "bad.pt").write_bytes(bytes(damaged))
+    with pytest.raises(WeightsError) as err:
+        read_native(tmp_path / "bad.pt", "torch", Case(name="c", cell="lstm", input_size=2,
+                                                     hidden_size=3))
     message = str(err.value)
-    assert "cut.pt" in message and "failed finding central directory" in message
+    assert "bad.pt: cannot load with torch.load(weights_only=True)" in message, message
     assert message.endswith(".") and "..." not in message, message
