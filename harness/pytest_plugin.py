@@ -387,9 +387,10 @@ def failure_text(r: Any) -> str:
     head = (f"DIVERGED: first at {compare.where(f)}: "
             f"max_abs {f['max_abs']:.3e} = {f['tol_ratio']:.3g}x tolerance "
             f"(atol {f['atol']:g}, rtol {f['rtol']:g})")
-    rows = r.rows
-    sel = rows[(rows["output"] == f["output"]) & (rows["layer"] == f["layer"])
-               & (rows["direction"].fillna(-1) == f["direction"] if f["output"] != "dx" else True)]
+    rows = compare.of_mode(r.rows, f.get("mode") or compare.FREE)  # its own mode's rows only
+    same_direction = (rows["direction"].fillna(-1) == f["direction"]
+                      if f["output"] != "dx" else True)
+    sel = rows[(rows["output"] == f["output"]) & (rows["layer"] == f["layer"]) & same_direction]
     columns = ["t", "max_abs", "max_rel", "max_ulp", "tol_ratio", "noise_floor", "verdict"]
     table = tabulate(sel[columns].head(12).values.tolist(),
                      headers=["t", "max_abs", "max_rel", "max_ulp", "x tol", "noise floor",
