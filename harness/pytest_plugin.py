@@ -108,11 +108,22 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", f"{name}: {text}")
     text = config.getoption("rnn_shard")
     try:
-        config.stash[SHARD] = parse_shard(text, "--shard") if text is not None else None
-        if config.getoption("rnn_adapters"):  # an unknown name is a usage error, up front
-            chosen_adapters(config)
+        config.stash[SHARD] = (parse_shard(text, _spelled(config, "--rnn-shard", "--shard"))
+                               if text is not None else None)
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if config.getoption("rnn_adapters"):  # an unknown name is a usage error, up front
+        try:
+            chosen_adapters(config)
+        except HarnessError as exc:
+            raise pytest.UsageError(f"{_spelled(config, '--rnn-adapters', '--adapters')}: "
+                                    f"{exc}") from None
+
+
+def _spelled(config: pytest.Config, option: str, short: str) -> str:
+    """The option's name as the command line gave it, for its error message."""
+    given = {str(a).split("=")[0] for a in config.invocation_params.args}
+    return short if short in given and option not in given else option
 
 
 def chosen_adapters(config: pytest.Config) -> list:
