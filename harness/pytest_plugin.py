@@ -140,8 +140,10 @@ def chosen_adapters(config: pytest.Config) -> list:
 
 
 def is_case_file(path: Path) -> bool:
-    """Whether ``path`` is a ``.yaml``/``.yml`` regular file with a line that starts with a
-    top-level ``cell:`` or ``matrix:`` key in its first MiB. Nothing is parsed or run."""
+    """Whether ``path`` is a ``.yaml``/``.yml`` regular file with a top-level ``cell:`` or
+    ``matrix:`` key in its first MiB: a line that starts with one, or, in a file written as one
+    flow mapping (``{cell: gru, ...}``, JSON), a key of that mapping. Nothing is run; only a
+    flow mapping is parsed (safe_load)."""
     if path.suffix not in CASE_SUFFIXES or not path.is_file():  # is_file: no FIFO, no device
         return False
     try:
@@ -149,7 +151,21 @@ def is_case_file(path: Path) -> bool:
             head = f.read(SCAN_BYTES)
     except OSError:  # unreadable: not collected unless named (then its item says why)
         return False
-    return _CASE_KEY.search(head) is not None
+    return _CASE_KEY.search(head) is not None or _flow_mapping_has_case_key(head)
+
+
+def _flow_mapping_has_case_key(head: bytes) -> bool:
+    first = next((line.strip() for line in head.removeprefix(b"\xef\xbb\xbf").splitlines()
+                  if line.strip() and not line.strip().startswith((b"#", b"%", b"---"))), b"")
+    if not first.startswith(b"{"):
+        return False
+    import yaml
+
+    try:
+        data = yaml.safe_load(head.decode("utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError):
+        return False  # a broken one is a case file only when named
+    return isinstance(data, dict) and ("cell" in data or "matrix" in data)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
