@@ -99,10 +99,7 @@ def test_a_folder_outside_the_checkout_is_collected_case_by_adapter(folder: Path
         "sub/strict.yaml::strict::noise-floor", "sub/strict.yaml::strict::torch-cpu",
         "tiny.yaml::tiny-lstm::noise-floor", "tiny.yaml::tiny-lstm::torch-cpu",
         "tiny.yaml::tiny-gru::noise-floor", "tiny.yaml::tiny-gru::torch-cpu",
-    ])  # the workflow is not a case; the reference is the baseline, not an item
-    # a YAML file named on the command line is always taken as a case file: here its error
-    named = _pytest("ci.yml", "--collect-only", "-q", cwd=folder)
-    assert _ids(named.stdout) == ["ci.yml::load"], named.stdout + named.stderr
+    ])  # the workflow is not a case (named, it is: see below); the reference is the baseline
 
 
 def test_a_printed_node_id_reruns_exactly_that_item(folder: Path) -> None:
@@ -127,17 +124,19 @@ def test_a_divergence_fails_with_its_first_diverging_step(folder: Path) -> None:
     """A planted divergence (torch-cpu held to 1e-12) fails with the harness's message, not a
     traceback, and the JUnit properties name the first diverging step part by part; declared as
     a known upstream bug it is an xfail, and a declared bug that does not show fails (looks
-    fixed); the broken file's item fails with its file and line."""
+    fixed); the broken file's item fails with its file and line, and so does a YAML file that
+    is not a case when it is named on the command line."""
     pytest.importorskip("torch")
     expected = "expected:\n  torch-cpu: {verdict: DIVERGED, upstream: example/example#1}\n"
     (folder / "sub" / "known.yaml").write_text(STRICT.replace("strict", "known") + expected)
     (folder / "sub" / "fixed.yaml").write_text(
         STRICT.replace("strict", "fixed").split("tolerance:")[0] + expected)
     xml = folder / "junit.xml"
-    got = _pytest("sub", "broken.yaml", "-q", "-rfx", "--rnn-adapters", "torch-cpu",
+    got = _pytest("sub", "broken.yaml", "ci.yml", "-q", "-rfx", "--rnn-adapters", "torch-cpu",
                   f"--junitxml={xml}", cwd=folder)
     assert got.returncode == 1, got.stdout + got.stderr
-    assert "3 failed, 1 xfailed" in got.stdout
+    assert "4 failed, 1 xfailed" in got.stdout
+    assert "FAILED ci.yml::load - case file cannot be loaded" in got.stdout
     assert "XFAIL sub/known.yaml::known::torch-cpu - known upstream bug example/example#1" \
         in got.stdout
     assert "FAILED sub/fixed.yaml::fixed::torch-cpu - fixed::torch-cpu: looks fixed" \
