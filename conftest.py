@@ -1,4 +1,4 @@
-"""This repository's pytest settings: the rnn-harness plugin (harness/pytest_plugin.py), which
+"""This repository's pytest settings: the rnn-harness plugin (harness/pytest_plugin/), which
 collects ``cases/`` (and any case file named), with its options under their short names too
 (``--adapters``, ``--device``, ``--require-gpu``, ``--shard``: tox.ini, CI and the README use
 them).

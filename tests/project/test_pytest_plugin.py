@@ -1,4 +1,4 @@
-"""The pytest plugin (harness/pytest_plugin.py) as a user meets it: pytest run on a folder of
+"""The pytest plugin (harness/pytest_plugin/) as a user meets it: pytest run on a folder of
 case files outside the checkout, the printed node ids passed back, JUnit properties, a planted
 divergence; and inside this repository, the plugin registered once whether or not the package's
 entry point is installed.
