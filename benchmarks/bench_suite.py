@@ -10,7 +10,8 @@ Every measurement runs in a fresh process (imports included, as a user or CI see
 - ``python -m harness run cases --device cpu`` (one process; and ``--jobs 0``, one worker per
   CPU, when this harness has ``--jobs``);
 - ``python -m pytest cases -m conformance --device cpu``, serial and with ``-n auto``: only the
-  ``case::adapter`` items that ``conftest.py`` collects from ``cases/``.
+  case x adapter items that the pytest plugin (``harness/pytest_plugin/``) collects from
+  ``cases/``.
 
 ``pairs s`` is the run's own time for its pairs (``run.json``); the rest of its wall time is
 start-up and writing the report (the HTML report's plots, mostly). Peak RSS is that of the

@@ -9,7 +9,7 @@ batch-major graph the openvino-batch-major adapter is given).
 The model is double whatever the case dtype: the case's values (already rounded to its dtype)
 are computed in float64. The pair is judged with the case dtype's tolerances all the same, as
 every adapter's is: a tolerance of its own would cost a blind-spot check of its own per case
-(conftest.py's blind_check; 7 s on seed 000's model), and its reports show errors near 1e-16.
+(the pytest items' check; 7 s on seed 000's model), and its reports show errors near 1e-16.
 
 Measured with onnx 1.23.2: its LSTM and GRU take ``sequence_lens``, ``clip``,
 ``activations``/``activation_alpha``/``activation_beta`` and (LSTM) ``input_forget`` and do

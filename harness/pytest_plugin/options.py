@@ -1,0 +1,65 @@
+"""The plugin's options (``--rnn-adapters``, ``--rnn-device``, ``--rnn-require-gpu``,
+``--rnn-shard``), their short names for a conftest that wants them, and the adapters they
+select."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+# (plugin option, short name a conftest may add, argparse keywords)
+_OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("--rnn-adapters", "--adapters", dict(
+        dest="rnn_adapters", default=None, metavar="A,B",
+        help="comma-separated adapters to pair with every case (default: every adapter of "
+             "--rnn-device); the baseline (reference) is compared with, not an item itself")),
+    ("--rnn-device", "--device", dict(
+        dest="rnn_device", default="all", choices=["cpu", "gpu", "all"],
+        help="the adapters of this device (default: all); with gpu, each case's reference is "
+             "computed on the GPU where torch sees one")),
+    ("--rnn-require-gpu", "--require-gpu", dict(
+        dest="rnn_require_gpu", action="store_true",
+        help="fail, not skip, the items of a GPU adapter that cannot run")),
+    ("--rnn-shard", "--shard", dict(
+        dest="rnn_shard", default=None, metavar="K/N",
+        help="keep shard K of N of the case x adapter items (dealt as `rnn-harness run "
+             "--shard` deals pairs); every other test runs in shard 1 only, so N jobs with "
+             "1/N .. N/N run everything exactly once")),
+)
+_GROUP = ("rnn-harness", "rnn-harness: case files x adapters as test items")
+
+ADAPTERS = pytest.StashKey[list]()  # the adapters chosen by --rnn-adapters / --rnn-device
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup(*_GROUP)
+    for option, _, kwargs in _OPTIONS:
+        group.addoption(option, **kwargs)
+
+
+def add_short_options(parser: pytest.Parser) -> None:
+    """Add ``--adapters``, ``--device``, ``--require-gpu`` and ``--shard``, the same options as
+    their ``--rnn-`` names, for a conftest's ``pytest_addoption``."""
+    group = parser.getgroup(*_GROUP)
+    for option, short, kwargs in _OPTIONS:
+        group.addoption(short, **{**kwargs, "help": f"same as {option}"})
+
+
+def spelled(config: pytest.Config, option: str, short: str) -> str:
+    """The option's name as the command line gave it, for its error message."""
+    given = {str(a).split("=")[0] for a in config.invocation_params.args}
+    return short if short in given and option not in given else option
+
+
+def chosen_adapters(config: pytest.Config) -> list:
+    """The adapters ``--rnn-adapters`` and ``--rnn-device`` select (the registry is imported at
+    the first case file, not before)."""
+    if ADAPTERS not in config.stash:
+        from harness import adapters as registry
+
+        names = config.getoption("rnn_adapters")
+        config.stash[ADAPTERS] = registry.select(
+            [n.strip() for n in names.split(",") if n.strip()] if names else None,
+            config.getoption("rnn_device"))
+    return config.stash[ADAPTERS]
