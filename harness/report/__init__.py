@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from harness import compare
 from harness.npz import write_text
 from harness.report.folder import report_errors, staged, write_errors, write_run
 from harness.report.html import html_report
@@ -13,6 +14,7 @@ from harness.report.layouts_md import layouts_markdown
 from harness.report.outputs import save_outputs
 from harness.report.run_json import run_record
 from harness.report.summary import summary_markdown
+from harness.repro.write import write_all
 from harness.results import RunResult
 from harness.shard import pair_id
 
@@ -21,7 +23,7 @@ def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
                  plots: str = "failed", progress: Callable[[str], None] | None = None) -> Path:
     """Write divergence.csv, summary.md, layouts.md, run.json, index.html with its plots (those
     of the pairs that did not pass; ``plots`` "all": every pair's, "none": none) and outputs/,
-    as a whole: into a hidden folder beside ``out`` that replaces it once complete
+    repro/ (the reproducers the run recorded, harness/repro/), as a whole: into a hidden folder beside ``out`` that replaces it once complete
     (:mod:`harness.report.folder`). ``progress``: called with a line as each part begins (the
     plots take a while). Returns ``out``."""
     out = Path(out)
@@ -47,3 +49,12 @@ def _write(result: RunResult, out: Path, *, outputs: bool, plots: str,
     if outputs:
         progress("outputs/")
         save_outputs(result, out / "outputs")
+    records = [p for p in result.pairs if getattr(p, "repro", None) is not None]
+    if records:
+        progress("repro/")
+        write_all(out / "repro", [(p.repro, agreeing(result, p.case)) for p in records])
+
+
+def agreeing(result: RunResult, case: str) -> list[str]:
+    """The adapters that passed on ``case``: they agree with float64 (a reproducer's README)."""
+    return [p.adapter for p in result.pairs if p.case == case and p.status == compare.PASS]
