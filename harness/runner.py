@@ -303,6 +303,12 @@ def _case_events(case: Case, adapters: list[Adapter], executor: isolation.Execut
         yield PairFinished(r)
 
 
+def reproduce(prep: Prepared, adapter: Adapter) -> repro_record.ReproRecord:
+    """Run one pair here and make its reproducer record whatever its verdict: ``rnn-harness
+    repro`` (a passing pair's reproducer exits 0)."""
+    return _repro(prep, adapter, run_pair(prep, adapter))
+
+
 def _repro(prep: Prepared, adapter: Adapter, r: PairResult) -> repro_record.ReproRecord:
     """The pair's reproducer record: what the adapter handed its framework as it ran; for a
     known upstream bug whose pair did not run (an adapter its bug makes unavailable), what it

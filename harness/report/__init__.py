@@ -52,9 +52,11 @@ def _write(result: RunResult, out: Path, *, outputs: bool, plots: str,
     records = [p for p in result.pairs if getattr(p, "repro", None) is not None]
     if records:
         progress("repro/")
-        write_all(out / "repro", [(p.repro, agreeing(result, p.case)) for p in records])
+        pairs = [(p.case, p.adapter, p.status) for p in result.pairs]
+        write_all(out / "repro", [(p.repro, agreeing_in(pairs, p.case)) for p in records])
 
 
-def agreeing(result: RunResult, case: str) -> list[str]:
-    """The adapters that passed on ``case``: they agree with float64 (a reproducer's README)."""
-    return [p.adapter for p in result.pairs if p.case == case and p.status == compare.PASS]
+def agreeing_in(pairs: list[tuple[str, str, str]], case: str) -> list[str]:
+    """The adapters of (case, adapter, status) ``pairs`` that passed on ``case``: they agree
+    with float64 (a reproducer's README)."""
+    return [a for c, a, status in pairs if c == case and status == compare.PASS]

@@ -162,7 +162,8 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
             f", hidden {spec['hidden_size']}, batch {spec['batch']}, {spec['seq_len']} steps, "
             f"{spec['dtype']}")
     framework = _framework(record)
-    title = (f"{TITLE_PREFIX.get(framework, '')}{record.title}: {cell} output diverges from the "
+    verb = "agrees with" if record.status in ("pass", "looks fixed") else "diverges from"
+    title = (f"{TITLE_PREFIX.get(framework, '')}{record.title}: {cell} output {verb} the "
              f"float64 equations ({spec['dir_mode']}, {spec['dtype']})")
     lines = [f"# {title}", ""]
     if record.upstream:
