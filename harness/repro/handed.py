@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-FAMILIES = ("flax", "onnx")
+FAMILIES = ("flax", "onnx", "torch")
 """The framework families a reproducer can be rendered for (harness/repro/render.py)."""
 
 

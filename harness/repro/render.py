@@ -304,6 +304,9 @@ def run_framework():
     got = run_model()
     N, T = SPEC["batch"], SPEC["seq_len"]
     L, lstm = SPEC["num_layers"], SPEC["has_cell_state"]
+    if CALL.get("read") == "module":  # an exported nn.LSTM / nn.GRU: y, h_n (, c_n)
+        values = [np.asarray(got[name], dtype=np.float64) for name in CALL["outputs"]]
+        return {{L - 1: values[0]}}, values[1], (values[2] if lstm else None)
 
     def state(name):
         return np.asarray(got[name], dtype=np.float64)
@@ -384,7 +387,72 @@ def _onnx(record: ReproRecord) -> tuple[str, str]:
     return ONNX.format(call=_py(call), runtime=runtime), needs
 
 
-RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {"flax": _flax, "onnx": _onnx}
+# PyTorch -------------------------------------------------------------------------------------
+
+TORCH = '''
+import torch  # noqa: E402
+
+CALL = {call}
+
+
+def framework_versions():
+    return {{"torch": torch.__version__}}
+
+
+def device():
+    if CALL["device"] == "cuda":
+        return f"{{torch.cuda.get_device_name()}} (CUDA {{torch.version.cuda}}, cuDNN " \\
+               f"{{torch.backends.cudnn.version()}})"
+    return "cpu"
+
+
+def tf32(allow):
+    """cuDNN's TF32 for RNNs, as the harness held it (the per-op API of torch >= 2.9, else the
+    legacy flag)."""
+    rnn = getattr(torch.backends.cudnn, "rnn", None)
+    if rnn is not None and hasattr(rnn, "fp32_precision"):
+        rnn.fp32_precision = "tf32" if allow else "ieee"
+    else:
+        torch.backends.cudnn.allow_tf32 = allow
+
+
+def run_framework():
+    if "cudnn_rnn_tf32" in CALL:
+        tf32(CALL["cudnn_rnn_tf32"])
+    dtype, dev = getattr(torch, CALL["dtype"]), CALL["device"]
+    module = getattr(torch.nn, CALL["module"])(**CALL["kwargs"], dtype=dtype, device=dev)
+    module.load_state_dict({{k: torch.from_numpy(np.ascontiguousarray(v))
+                            for k, v in HANDED.items()}}, strict=True)
+    module.eval()
+
+    def t(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device=dev, dtype=dtype)
+
+    def n(a):
+        return a.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+    x, h0 = t(X), t(H0)
+    state = (h0, t(C0)) if C0 is not None else h0
+    with torch.no_grad():
+        if CALL["lengths"]:
+            packed = torch.nn.utils.rnn.pack_padded_sequence(
+                x, torch.as_tensor(LENGTHS), batch_first=True, enforce_sorted=False)
+            y, hc = module(packed, state)
+            y, _ = torch.nn.utils.rnn.pad_packed_sequence(y, batch_first=True,
+                                                          total_length=SPEC["seq_len"])
+        else:
+            y, hc = module(x, state)
+    h_n, c_n = hc if C0 is not None else (hc, None)
+    return {{SPEC["num_layers"] - 1: n(y)}}, n(h_n), (None if c_n is None else n(c_n))
+'''
+
+
+def _torch(record: ReproRecord) -> tuple[str, str]:
+    return TORCH.format(call=_py(record.handed.call)), "PyTorch (pip install torch)"
+
+
+RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {
+    "flax": _flax, "onnx": _onnx, "torch": _torch}
 """Handed.family -> (the framework part of the script, what it needs installed)."""
 
 

@@ -33,8 +33,11 @@ MAX_TOTAL = 256 * 2**20  # every reproducer of one report
 
 # The title prefix each tracker's issue form asks for, by the framework of the handed record
 # (TensorFlow's RNN issues carry "[RNN]"; OpenVINO's bug form pre-fills "[Bug]: ").
-TITLE_PREFIX = {"tensorflow": "[RNN] ", "keras": "[RNN] ", "openvino": "[Bug]: "}
+TITLE_PREFIX = {"tensorflow": "[RNN] ", "keras": "[RNN] ", "openvino": "[Bug]: ",
+                "torch.onnx": "[ONNX] "}
 TRACKERS = {"flax": "https://github.com/google/flax/issues",
+            "torch": "https://github.com/pytorch/pytorch/issues",
+            "torch.onnx": "https://github.com/pytorch/pytorch/issues",
             "onnxruntime": "https://github.com/microsoft/onnxruntime/issues",
             "openvino": "https://github.com/openvinotoolkit/openvino/issues",
             "onnx-reference": "https://github.com/onnx/onnx/issues"}
@@ -102,6 +105,12 @@ def onnx_expected(record: ReproRecord) -> dict[str, np.ndarray]:
     N, T, H = spec["batch"], spec["seq_len"], spec["hidden_size"]
     D = len(spec["directions"])
     dtype = np.dtype(call["dtype"])
+    if call.get("read") == "module":  # an exported nn.LSTM / nn.GRU: y, h_n (, c_n)
+        L = spec["num_layers"]
+        values = [record.reference[f"y{L - 1}"], record.reference["h_n"]]
+        if "c_n" in record.reference:
+            values.append(record.reference["c_n"])
+        return {name: v.astype(dtype) for name, v in zip(call["outputs"], values, strict=True)}
     out = {}
     for k in range(spec["num_layers"]):
         y = record.reference[f"y{k}"].reshape(N, T, D, H)
@@ -131,7 +140,7 @@ def _onnx_test_set(folder: Path, record: ReproRecord) -> None:
 
 def _framework(record: ReproRecord) -> str:
     call = record.handed.call if record.handed is not None else {}
-    return str(call.get("runtime") or call.get("framework") or record.adapter)
+    return str(call.get("framework") or call.get("runtime") or record.adapter)
 
 
 def _finding(record: ReproRecord, agreeing: list[str]) -> list[str]:
@@ -182,6 +191,10 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
                   "float64 from the cell's equations written into the script, prints the error "
                   "per step and the first step beyond tolerance, and exits 1 when the "
                   "divergence reproduces (0 when it does not).", ""]
+        if record.handed.call.get("exporter"):
+            lines += [f"`model.onnx` is the graph `torch.onnx.export` "
+                      f"({record.handed.call['exporter']}) wrote for the module and ONNX Runtime "
+                      "ran; the script runs it again (it does not export it again).", ""]
         if record.handed.family == "onnx":
             lines += ["`model.onnx` with `test_data_set_0/` is an ONNX backend-test folder "
                       "(inputs as fed, outputs from the float64 equations in the model's type): "

@@ -142,6 +142,29 @@ def test_planted_divergence_is_recorded_and_reproduced(tmp_path, monkeypatch):
     assert first_line(pair.first_diverging) in done.stdout
 
 
+@pytest.mark.torch
+def test_planted_gate_swap_in_torch_weights_is_reproduced(tmp_path, monkeypatch):
+    """torch-cpu hands nn.GRU a state_dict with the r and z rows of weight_ih_l0 swapped."""
+    adapter = runnable("torch-cpu")
+    real = type(adapter)._run
+
+    def swapped(self, case, native, inputs):
+        native = dict(native)
+        w, H = native["weight_ih_l0"].copy(), case.hidden_size
+        w[:H], w[H:2 * H] = native["weight_ih_l0"][H:2 * H], native["weight_ih_l0"][:H]
+        native["weight_ih_l0"] = w
+        return real(self, case, native, inputs)
+
+    monkeypatch.setattr(type(adapter), "_run", swapped)
+    case = Case(name="swap", cell="gru", seed=9, seq_lengths=[4, 2], **TINY)
+    pair = _run(case, ["reference", "torch-cpu"], tmp_path / "r")["torch-cpu"]
+    assert pair.status == compare.DIVERGED
+    monkeypatch.undo()
+    done = run_repro(tmp_path / "r" / "repro" / "swap" / "torch-cpu")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert first_line(pair.first_diverging) in done.stdout
+
+
 @pytest.mark.onnx
 def test_forced_reproducer_of_a_passing_pair_exits_0(tmp_path, capsys):
     runnable("onnxruntime")
