@@ -211,8 +211,10 @@ def why_not(record: ReproRecord) -> str:
     if record.unsupported:
         return record.unsupported
     if record.handed is None:
-        return ("the adapter does not record what it hands its framework (or raised before it "
-                "did), so there is nothing to rebuild the call from")
+        return ("this adapter does not record what it hands its framework (the reproducers "
+                "cover the Flax, PyTorch and ONNX-graph adapters; the Keras, TensorFlow and "
+                "LiteRT ones record nothing yet), or it raised before it returned, so there is "
+                "no call to rebuild")
     if record.handed.family not in render.RENDERERS:
         return f"no renderer for the framework family {record.handed.family!r}"
     size = _size(record)
