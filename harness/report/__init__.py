@@ -22,10 +22,11 @@ from harness.shard import pair_id
 def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
                  plots: str = "failed", progress: Callable[[str], None] | None = None) -> Path:
     """Write divergence.csv, summary.md, layouts.md, run.json, index.html with its plots (those
-    of the pairs that did not pass; ``plots`` "all": every pair's, "none": none) and outputs/,
-    repro/ (the reproducers the run recorded, harness/repro/), as a whole: into a hidden folder beside ``out`` that replaces it once complete
-    (:mod:`harness.report.folder`). ``progress``: called with a line as each part begins (the
-    plots take a while). Returns ``out``."""
+    of the pairs that did not pass; ``plots`` "all": every pair's, "none": none), outputs/ and
+    repro/ (the reproducers the run recorded, harness/repro/), as a whole: into a hidden folder
+    beside ``out`` that replaces it once complete (:mod:`harness.report.folder`).
+    ``progress``: called with a line as each part begins (the plots take a while). Returns
+    ``out``."""
     out = Path(out)
     with report_errors(out), staged(out) as partial:
         _write(result, partial, outputs=outputs, plots=plots, progress=progress or _silent)

@@ -3,9 +3,9 @@ pair's data are at hand (:func:`make_record`), so the report writes it without r
 anything or importing a framework.
 
 Which pairs get one (:func:`wanted`): DIVERGED, an error row that came back with outputs (NaN
-or Inf), and a known upstream bug (the case's ``expected:`` for the adapter, whatever the pair's
-status (unless not applicable), so an adapter made unavailable by its bug still gets one when it can say what it would
-hand its framework: ``Adapter.hand``).
+or Inf), and a known upstream bug (the case's ``expected:`` for the adapter): as expected,
+looking fixed, or unavailable (an adapter its bug makes unavailable still gets one where it can
+say what it would hand its framework: ``Adapter.hand``).
 """
 
 from __future__ import annotations
@@ -112,8 +112,9 @@ def _step_reading(r: Any) -> str:
 
 
 def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> ReproRecord:
-    """The record of pair ``r`` (a harness.results.PairResult of ``adapter``), ``handed`` what the adapter handed its
-    framework (None: the adapter records nothing, or raised before it returned)."""
+    """The record of pair ``r`` (a harness.results.PairResult of ``adapter``), ``handed`` what
+    the adapter handed its framework (None: the adapter records nothing, or raised before it
+    returned)."""
     case = prep.case
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
     inputs = {"x": np.asarray(prep.inputs.x, np.float64),

@@ -18,7 +18,6 @@ imported.
 from __future__ import annotations
 
 import re
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -200,7 +199,8 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
                       "(inputs as fed, outputs from the float64 equations in the model's type): "
                       "`onnx_test_runner` and ONNX's backend test runner read it.", ""]
     lines += ["## What the harness found", "", *_finding(record, agreeing), "", "## Versions", ""]
-    lines += [f"- {k}: {v}" for k, v in sorted(record.versions.items())] or ["- (not recorded: the pair did not run; repro.py prints them)"]
+    lines += ([f"- {k}: {v}" for k, v in sorted(record.versions.items())]
+              or ["- (not recorded: the pair did not run; repro.py prints them)"])
     return "\n".join(lines) + "\n"
 
 

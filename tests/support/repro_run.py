@@ -32,6 +32,7 @@ def run_repro(folder: Path, timeout: float = 120) -> subprocess.CompletedProcess
 
 def first_line(row) -> str:
     """What a reproducer prints for the report's first diverging row (a pandas Series)."""
-    t = "" if row["t"] is None or row["t"] != row["t"] or int(row["t"]) < 0 else f" t={int(row['t'])}"
+    known = row["t"] is not None and row["t"] == row["t"] and int(row["t"]) >= 0  # not NaN
+    t = f" t={int(row['t'])}" if known else ""
     return (f"first diverging: {row['output']} layer {int(row['layer'])} "
             f"direction {int(row['direction'])}{t}")
