@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-FAMILIES = ("flax", "onnx", "torch")
+FAMILIES = ("flax", "onnx", "torch", "keras")
 """The framework families a reproducer can be rendered for (harness/repro/render.py)."""
 
 

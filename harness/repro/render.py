@@ -451,8 +451,98 @@ def _torch(record: ReproRecord) -> tuple[str, str]:
     return TORCH.format(call=_py(record.handed.call)), "PyTorch (pip install torch)"
 
 
+# Keras (tf_keras, Keras 3 on TensorFlow) -------------------------------------------------------
+
+KERAS = '''
+{backend}import tensorflow as tf  # noqa: E402
+import {module} as K  # noqa: E402
+
+CALL = {call}
+NAMES = ("forward", "backward")
+
+
+def framework_versions():
+    return {{"tensorflow": tf.__version__, CALL["module"]: K.__version__}}
+
+
+def device():
+    return CALL["device"] + " (" + ", ".join(d.name for d in tf.config.list_physical_devices()) \\
+        + " visible)"
+
+
+def short_name(variable):
+    return variable.name.split("/")[-1].split(":")[0]  # tf_keras: gru/gru_cell/kernel:0
+
+
+def run_framework():
+    """One Keras layer per case layer (Bidirectional for two directions, go_backwards for the
+    reverse one), its cell variables set by name, called eagerly with the initial states (and
+    a mask for lengths); a reverse layer's y flipped back into input time order, and padded
+    steps of a one-direction masked layer zeroed (Keras CPU repeats the last valid output
+    there)."""
+    L, D, H = SPEC["num_layers"], len(SPEC["directions"]), SPEC["hidden_size"]
+    lstm, dtype = SPEC["has_cell_state"], CALL["dtype"]
+    np_dtype = tf.as_dtype(dtype).as_numpy_dtype
+    cls = getattr(K.layers, CALL["cls"])
+
+    def tensor(a):
+        return tf.constant(np.asarray(a).astype(np_dtype), dtype=dtype)
+
+    with tf.device(CALL["device"]):
+        mask = None
+        if CALL["lengths"]:
+            mask = tf.constant(np.arange(SPEC["seq_len"])[None, :] < LENGTHS[:, None])
+        x = tensor(X)
+        h0 = [tensor(h) for h in H0]
+        c0 = [tensor(c) for c in C0] if lstm else []
+        ys, h_n, c_n = {{}}, [], []
+        for k in range(L):
+            if D == 2:
+                rnn = K.layers.Bidirectional(cls(**CALL["kwargs"]), dtype=dtype)
+            else:
+                rnn = cls(go_backwards=SPEC["dir_mode"] == "reverse", **CALL["kwargs"])
+            rnn.build((SPEC["batch"], SPEC["seq_len"], SPEC["input_size"] if k == 0 else D * H))
+            subs = ([(0, rnn.forward_layer), (1, rnn.backward_layer)] if D == 2
+                    else [(SPEC["directions"][0], rnn)])
+            for d, sub in subs:
+                prefix = "" if L == 1 and D == 1 else f"layer{{k}}/{{NAMES[d]}}/"
+                sub.set_weights([HANDED[prefix + short_name(v)].astype(np_dtype)
+                                 for v in sub.weights])
+            states = []
+            for j in range(D):
+                states += [h0[k * D + j]] + ([c0[k * D + j]] if lstm else [])
+            y, *finals = rnn(x, initial_state=states, mask=mask)
+            if SPEC["dir_mode"] == "reverse":
+                y = tf.reverse(y, axis=[1])
+            if mask is not None and D == 1:
+                y = y * tf.cast(mask, y.dtype)[:, :, None]
+            n = 2 if lstm else 1
+            for j in range(D):
+                h_n.append(finals[j * n])
+                if lstm:
+                    c_n.append(finals[j * n + 1])
+            ys[k] = np.asarray(y.numpy()).astype(np.float64)
+            x = y
+
+    def f64(ts):
+        return np.stack([np.asarray(t.numpy()).astype(np.float64) for t in ts])
+
+    return ys, f64(h_n), (f64(c_n) if lstm else None)
+'''
+
+
+def _keras(record: ReproRecord) -> tuple[str, str]:
+    call = record.handed.call
+    keras3 = call["module"] == "keras"
+    backend = ('os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # as the harness ran it\n'
+               if keras3 else "")
+    needs = ("TensorFlow and Keras 3 (pip install tensorflow keras)" if keras3 else
+             "TensorFlow and tf_keras (pip install tensorflow tf_keras)")
+    return KERAS.format(backend=backend, module=call["module"], call=_py(call)), needs
+
+
 RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {
-    "flax": _flax, "onnx": _onnx, "torch": _torch}
+    "flax": _flax, "onnx": _onnx, "torch": _torch, "keras": _keras}
 """Handed.family -> (the framework part of the script, what it needs installed)."""
 
 

@@ -32,10 +32,12 @@ MAX_TOTAL = 256 * 2**20  # every reproducer of one report
 
 # The title prefix each tracker's issue form asks for, by the framework of the handed record
 # (TensorFlow's RNN issues carry "[RNN]"; OpenVINO's bug form pre-fills "[Bug]: ").
-TITLE_PREFIX = {"tensorflow": "[RNN] ", "keras": "[RNN] ", "openvino": "[Bug]: ",
+TITLE_PREFIX = {"tensorflow": "[RNN] ", "openvino": "[Bug]: ",
                 "torch.onnx": "[ONNX] "}
 TRACKERS = {"flax": "https://github.com/google/flax/issues",
             "torch": "https://github.com/pytorch/pytorch/issues",
+            "keras": "https://github.com/keras-team/keras/issues",
+            "tf_keras": "https://github.com/keras-team/tf-keras/issues",
             "torch.onnx": "https://github.com/pytorch/pytorch/issues",
             "onnxruntime": "https://github.com/microsoft/onnxruntime/issues",
             "openvino": "https://github.com/openvinotoolkit/openvino/issues",
@@ -212,9 +214,9 @@ def why_not(record: ReproRecord) -> str:
         return record.unsupported
     if record.handed is None:
         return ("this adapter does not record what it hands its framework (the reproducers "
-                "cover the Flax, PyTorch and ONNX-graph adapters; the Keras, TensorFlow and "
-                "LiteRT ones record nothing yet), or it raised before it returned, so there is "
-                "no call to rebuild")
+                "cover the Flax, PyTorch, eager Keras and ONNX-graph adapters; the TensorFlow, "
+                "Keras-on-JAX, Keras-cuDNN and LiteRT ones record nothing yet), or it raised "
+                "before it returned, so there is no call to rebuild")
     if record.handed.family not in render.RENDERERS:
         return f"no renderer for the framework family {record.handed.family!r}"
     size = _size(record)

@@ -165,6 +165,31 @@ def test_planted_gate_swap_in_torch_weights_is_reproduced(tmp_path, monkeypatch)
     assert first_line(pair.first_diverging) in done.stdout
 
 
+@pytest.mark.keras
+def test_planted_gate_swap_in_keras_weights_is_reproduced(tmp_path, monkeypatch):
+    """The Keras adapter hands its bidirectional GRU a kernel with two gate blocks swapped."""
+    adapter = runnable("keras")
+    real = type(adapter)._run
+
+    def swapped(self, case, native, inputs):
+        native, H = dict(native), case.hidden_size
+        name = "layer0/backward/kernel"
+        w = native[name].copy()
+        w[:, :H], w[:, H:2 * H] = native[name][:, H:2 * H], native[name][:, :H]
+        native[name] = w
+        return real(self, case, native, inputs)
+
+    monkeypatch.setattr(type(adapter), "_run", swapped)
+    case = Case(name="swap", cell="gru", reset_after=False, bidirectional=True, seed=2,
+                seq_lengths=[4, 3], **TINY)
+    pair = _run(case, ["reference", "keras"], tmp_path / "r")["keras"]
+    assert pair.status == compare.DIVERGED
+    monkeypatch.undo()
+    done = run_repro(tmp_path / "r" / "repro" / "swap" / "keras")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert first_line(pair.first_diverging) in done.stdout
+
+
 @pytest.mark.onnx
 def test_forced_reproducer_of_a_passing_pair_exits_0(tmp_path, capsys):
     runnable("onnxruntime")
