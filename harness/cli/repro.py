@@ -96,6 +96,9 @@ def handle(args: argparse.Namespace) -> int:
             raise HarnessError("not a report folder's repro/ (a symbolic link)", file=root)
         names = (safe_name(case_name), safe_name(adapter_name))
         inside(report.folder, root / names[0] / names[1])
+    from harness.prepare import check_memory
+
+    check_memory(case)  # a recorded spec of any size: refused before anything is allocated
     record = reproduce(prepare(case), adapter)
     agree = agreeing_in([(p.case, p.adapter, p.status) for p in report.run.pairs], case_name)
     if args.out:

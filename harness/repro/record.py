@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from harness.prepare import Prepared
     from harness.spec import Case
 
+MAX_BYTES = 32 * 2**20  # one reproducer's data and files; larger: a README saying so
+
 SPEC_FIELDS = ("cell", "input_size", "hidden_size", "num_layers", "batch", "seq_len", "dtype")
 
 
@@ -45,6 +47,13 @@ class ReproRecord:
     upstream: str = ""  # a known upstream bug's id (owner/repo#N)
     versions: dict[str, str] = field(default_factory=dict)
     detail: str = ""  # an error row's reason
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its arrays and of what was handed (a reproducer's size, near enough)."""
+        arrays = [*self.canonical.values(), *self.inputs.values(), *self.reference.values()]
+        return (sum(int(a.nbytes) for a in arrays)
+                + (self.handed.nbytes if self.handed is not None else 0))
 
 
 def wanted(status: str, case: Case, adapter: str, has_data: bool) -> bool:
@@ -129,7 +138,7 @@ def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> 
                   if name != "y"}
     known = case.expected.get(adapter.name)
     env = r.environment or {}
-    return ReproRecord(
+    record = ReproRecord(
         case=case.name, adapter=adapter.name, title=adapter.title or adapter.name,
         status=r.status, reason=r.reason, spec=script_spec(case), atol=tol.atol, rtol=tol.rtol,
         canonical={k: np.asarray(v, np.float64) for k, v in prep.canonical.tensors.items()},
@@ -138,3 +147,10 @@ def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> 
         upstream=known.upstream if known is not None else "",
         versions={str(k): str(v) for k, v in (env.get("versions") or {}).items()},
         detail=r.reason if r.status == compare.ERROR else "")
+    size = record.nbytes
+    if size > MAX_BYTES:  # not kept until the report: say why instead
+        record.canonical, record.inputs, record.reference, record.handed = {}, {}, {}, None
+        record.unsupported = (f"its data would be {size / 2**20:.1f} MiB, more than the "
+                              f"{MAX_BYTES // 2**20} MiB a reproducer may hold; a smaller case "
+                              "shows the same")
+    return record

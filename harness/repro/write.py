@@ -10,9 +10,9 @@
 
 Names come from case and adapter names: reduced to ``[A-Za-z0-9._-]``, never starting with a
 dot, at most :data:`MAX_NAME` characters; every path is checked to lie inside the folder it is
-written to. A reproducer is at most :data:`MAX_BYTES` (larger: a README saying so). Writes
-files only: the ONNX test data are encoded here (TensorProto's wire format), no framework is
-imported.
+written to. A reproducer is at most :data:`~harness.repro.record.MAX_BYTES` (larger: a README
+saying so), a report's reproducers :data:`MAX_TOTAL`. Writes files only: the ONNX test data
+are encoded here (TensorProto's wire format), no framework is imported.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ import numpy as np
 
 from harness.npz import save_npz, write_text
 from harness.repro import render
-from harness.repro.record import ReproRecord
+from harness.repro.record import MAX_BYTES, ReproRecord
 
 MAX_NAME = 80
-MAX_BYTES = 32 * 2**20  # one reproducer's data and files
 MAX_TOTAL = 256 * 2**20  # every reproducer of one report
 
 # The title prefix each tracker's issue form asks for, by the framework of the handed record
@@ -219,17 +218,10 @@ def why_not(record: ReproRecord) -> str:
                 "before it returned, so there is no call to rebuild")
     if record.handed.family not in render.RENDERERS:
         return f"no renderer for the framework family {record.handed.family!r}"
-    size = _size(record)
-    if size > MAX_BYTES:
-        return (f"its data would be {size / 2**20:.1f} MiB, more than the {MAX_BYTES // 2**20} "
-                "MiB a reproducer may hold; a smaller case shows the same")
+    if record.nbytes > MAX_BYTES:
+        return (f"its data would be {record.nbytes / 2**20:.1f} MiB, more than the "
+                f"{MAX_BYTES // 2**20} MiB a reproducer may hold; a smaller case shows the same")
     return ""
-
-
-def _size(record: ReproRecord) -> int:
-    arrays = render.data_arrays(record)
-    return (sum(a.nbytes for a in arrays.values())
-            + (record.handed.nbytes if record.handed is not None else 0))
 
 
 def write_one(root: Path, record: ReproRecord, agreeing: list[str] = (),
@@ -268,7 +260,7 @@ def write_all(root: Path, records: list[tuple[ReproRecord, list[str]]]) -> list[
             n += 1
             case_dir = f"{safe_name(record.case, MAX_NAME - 4)}-{n}"
         used.add((case_dir, adapter_dir))
-        size = _size(record)
+        size = record.nbytes
         if total + size > MAX_TOTAL:
             record.handed = None  # README only, with the reason
             record.unsupported = (f"the report's reproducers reached {MAX_TOTAL // 2**20} MiB; "
