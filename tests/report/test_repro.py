@@ -20,6 +20,7 @@ from harness.cli import main
 from harness.prepare import prepare
 from harness.report import write_report
 from harness.repro.write import safe_name
+from harness.run_options import RunOptions
 from harness.spec import Case
 
 TINY = dict(input_size=2, hidden_size=3, batch=2, seq_len=4, initial_state="random",
@@ -132,6 +133,12 @@ def test_planted_divergence_is_recorded_and_reproduced(tmp_path, monkeypatch):
     case = Case(name="planted", cell="gru", reset_after=True, seed=4, **TINY)
     pair = _run(case, ["reference", "onnxruntime"], tmp_path / "r")["onnxruntime"]
     assert pair.status == compare.DIVERGED
+    # run --no-repro: no record, no folder
+    off = runner.run([case], [get_adapter("reference"), get_adapter("onnxruntime")],
+                     RunOptions(repro=False))
+    assert [p.repro for p in off.pairs] == [None, None] and off.pairs[1].status == pair.status
+    write_report(off, tmp_path / "off")
+    assert not (tmp_path / "off" / "repro").exists()
     folder = tmp_path / "r" / "repro" / "planted" / "onnxruntime"
     node = onnx.load(str(folder / "model.onnx")).graph.node[0]
     assert onnx.helper.get_attribute_value(
