@@ -44,8 +44,15 @@ def inline(arrays: dict[str, np.ndarray]) -> bool:
     return sum(a.size for a in arrays.values()) <= INLINE_MAX
 
 
+def _number(v: object) -> str:
+    """A Python literal of one element; NaN and the infinities as NumPy's names."""
+    if isinstance(v, float) and not np.isfinite(v):
+        return "np.nan" if np.isnan(v) else ("np.inf" if v > 0 else "-np.inf")
+    return repr(v)
+
+
 def _literal(a: np.ndarray) -> str:
-    values = ", ".join(repr(v.item()) for v in a.reshape(-1))
+    values = ", ".join(_number(v.item()) for v in a.reshape(-1))
     return f"np.array([{values}], dtype={a.dtype.name!r}).reshape({tuple(a.shape)!r})"
 
 

@@ -149,6 +149,31 @@ def test_planted_divergence_is_recorded_and_reproduced(tmp_path, monkeypatch):
     assert first_line(pair.first_diverging) in done.stdout
 
 
+@pytest.mark.onnx
+def test_an_error_row_with_outputs_gets_a_reproducer(tmp_path, monkeypatch):
+    """onnx.reference fed an x with a NaN returns NaN: an error row, whose reproducer feeds
+    the graph what it was fed and shows the NaN from the first step."""
+    runnable("onnx-reference")
+    from harness.adapters import onnx_reference
+
+    real = onnx_reference.feeds
+
+    def poisoned(case, inputs, **kw):
+        feed = real(case, inputs, **kw)
+        feed["X"] = feed["X"].copy()
+        feed["X"][0, 0, 0] = np.nan
+        return feed
+
+    monkeypatch.setattr(onnx_reference, "feeds", poisoned)
+    case = Case(name="nan", cell="lstm", seed=1, **(TINY | {"dtype": "float64"}))
+    pair = _run(case, ["reference", "onnx-reference"], tmp_path / "r")["onnx-reference"]
+    assert pair.status == compare.ERROR and "non-finite" in pair.reason
+    monkeypatch.undo()
+    done = run_repro(tmp_path / "r" / "repro" / "nan" / "onnx-reference")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "first diverging: y layer 0 direction 0 t=0 (max |error| nan" in done.stdout
+
+
 @pytest.mark.torch
 def test_planted_gate_swap_in_torch_weights_is_reproduced(tmp_path, monkeypatch):
     """torch-cpu hands nn.GRU a state_dict with the r and z rows of weight_ih_l0 swapped."""
