@@ -347,6 +347,9 @@ def run_model():
 ''', "ONNX Runtime (pip install onnxruntime)"),
     "openvino": ('''import io  # noqa: E402
 
+# as the harness ran it: without openvino_telemetry, which ``import openvino`` would use to
+# send a usage event and write a client id under ~/intel
+sys.modules.setdefault("openvino_telemetry", None)
 import openvino as ov  # noqa: E402
 from openvino.frontend import FrontEndManager  # noqa: E402
 
