@@ -28,10 +28,11 @@ def sigmoid(a):
     return 1.0 / (1.0 + np.exp(-a))
 
 
-def cell_direction(cell, p, x, lengths, h0, c0, reverse, reset_after=True, gate_clip=None,
+def cell_direction(p, x, lengths, h0, c0, reverse, reset_after=True, gate_clip=None,
                    forget_bias=0.0):
-    """One layer, one direction, float64. p: the gate blocks by name (W_i [H, in], R_i [H, H],
-    bW_i, bR_i [H]; LSTM gates i f g o, GRU r z n). x [B, T, in]; lengths [B]; h0, c0 [B, H].
+    """One layer, one direction, float64: an LSTM where there is a cell state (c0 [B, H]), a
+    GRU where c0 is None. p: the gate blocks by name (W_i [H, in], R_i [H, H], bW_i, bR_i [H];
+    LSTM gates i f g o, GRU r z n). x [B, T, in]; lengths [B]; h0 [B, H].
     A reverse direction reads each sequence backwards from its last valid step; past a
     sequence's length y is 0 and the state is held. Returns y [B, T, H], h_n, c_n [B, H].
 
@@ -56,7 +57,7 @@ def cell_direction(cell, p, x, lengths, h0, c0, reverse, reset_after=True, gate_
         valid = s < lengths
         t = np.where(valid, lengths - 1 - s, s) if reverse else np.full(B, s)
         xt = x[rows, t]
-        if cell == "lstm":
+        if c is not None:  # LSTM
             i = sigmoid(clip(pre("i", xt, h)))
             f = sigmoid(clip(pre("f", xt, h) + forget_bias))
             g = np.tanh(clip(pre("g", xt, h)))
@@ -92,7 +93,7 @@ def stack(spec, weights, x, lengths, h0, c0):
             p = {n[len(prefix):]: v for n, v in weights.items() if n.startswith(prefix)}
             s = k * len(spec["directions"]) + j
             y, h, c = cell_direction(
-                spec["cell"], p, inp, lengths, h0[s], None if c0 is None else c0[s],
+                p, inp, lengths, h0[s], None if c0 is None else c0[s],
                 reverse=d == 1, reset_after=spec["reset_after"], gate_clip=spec["gate_clip"],
                 forget_bias=spec["forget_bias"])
             outs.append(y)
