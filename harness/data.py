@@ -23,13 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.dtypes import round_to
 from harness.params import block_shapes, key, layer_dirs
 from harness.spec import Case, GeneratedTensors
+
+if TYPE_CHECKING:
+    from harness.repro.handed import Handed
 
 
 @dataclass
@@ -97,6 +100,8 @@ class Outputs:
     grads: Gradients | None = None
     models: dict[str, bytes] = field(default_factory=dict)
     note: str = ""
+    # what the adapter handed its framework (harness/repro/handed.py), for a reproducer
+    handed: Handed | None = None
 
     def named(self) -> dict[str, np.ndarray]:
         out = {"y": self.y, "h_n": self.h_n}
@@ -114,7 +119,7 @@ class Outputs:
                        y_layers=None if self.y_layers is None else [f(y) for y in self.y_layers],
                        extras={k: f(v) for k, v in self.extras.items()},
                        grads=None if self.grads is None else self.grads.mapped(f),
-                       models=dict(self.models), note=self.note)
+                       models=dict(self.models), note=self.note, handed=self.handed)
 
 
 def _maybe(f: Callable[[np.ndarray], Any], a: np.ndarray | None) -> Any:

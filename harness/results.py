@@ -12,6 +12,8 @@ from harness import compare
 from harness.adapters import Adapter
 from harness.blind import BlindCheck
 from harness.data import Outputs
+from harness.repro.handed import Handed
+from harness.repro.record import ReproRecord
 from harness.spec import Case
 
 
@@ -29,6 +31,10 @@ class PairResult:
     # the adapter's availability, versions and precision flags, taken in the process it ran in
     # (Adapter.environment); gathered into RunResult.environments for run.json
     environment: dict | None = None
+    # what the adapter handed its framework (Outputs.handed), until the run makes the pair's
+    # reproducer record from it (harness/repro/record.py) and drops it
+    handed: Handed | None = None
+    repro: ReproRecord | None = None  # a DIVERGED, error or known-bug pair's (run --no-repro: none)
 
     @property
     def has_rows(self) -> bool:

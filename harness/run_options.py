@@ -33,6 +33,9 @@ class RunOptions:
     # cpu | gpu | all, as ``--device``: on gpu each case's float64 reference and noise floor are
     # computed on the GPU where torch sees one (harness.prepare.prepare)
     device: str = "all"
+    # a reproducer record for each DIVERGED, error (with outputs) or known-bug pair, which the
+    # report writes as repro/<case>/<adapter>/ (harness/repro/; ``run --no-repro``: none)
+    repro: bool = True
 
     def __post_init__(self) -> None:
         if self.jobs < 1:

@@ -22,6 +22,7 @@ from harness.errors import HarnessError, NotApplicable, Unavailable
 from harness.memory import MemoryLimit
 from harness.params import Canonical
 from harness.prepare import Prepared, prepare, reference_and_floor
+from harness.repro import record as repro_record
 from harness.results import PairResult, RunResult
 from harness.run_events import (
     CaseEvent,
@@ -85,6 +86,7 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
         try:  # NaN/Inf: checked below, here in this process
             out, r.seconds = executor.call(adapter, case, prep.canonical, prep.inputs,
                                            check_finite=False)
+            r.handed = out.handed  # kept for an error row's reproducer (NaN or Inf below)
             adapter.check_finite(case, out)
         except isolation.PairFailure as exc:  # timed out, worker died, or raised in a worker
             r.reason, r.detail = str(exc), exc.detail
@@ -319,9 +321,37 @@ def _case_events(case: Case, adapters: list[Adapter], executor: isolation.Execut
     for adapter in adapters:
         yield PairStarted(case.name, adapter.name)
         r = run_pair(prep, adapter, executor, options.step_mode)
+        if options.repro and repro_record.wanted(r.status, case, adapter.name,
+                                                 r.handed is not None):
+            r.repro = _repro(prep, adapter, r)
+        r.handed = None
+        if r.outputs is not None:
+            r.outputs.handed = None
         if not options.keep_outputs:
             r.outputs = None
         yield PairFinished(r)
+
+
+def reproduce(prep: Prepared, adapter: Adapter) -> repro_record.ReproRecord:
+    """Run one pair here and make its reproducer record whatever its verdict: ``rnn-harness
+    repro`` (a passing pair's reproducer exits 0)."""
+    return _repro(prep, adapter, run_pair(prep, adapter))
+
+
+def _repro(prep: Prepared, adapter: Adapter, r: PairResult) -> repro_record.ReproRecord:
+    """The pair's reproducer record: what the adapter handed its framework as it ran; for a
+    known upstream bug whose pair did not run (an adapter its bug makes unavailable), what it
+    would hand (``Adapter.hand``, which runs nothing), or None where it cannot say."""
+    handed = r.handed
+    if handed is None and r.status not in compare.COMPARED and r.status != compare.ERROR:
+        try:
+            native = (adapter.layout.to_native(prep.canonical, prep.case,
+                                               adapter.native_dtype(prep.case))
+                      if adapter.layout else prep.canonical.tensors)
+            handed = adapter.hand(prep.case, native, prep.inputs)
+        except Exception:  # noqa: BLE001  (no record: the README says there is none)
+            handed = None
+    return repro_record.make_record(prep, adapter, r, handed)
 
 
 def _plan(cases: list[Case], adapters: list[Adapter], shard: Shard | None

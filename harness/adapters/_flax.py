@@ -35,6 +35,7 @@ from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
 from harness.params import DIRECTION_NAMES
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 JNP_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16",
@@ -215,6 +216,16 @@ def compiled(key: tuple, case: Case, run_layer: Callable, gradients: bool) -> Ca
     return fn
 
 
+def handed(case: Case, native: dict[str, np.ndarray], inputs: Inputs, *, api: str,
+           cell: str) -> Handed:
+    """What :func:`run` hands flax: the cell class of ``api`` (linen / nnx) and the layout's
+    parameter tree (flat names ``layer{k}/{dir}/GATE/kind``, cast to the case dtype in the
+    call), the inputs cast likewise, lengths as int32 when the batch has them."""
+    return Handed("flax", {"framework": "flax", "api": api, "cell": cell, "dtype": case.dtype,
+                           "lengths": inputs.seq_lengths is not None},
+                  arrays={name: np.asarray(v) for name, v in native.items()})
+
+
 def run(case: Case, native: dict[str, np.ndarray], inputs: Inputs, *, family: str,
         run_layer: Callable, gradients: bool) -> Outputs:
     """Run ``case`` with ``run_layer`` (:func:`linen_layer`, or the nnx one) on the CPU; the
@@ -283,6 +294,7 @@ class FlaxAdapter(Adapter):
     layout_name = "flax"
     native_in_case_dtype = True
     cell_names: dict[str, str] = {}
+    flax_api = "linen"  # the module the cell classes come from (a reproducer imports it)
 
     @staticmethod
     def make_run_layer(case: Case, cell_name: str) -> Callable:
@@ -297,8 +309,13 @@ class FlaxAdapter(Adapter):
 
         return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__}
 
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
+        return handed(case, native, inputs, api=self.flax_api, cell=self.cell_names[case.cell])
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         import_flax()
-        return run(case, native, inputs, family=self.name,
-                   run_layer=self.make_run_layer(case, self.cell_names[case.cell]),
-                   gradients=self.computes_gradients(case))
+        out = run(case, native, inputs, family=self.name,
+                  run_layer=self.make_run_layer(case, self.cell_names[case.cell]),
+                  gradients=self.computes_gradients(case))
+        out.handed = self.hand(case, native, inputs)
+        return out

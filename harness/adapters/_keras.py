@@ -44,6 +44,7 @@ from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
 from harness.layouts.keras import CELL_VARIABLES
 from harness.params import DIRECTION_NAMES
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 # case recurrent_activation -> tf_keras name; tf_keras 'hard_sigmoid' is clip(0.2x + 0.5)
@@ -123,6 +124,26 @@ def set_native(rnn: Any, native: dict[str, np.ndarray], prefix: str, np_dtype: A
     rnn.set_weights([native[prefix + n].astype(np_dtype) for n in names])
 
 
+def cell_class(case: Case) -> str:
+    return {"lstm": "LSTM", "gru": "GRU"}[case.cell]
+
+
+def cell_kwargs(case: Case, *, activation: str, layer_kwargs: dict[str, Any] | None = None,
+                return_state: bool = True) -> dict[str, Any]:
+    """The keyword arguments of every LSTM/GRU of :func:`make_layers` (JSON values)."""
+    kwargs: dict[str, Any] = dict(
+        units=case.hidden_size, return_sequences=True, return_state=return_state,
+        recurrent_activation=activation, dtype=case.dtype,
+        # every variable is overwritten; zeros also avoids the orthogonal initialiser's QR,
+        # which has no bfloat16 kernel
+        kernel_initializer="zeros", recurrent_initializer="zeros", bias_initializer="zeros",
+        **(layer_kwargs or {}),
+    )
+    if case.cell_kind.reads("reset_after"):
+        kwargs["reset_after"] = case.reset_after
+    return kwargs
+
+
 def make_layers(
     K: Any, case: Case, *, activation: str, layer_kwargs: dict[str, Any] | None = None,
     return_state: bool = True,
@@ -137,17 +158,9 @@ def make_layers(
     The one place a case's Keras stack is built: the Keras adapters run it (eagerly, traced for
     LiteRT, stateless on JAX), ``harness.convert`` saves it as Keras 3 weights."""
     dtype = case.dtype
-    cls = {"lstm": K.layers.LSTM, "gru": K.layers.GRU}[case.cell]
-    kwargs: dict[str, Any] = dict(
-        units=case.hidden_size, return_sequences=True, return_state=return_state,
-        recurrent_activation=activation, dtype=dtype,
-        # every variable is overwritten; zeros also avoids the orthogonal initialiser's QR,
-        # which has no bfloat16 kernel
-        kernel_initializer="zeros", recurrent_initializer="zeros", bias_initializer="zeros",
-        **(layer_kwargs or {}),
-    )
-    if case.cell_kind.reads("reset_after"):
-        kwargs["reset_after"] = case.reset_after
+    cls = getattr(K.layers, cell_class(case))
+    kwargs = cell_kwargs(case, activation=activation, layer_kwargs=layer_kwargs,
+                         return_state=return_state)
     layers = []
     for layer in range(case.num_layers):
         if case.dir_mode == "bidirectional":
@@ -375,10 +388,23 @@ class KerasAdapter(KerasLibraryAdapter):
 
     framework = "keras"
 
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
+        """The library, the layer class and its keyword arguments (the stack of
+        :func:`make_layers`), the cell variables by native name, the call (a mask for
+        lengths, on /CPU:0)."""
+        return Handed("keras", {
+            "framework": self.keras_dist, "module": self.keras_dist, "cls": cell_class(case),
+            "kwargs": cell_kwargs(case, activation=self.activations[case.recurrent_activation],
+                                  layer_kwargs=self.layer_kwargs),
+            "dtype": case.dtype, "lengths": inputs.seq_lengths is not None,
+            "device": "/CPU:0"}, arrays={k: np.asarray(v) for k, v in native.items()})
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         tf, K = self.import_keras()
         with tf.device("/CPU:0"):
-            return run_keras(K, tf, case, native, inputs,
-                             activation=self.activations[case.recurrent_activation],
-                             gradients=self.computes_gradients(case),
-                             layer_kwargs=self.layer_kwargs)
+            out = run_keras(K, tf, case, native, inputs,
+                            activation=self.activations[case.recurrent_activation],
+                            gradients=self.computes_gradients(case),
+                            layer_kwargs=self.layer_kwargs)
+        out.handed = self.hand(case, native, inputs)
+        return out

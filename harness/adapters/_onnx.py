@@ -25,6 +25,7 @@ import numpy as np
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.layouts.onnx import DATA_AXES, tensor_name
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 # LSTM-22 / GRU-22 are the newest schemas in onnx 1.23; ORT 1.31 rejects models with onnx
@@ -206,3 +207,22 @@ def read_outputs(case: Case, got: dict[str, np.ndarray], *, layout: int = 0) -> 
     c_n = (np.concatenate([state(f"Y_c{k}") for k in range(case.num_layers)])
            if case.cell_kind.has_cell_state else None)
     return Outputs(y=y_layers[-1], h_n=h_n, c_n=c_n, y_layers=y_layers)
+
+
+def handed(model, feed: dict[str, np.ndarray], *, runtime: str, layout: int,
+           model_bytes: bytes | None = None, **call) -> Handed:
+    """What a runtime of this graph is handed: ``model.onnx`` (``model_bytes``, by default the
+    model serialized), the feeds as given, and the axis orders to read its outputs back in
+    (``call``: the runtime's own settings, e.g. OpenVINO's compile config)."""
+    elem = model.graph.input[0].type.tensor_type.elem_type
+    from onnx import helper
+
+    axes = DATA_AXES[layout]
+    return Handed("onnx", {"framework": runtime, "runtime": runtime, "layout": layout,
+                           "dtype": np.dtype(helper.tensor_dtype_to_np_dtype(elem)).name,
+                           "y_axes": axes.y, "state_axes": axes.state,
+                           "inputs": [i.name for i in model.graph.input],
+                           "outputs": [o.name for o in model.graph.output], **call},
+                  arrays={f"feed/{k}": np.asarray(v) for k, v in feed.items()},
+                  files={"model.onnx": model_bytes if model_bytes is not None
+                         else model.SerializeToString()})

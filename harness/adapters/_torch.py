@@ -15,6 +15,7 @@ import numpy as np
 from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 TORCH_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16",
@@ -77,23 +78,45 @@ class TorchRNN(Adapter):
         """The nn.LSTM / nn.GRU module holding ``native`` (the torch state_dict), case dtype."""
         torch = import_torch()
         dtype = getattr(torch, TORCH_DTYPES[case.dtype])
-        kwargs = dict(
-            input_size=case.input_size, hidden_size=case.hidden_size, num_layers=case.num_layers,
-            bias=True, batch_first=True, bidirectional=case.num_directions == 2,
-            # built in the case dtype: load_state_dict copies into it
-            dtype=dtype, device=self.torch_device,
-        )
-        if case.cell_kind.has_cell_state:
-            module = torch.nn.LSTM(proj_size=case.proj_size, **kwargs)
-        else:
-            module = torch.nn.GRU(**kwargs)
+        # built in the case dtype: load_state_dict copies into it
+        kwargs = self.module_kwargs(case) | dict(dtype=dtype, device=self.torch_device)
+        module = (torch.nn.LSTM if case.cell_kind.has_cell_state else torch.nn.GRU)(**kwargs)
         with warnings.catch_warnings():  # a read-only native: only read (copied in) here
             warnings.filterwarnings("ignore", "The given NumPy array is not writable")
             state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in native.items()}
         module.load_state_dict(state, strict=True)
         return module.eval()
 
+    def module_kwargs(self, case: Case) -> dict:
+        """nn.LSTM / nn.GRU's constructor arguments, but dtype and device (JSON values)."""
+        kwargs = dict(input_size=case.input_size, hidden_size=case.hidden_size,
+                      num_layers=case.num_layers, bias=True, batch_first=True,
+                      bidirectional=case.num_directions == 2)
+        if case.cell_kind.has_cell_state:
+            kwargs["proj_size"] = case.proj_size
+        return kwargs
+
+    def run_settings(self) -> dict:
+        """Process settings ``_run`` holds while it runs (a reproducer sets them too)."""
+        return {}
+
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
+        """The module's class and constructor arguments, its state_dict as loaded, the call
+        (packed sequences for lengths, inputs cast to the case dtype on the device)."""
+        return Handed("torch", {"framework": "torch",
+                                "module": "LSTM" if case.cell_kind.has_cell_state else "GRU",
+                                "kwargs": self.module_kwargs(case), "dtype": case.dtype,
+                                "device": self.torch_device,
+                                "lengths": inputs.seq_lengths is not None,
+                                **self.run_settings()},
+                      arrays={k: np.asarray(v) for k, v in native.items()})
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        out = self._forward(case, native, inputs)
+        out.handed = self.hand(case, native, inputs)
+        return out
+
+    def _forward(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         torch = import_torch()
         dtype = getattr(torch, TORCH_DTYPES[case.dtype])
         grads = self.computes_gradients(case)

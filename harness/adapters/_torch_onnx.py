@@ -39,6 +39,7 @@ from harness.adapters.base import AdapterFault, Capabilities
 from harness.adapters.onnxruntime import import_onnxruntime
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.repro.handed import Handed
 from harness.spec import Case
 from harness.versions import release
 
@@ -173,7 +174,19 @@ class TorchOnnx(TorchRNN):
             y, h_n, c_n = got
         else:
             (y, h_n), c_n = got, None
-        return Outputs(y=y, h_n=h_n, c_n=c_n, models={"onnx": model})
+        out = Outputs(y=y, h_n=h_n, c_n=c_n, models={"onnx": model})
+        # the exported graph as ORT ran it; its outputs are the module's (y [N, T, D*H], h_n,
+        # c_n [L*D, N, H]), not one ONNX node's per layer
+        out.handed = Handed("onnx", {
+            "framework": "torch.onnx", "runtime": "onnxruntime", "dtype": "float32",
+            "read": "module", "exporter": self.exporter,
+            "inputs": [a.name for a in sess.get_inputs()],
+            "outputs": [o.name for o in sess.get_outputs()]},
+            arrays={f"feed/{k}": v for k, v in feed.items()}, files={"model.onnx": model})
+        return out
+
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> None:
+        return None  # only an export records what ORT ran (in _run)
 
 
 def frozen_axes(name: str, declared: list, shape: tuple[int, ...]) -> None:

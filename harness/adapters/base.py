@@ -22,6 +22,7 @@ from harness.errors import Unavailable
 from harness.layouts import get_layout
 from harness.layouts.base import Layout
 from harness.params import Canonical
+from harness.repro.handed import Handed
 from harness.spec import Case, Tol
 from harness.versions import installed, release
 
@@ -295,6 +296,14 @@ class Adapter:
         ``Outputs.grads`` with ``params`` keyed by native tensor name. ``native`` is the
         adapter's own (made for this run by the layout)."""
         raise NotImplementedError
+
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed | None:
+        """What ``_run`` hands the framework for this case (harness/repro/handed.py), made
+        without running it; None where the adapter records nothing (no reproducer). An adapter
+        that records sets ``Outputs.handed`` in ``_run`` from the very call it makes; the run
+        asks this only for a known upstream bug whose pair did not run (an adapter made
+        unavailable by that bug)."""
+        return None
 
     def _expected(self, case: Case, out: Outputs) -> dict[str, tuple[tuple[int, ...], np.ndarray]]:
         """Every output the case asks of this adapter: saved name -> (shape, what came back)."""

@@ -20,6 +20,7 @@ class FlaxNnx(FlaxAdapter):
     name = "flax-nnx"
     title = "Flax nnx OptimizedLSTMCell/GRUCell under nnx.RNN, JAX (CPU)"
     layout_name = "flax-nnx"
+    flax_api = "nnx"
     make_run_layer = staticmethod(nnx_layer)
     cell_names = {"lstm": "OptimizedLSTMCell", "gru": "GRUCell"}
     capabilities = Capabilities(

@@ -26,11 +26,13 @@ from harness.adapters._onnx import (
     ONNX_REASONS,
     build_model,
     feeds,
+    handed,
     import_onnx,
     read_outputs,
 )
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 
@@ -68,13 +70,21 @@ class OnnxReference(Adapter):
     def versions(self) -> dict[str, str]:
         return {"onnx": import_onnx().__version__, "computed_in": "float64"}
 
-    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        from onnx.reference import ReferenceEvaluator
-
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
         layout = self.onnx_layout
         model = build_model(case, native, lengths=inputs.seq_lengths is not None,
                             layout=layout, dtype=np.float64)
-        evaluator = ReferenceEvaluator(model)
+        return handed(model, feeds(case, inputs, layout=layout, dtype=np.float64),
+                      runtime="onnx-reference", layout=layout)
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+
+        given = self.hand(case, native, inputs)
+        evaluator = ReferenceEvaluator(onnx.load_from_string(given.files["model.onnx"]))
         names = list(evaluator.output_names)
-        values = evaluator.run(names, feeds(case, inputs, layout=layout, dtype=np.float64))
-        return read_outputs(case, dict(zip(names, values, strict=True)), layout=layout)
+        values = evaluator.run(names, {k[len("feed/"):]: v for k, v in given.arrays.items()})
+        out = read_outputs(case, dict(zip(names, values, strict=True)), layout=self.onnx_layout)
+        out.handed = given
+        return out

@@ -30,12 +30,14 @@ from harness.adapters._onnx import (
     OPSET,
     build_model,
     feeds,
+    handed,
     node_attributes,
     read_outputs,
 )
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 # The graph is built, fed and read by harness/adapters/_onnx.py (shared with the openvino and
@@ -95,8 +97,20 @@ class OnnxRuntime(Adapter):
         return ort.InferenceSession(build_model(case, native, lengths=lengths).SerializeToString(),
                                     options, providers=["CPUExecutionProvider"])
 
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
+        model = build_model(case, native, lengths=inputs.seq_lengths is not None)
+        return handed(model, feeds(case, inputs), runtime="onnxruntime", layout=0)
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        sess = self.session(case, native, lengths=inputs.seq_lengths is not None)
+        _, ort = import_onnxruntime()
+        given = self.hand(case, native, inputs)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # errors only: ORT warns about unused initializers etc.
+        sess = ort.InferenceSession(given.files["model.onnx"], options,
+                                    providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
-        got = dict(zip(names, sess.run(names, feeds(case, inputs)), strict=True))
-        return read_outputs(case, got)
+        feed = {k[len("feed/"):]: v for k, v in given.arrays.items()}
+        got = dict(zip(names, sess.run(names, feed), strict=True))
+        out = read_outputs(case, got)
+        out.handed = given
+        return out

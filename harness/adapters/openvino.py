@@ -42,12 +42,14 @@ from harness.adapters._onnx import (
     ONNX_REASONS,
     build_model,
     feeds,
+    handed,
     import_onnx,
     read_outputs,
 )
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 # f32 whatever the CPU: the plugin's default on a CPU with bf16 support is bf16
@@ -137,12 +139,23 @@ class OpenVINO(Adapter):
                             layout=self.onnx_layout if layout is None else layout)
         return self._frontend.convert(self._frontend.load(io.BytesIO(model.SerializeToString())))
 
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
+        """The model's bytes, the feeds and the compile config (imports onnx, not openvino)."""
+        model = build_model(case, native, lengths=inputs.seq_lengths is not None,
+                            layout=self.onnx_layout)
+        return handed(model, feeds(case, inputs, layout=self.onnx_layout), runtime="openvino",
+                      layout=self.onnx_layout, compile_config=dict(COMPILE_CONFIG))
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        model = self.convert(case, native, lengths=inputs.seq_lengths is not None)
+        given = self.hand(case, native, inputs)
+        self.core()
+        model = self._frontend.convert(self._frontend.load(io.BytesIO(given.files["model.onnx"])))
         compiled = self.core().compile_model(model, "CPU", COMPILE_CONFIG)
-        result = compiled(feeds(case, inputs, layout=self.onnx_layout))
+        result = compiled({k[len("feed/"):]: v for k, v in given.arrays.items()})
         got = {port.get_any_name(): value for port, value in result.items()}
-        return read_outputs(case, got, layout=self.onnx_layout)
+        out = read_outputs(case, got, layout=self.onnx_layout)
+        out.handed = given
+        return out
 
 
 class OpenVINOBatchMajor(OpenVINO):

@@ -95,6 +95,9 @@ class TorchCuDNN(TorchRNN):
             "cudnn_rnn_tf32": "allowed" if self.allow_tf32 else "off",
         }
 
+    def run_settings(self) -> dict:
+        return {"cudnn_rnn_tf32": self.allow_tf32}
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         torch = import_torch()
         with cudnn_rnn_tf32(torch, self.allow_tf32):

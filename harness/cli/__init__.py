@@ -15,7 +15,19 @@ import sys
 import threading
 
 from harness import __version__
-from harness.cli import adapters, convert, diff, doctor, init, layouts, merge, probe, run, schema
+from harness.cli import (
+    adapters,
+    convert,
+    diff,
+    doctor,
+    init,
+    layouts,
+    merge,
+    probe,
+    repro,
+    run,
+    schema,
+)
 from harness.errors import HarnessError, printable
 
 EXIT_CODES = ("0: every applicable pair passed (or the command succeeded); 1: a pair diverged "
@@ -24,7 +36,7 @@ EXIT_CODES = ("0: every applicable pair passed (or the command succeeded); 1: a 
               "could not be written (standard output full or closed); 130: interrupted")
 
 # in the order --help lists them
-COMMANDS = (run, merge, init, adapters, schema, layouts, diff, convert, doctor, probe)
+COMMANDS = (run, merge, init, adapters, schema, layouts, diff, convert, doctor, probe, repro)
 
 
 def _epilog() -> str:

@@ -23,6 +23,8 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
                        "as its own layout: its framework is the source of truth")
     dr.add_argument("--write-fixed", metavar="FIXED.npz",
                     help="write the corrected weights in the claimed layout")
+    dr.add_argument("--repro", metavar="DIR", help="write DIR/repro.py, NumPy only: the claimed "
+                    "reading and the corrected one side by side against the outputs")
     dr.add_argument("--name", help="the case to use when the file expands to several")
     dr.add_argument("--select", help="as for convert")
     dr.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
@@ -42,6 +44,7 @@ def handle(args: argparse.Namespace) -> int:
                            field="--budget")
     text, code = doctor_file(args.case, args.weights, args.layout, expected=args.expected,
                              adapter=args.adapter, write_fixed=args.write_fixed, name=args.name,
-                             select=args.select, budget_s=args.budget, fmt=args.format)
+                             select=args.select, budget_s=args.budget, fmt=args.format,
+                             repro=args.repro)
     print(text, end="")
     return code

@@ -37,6 +37,9 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
     r.add_argument("--out", default="reports/latest",
                    help="report folder (default: reports/latest)")
     r.add_argument("--save-outputs", action="store_true", help="write outputs/<case>/<adapter>.npz")
+    r.add_argument("--no-repro", dest="repro", action="store_false",
+                   help="no repro/<case>/<adapter>/ reproducers (written by default for each "
+                        "DIVERGED, error-with-outputs or known-upstream-bug pair)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.add_argument("--verbose", "-v", action="store_true",
                    help="a line for every pair as it finishes (by default: one progress bar on "
@@ -127,7 +130,7 @@ def handle(args: argparse.Namespace) -> int:
     for case in cases:  # bad input is exit 2 before anything runs, not an error row later
         prepare.check(case, limit)
     options = RunOptions(timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
-                         keep_outputs=args.save_outputs, shard=shard, jobs=jobs,
+                         keep_outputs=args.save_outputs, shard=shard, jobs=jobs, repro=args.repro,
                          step_mode=args.step_mode, device=device)
     display = None if args.quiet else RunProgress() if args.verbose else RunDisplay()
     result = runner.run(cases, chosen, options, on_event=display)

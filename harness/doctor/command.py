@@ -40,9 +40,11 @@ def load_expected(path: str, case: Case) -> dict[str, np.ndarray]:
 def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str | None = None,
                 adapter: str | None = None, write_fixed: str | None = None,
                 name: str | None = None, select: str | None = None,
-                budget_s: float = 60.0, fmt: str = "markdown") -> tuple[str, int]:
+                budget_s: float = 60.0, fmt: str = "markdown",
+                repro: str | None = None) -> tuple[str, int]:
     """``rnn-harness doctor``: the report (markdown, or JSON with ``fmt="json"``) and the exit
-    code (0 found, 1 not found)."""
+    code (0 found, 1 not found). ``repro``: a folder for a NumPy-only script showing the claimed
+    reading and the corrected one side by side (:mod:`harness.repro.doctor_script`)."""
     from harness import isolation
     from harness.adapters import get_adapter
     from harness.cases import load_cases
@@ -112,10 +114,16 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
         source = f"{expected}"
     dx = diagnose(case, layout, native, inputs, want, source=source, tol=tol, budget_s=budget_s)
     text = render(dx)
+    repro_line = (_write_repro(repro, dx, layout, native, inputs, want, tol, source)
+                  if repro else None)
+    if repro_line:
+        text += f"\n{repro_line}\n"
     if fmt == "json":
         import json
 
         data = diagnosis_dict(dx)
+        if repro_line:
+            data["repro"] = repro_line
         if write_fixed and dx.fixed is not None:
             save_npz(write_fixed, dx.fixed)
             data["wrote_fixed"] = write_fixed
@@ -132,3 +140,22 @@ def doctor_file(case_file: str, weights: str, layout_name: str, *, expected: str
                    else "the mistake is in how the inputs were fed, not in the weights")
             text += f"\nNo corrected weights written to {write_fixed}: {why}.\n"
     return text, 0 if dx.best is not None else 1
+
+
+def _write_repro(folder: str, dx, layout, native: dict[str, np.ndarray], inputs, want: dict,
+                 tol, source: str) -> str:
+    """``--repro``: the claimed and the corrected reading side by side, or why not."""
+    from harness.repro.doctor_script import write_doctor_repro
+
+    best = dx.best
+    if best is None or not best.hypothesis or dx.fixed is None:
+        why = ("nothing found reproduces the outputs" if best is None else
+               "the claimed layout is right, nothing to show" if not best.hypothesis else
+               "the mistake is in how the inputs were fed, not in the weights")
+        return f"No reproducer written to {folder}: {why}."
+    fixed_case = dx.fixed_case or dx.case
+    return write_doctor_repro(
+        folder, case=dx.case, fixed_case=fixed_case, layout=layout.name,
+        claimed=layout.from_native(native, dx.case).tensors,
+        right=layout.from_native(dx.fixed, fixed_case).tensors, inputs=inputs, expected=want,
+        atol=tol.atol, rtol=tol.rtol, mistakes=[m.text for m in best.hypothesis], source=source)

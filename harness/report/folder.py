@@ -2,9 +2,10 @@
 
 **What a report folder holds** (:data:`FILES`, :data:`FOLDERS`): divergence.csv, summary.md,
 layouts.md, run.json (a :class:`~harness.report.record.RunRecord`), errors.log (``== case::adapter``
-sections), index.html with plots/, outputs/ (``--save-outputs``), and the marker :data:`MARKER`,
-a small JSON file naming the entries this tool wrote there. ``diff --out`` into a report folder
-adds its file to the marker's list (the nightly workflow's diff.md).
+sections), index.html with plots/, outputs/ (``--save-outputs``), repro/ (harness/repro/), and
+the marker :data:`MARKER`, a small JSON file naming the entries this tool wrote there. ``diff
+--out`` into a report folder adds its file to the marker's list (the nightly workflow's
+diff.md).
 
 **Which folders ``--out`` may replace.** A report folder: one with the marker or, for reports
 written before the marker, one whose run.json validates as a run record. In it, only the entries
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 MARKER = ".rnn-harness-report"
 FILES = ("divergence.csv", "summary.md", "layouts.md", "run.json", "errors.log", "index.html",
          "diff.md", MARKER)  # diff.md: `diff --out` into a report written before the marker
-FOLDERS = ("plots", "outputs")
+FOLDERS = ("plots", "outputs", "repro")
 PLOT_SUFFIXES = ("", "-layers", "-grad", "-grad-blocks")  # harness.report.html's plots per pair
 MAX_RUN_JSON = 64 * 2**20  # bytes; a run of 1000 cases with their specs is a few MB
 

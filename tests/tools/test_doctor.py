@@ -561,3 +561,26 @@ def test_cli_doctor_fixes_a_one_layer_gate_swap_in_a_torch_file(tmp_path: Path, 
         "exact", "exact", "fixed", "fixed"]
     got = _torch_outputs(case, load_npz(tmp_path / "fixed.npz"), inputs)
     assert max(np.abs(got[k] - expected[k]).max() for k in expected) < 1e-5
+
+
+def test_cli_doctor_repro_shows_both_readings_without_the_harness(tmp_path: Path,
+                                                                  capsys) -> None:
+    """doctor --repro: a planted gate-order mistake, shown by a NumPy-only script where
+    rnn-harness cannot be imported: the claimed reading diverges, the corrected one agrees."""
+    from support.repro_run import run_repro
+
+    case = make(cell="gru")
+    native, _, expected, _ = plant(case, "keras", ["order:all:zrn"])
+    save_npz(tmp_path / "w.npz", native)
+    save_npz(tmp_path / "out.npz", expected)
+    cf = _case_file(tmp_path / "case.yaml", case)
+    code = main(["doctor", "--case", str(cf), "--weights", str(tmp_path / "w.npz"), "--layout",
+                 "keras", "--expected", str(tmp_path / "out.npz"), "--repro",
+                 str(tmp_path / "repro")])
+    assert code == 0
+    assert "Wrote a reproducer of the mistake" in capsys.readouterr().out
+    done = run_repro(tmp_path / "repro")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "order r, z, n, not z, r, n" in done.stdout
+    assert "the claimed reading first diverges at y direction 0 t=0" in done.stdout
+    assert "corrected reading agrees" in done.stdout

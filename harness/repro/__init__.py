@@ -1,0 +1,15 @@
+"""Standalone reproducers: for a pair that diverged (or failed with outputs, or is a known
+upstream bug), a folder with ``repro.py`` (NumPy and the adapter's framework only), its data,
+a README ready to paste into the framework's tracker and, for an ONNX graph, the ONNX
+backend-test folder.
+
+- :mod:`harness.repro.handed`: what an adapter hands its framework, recorded while it runs.
+- :mod:`harness.repro.record`: everything one reproducer is written from (the case, the
+  canonical weights and inputs, the float64 outputs, the finding, what was handed).
+- :mod:`harness.repro.equations`: the float64 NumPy cell equations pasted into every script.
+- :mod:`harness.repro.render`: a renderer per framework family, the script's text.
+- :mod:`harness.repro.write`: the folder, bounded in names and sizes.
+
+Writing a reproducer imports no framework: everything framework-specific was recorded by the
+adapter during the run (an ONNX model's bytes, the constructor arguments).
+"""

@@ -1,0 +1,573 @@
+"""The text of ``repro.py``: one renderer per framework family (:data:`RENDERERS`, keyed by
+``Handed.family``), around parts every script shares (its header, its data, the float64
+equations of harness/repro/equations.py, the comparison and the exit status).
+
+A script imports NumPy and the adapter's framework only. It rebuilds what the adapter handed
+its framework from the record (constructor arguments, the call, the weights in the
+framework's own names and form, or the ONNX model beside it), computes the expected outputs
+from the canonical float64 weights with the equations written into it, prints the error per
+step and the first step beyond ``ATOL + RTOL * |expected|`` (the pair's tolerance; the harness
+also passes a row within a multiple of its noise floor, which the script does not know), and
+exits 1 when the divergence reproduces, 0 when it does not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import numpy as np
+
+from harness.repro import equations
+from harness.repro.record import ReproRecord
+
+INLINE_MAX = 400  # numbers: at most this many in all, the data are written into the script
+
+
+def _py(value: object) -> str:
+    """A Python literal of a JSON value (``null`` -> None ...)."""
+    return repr(json.loads(json.dumps(value)))
+
+
+def data_arrays(record: ReproRecord) -> dict[str, np.ndarray]:
+    """Every array the script loads, by the name it loads it: ``canonical/...`` (float64, for
+    the equations), ``x``, ``h0``, ``c0``, ``lengths`` (float64 / int64, for the equations) and
+    ``handed/...`` (as the framework got them)."""
+    arrays = {f"canonical/{k}": v for k, v in record.canonical.items()}
+    arrays |= dict(record.inputs)
+    if record.handed is not None:
+        arrays |= {f"handed/{k}": np.asarray(v) for k, v in record.handed.arrays.items()}
+    return arrays
+
+
+def inline(arrays: dict[str, np.ndarray]) -> bool:
+    return sum(a.size for a in arrays.values()) <= INLINE_MAX
+
+
+def _number(v: object) -> str:
+    """A Python literal of one element; NaN and the infinities as NumPy's names."""
+    if isinstance(v, float) and not np.isfinite(v):
+        return "np.nan" if np.isnan(v) else ("np.inf" if v > 0 else "-np.inf")
+    return repr(v)
+
+
+def _literal(a: np.ndarray) -> str:
+    values = ", ".join(_number(v.item()) for v in a.reshape(-1))
+    return f"np.array([{values}], dtype={a.dtype.name!r}).reshape({tuple(a.shape)!r})"
+
+
+def _data_block(arrays: dict[str, np.ndarray]) -> str:
+    if inline(arrays):
+        body = "\n".join(f"    {k!r}: {_literal(v)}," for k, v in arrays.items())
+        return f"DATA = {{\n{body}\n}}\n"
+    return ('with np.load(os.path.join(HERE, "data.npz"), allow_pickle=False) as _npz:\n'
+            "    DATA = {k: _npz[k] for k in _npz.files}\n")
+
+
+HEADER = '''#!/usr/bin/env python3
+"""{title}
+
+Case {case!r}, adapter {adapter!r} of rnn-harness ({status}). Standalone: it needs Python
+with NumPy and {needs}, nothing else, and downloads nothing.
+
+    python repro.py
+
+It builds the layer as the harness's adapter did, runs it, computes the expected outputs in
+float64 from the cell's equations (below), prints the error per step and the first step
+beyond ATOL + RTOL * |expected|, and exits 1 when the divergence reproduces, 0 when not.
+"""
+
+import os
+import platform
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = {spec}
+ATOL, RTOL = {atol!r}, {rtol!r}
+
+'''
+
+INPUTS = '''
+CANONICAL = {k[len("canonical/"):]: v for k, v in DATA.items() if k.startswith("canonical/")}
+HANDED = {k[len("handed/"):]: v for k, v in DATA.items() if k.startswith("handed/")}
+X, H0, LENGTHS = DATA["x"], DATA["h0"], DATA["lengths"]
+C0 = DATA.get("c0")
+'''
+
+COMPARE = '''
+
+def rows_of(got_layers, h_n, c_n):
+    """(output, layer, direction, t, max |error|, tolerance ratio) per layer, direction, step
+    of y, then per layer and direction of the final states."""
+    exp_layers, exp_h, exp_c = stack(SPEC, CANONICAL, X, LENGTHS, H0, C0)
+    H, dirs = SPEC["hidden_size"], SPEC["directions"]
+
+    def row(output, k, d, t, a, r):
+        err = np.abs(np.asarray(a, dtype=np.float64) - r)
+        ratio = err / (ATOL + RTOL * np.abs(r))
+        return (output, k, d, t, float(np.max(err)), float(np.max(ratio)))
+
+    rows = []
+    for k, y in sorted(got_layers.items()):
+        for j, d in enumerate(dirs):
+            cols = slice(j * H, (j + 1) * H)
+            for t in range(y.shape[1]):
+                rows.append(row("y", k, d, t, y[:, t, cols], exp_layers[k][:, t, cols]))
+    for output, got, exp in (("h_n", h_n, exp_h), ("c_n", c_n, exp_c)):
+        if exp is None:
+            continue
+        for s in range(exp.shape[0]):
+            k, d = divmod(s, len(dirs))
+            rows.append(row(output, k, dirs[d], None, got[s], exp[s]))
+    return rows
+
+
+def beyond(row):
+    return not row[5] <= 1.0  # NaN is beyond
+
+
+def where(row):
+    t = "" if row[3] is None else f" t={row[3]}"
+    return f"{row[0]} layer {row[1]} direction {row[2]}{t}"
+
+
+def main():
+    print(f"Python {platform.python_version()}, NumPy {np.__version__}, "
+          + ", ".join(f"{k} {v}" for k, v in framework_versions().items()))
+    print(f"{platform.platform()}; CPU: {platform.processor() or platform.machine()}; "
+          f"device: {device()}")
+    got_layers, h_n, c_n = run_framework()
+    rows = rows_of(got_layers, h_n, c_n)
+    print(f"\\nexpected: float64 equations; tolerance |error| <= {ATOL:g} + {RTOL:g} * |expected|")
+    print(f"{'output':<28} {'max |error|':>12} {'/ tolerance':>12}")
+    for r in rows:
+        print(f"{where(r):<28} {r[4]:12.3e} {r[5]:12.3g}{'  <- beyond' if beyond(r) else ''}")
+    bad = [r for r in rows if beyond(r)]
+    y_bad = sorted((r for r in bad if r[0] == "y"), key=lambda r: (r[3], r[1], r[2]))
+    first = (y_bad or bad or [None])[0]
+    if first is None:
+        print("\\nno divergence: every step within tolerance")
+        return 0
+    print(f"\\nfirst diverging: {where(first)} (max |error| {first[4]:.3e}, "
+          f"{first[5]:.3g} x tolerance)")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+# Flax -----------------------------------------------------------------------------------------
+
+FLAX = '''
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # as the harness ran it
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import flax  # noqa: E402
+{api_import}
+
+CALL = {call}
+DTYPE = jnp.dtype(CALL["dtype"])
+NAMES = ("forward", "backward")
+
+
+def framework_versions():
+    import jaxlib
+
+    return {{"jax": jax.__version__, "jaxlib": jaxlib.__version__, "flax": flax.__version__}}
+
+
+def device():
+    return ", ".join(str(d) for d in jax.devices())
+
+
+def params(k, d, cast):
+    """The cell's parameter tree {{GATE: {{kind: array}}}} of layer k, direction d, as handed."""
+    prefix = f"layer{{k}}/{{NAMES[d]}}/"
+    tree = {{}}
+    for name, value in HANDED.items():
+        if name.startswith(prefix):
+            gate, kind = name[len(prefix):].split("/")
+            tree.setdefault(gate, {{}})[kind] = cast(value)
+    return tree
+
+{run_layer}
+
+def carry(h, c):
+    return (c, h) if SPEC["has_cell_state"] else h  # flax's LSTM carry is (c, h)
+
+
+def forward(params_all, x, h0, c0, lengths):
+    D, hs, cs = len(SPEC["directions"]), [], []
+    for k in range(SPEC["num_layers"]):
+        carries = [carry(h0[k * D + j], None if c0 is None else c0[k * D + j]) for j in range(D)]
+        y, finals = run_layer(params_all[k], x, carries, lengths)
+        if lengths is not None:  # padded steps: 0, as the harness writes them
+            valid = jnp.arange(y.shape[1])[None, :] < lengths[:, None]
+            y = jnp.where(valid[..., None], y, jnp.zeros((), y.dtype))
+        for fc in finals:
+            c, h = fc if SPEC["has_cell_state"] else (None, fc)
+            hs.append(h)
+            cs.append(c)
+        x = y
+    return x, jnp.stack(hs), (jnp.stack(cs) if SPEC["has_cell_state"] else None)
+
+
+def run_framework():
+    with jax.enable_x64(CALL["dtype"] == "float64"), jax.default_device(jax.devices("cpu")[0]):
+        def cast(a):
+            return None if a is None else jnp.asarray(np.asarray(a, dtype=np.float64), dtype=DTYPE)
+
+        p = [[params(k, d, cast) for d in SPEC["directions"]] for k in range(SPEC["num_layers"])]
+        lengths = (jnp.asarray(LENGTHS, dtype=jnp.int32) if CALL["lengths"] else None)
+        y, h_n, c_n = jax.jit(forward)(p, cast(X), cast(H0), cast(C0), lengths)
+
+        def f64(a):
+            return None if a is None else np.asarray(a).astype(np.float64)
+
+        return {{SPEC["num_layers"] - 1: f64(y)}}, f64(h_n), f64(c_n)
+'''
+
+NNX_LAYER = '''
+def run_layer(params_k, x, carries, lengths):
+    """nnx.RNN for one direction, nnx.Bidirectional for two; the cell built with zero
+    initialisers, then its dense_i / dense_h parameters set to the handed ones."""
+    H, zeros, cell_cls = SPEC["hidden_size"], nnx.initializers.zeros, getattr(nnx, CALL["cell"])
+
+    def cell(in_features, tree):
+        c = cell_cls(in_features, H, kernel_init=zeros, recurrent_kernel_init=zeros,
+                     bias_init=zeros, param_dtype=tree["dense_i"]["kernel"].dtype,
+                     rngs=nnx.Rngs(0))
+        for dense, kinds in tree.items():
+            for kind, value in kinds.items():
+                getattr(getattr(c, dense), kind)[...] = value
+        return c
+
+    def rnn(tree, in_features, reverse):
+        return nnx.RNN(cell(in_features, tree), return_carry=True, reverse=reverse,
+                       keep_order=True, rngs=False)
+
+    I = x.shape[-1]
+    if len(SPEC["directions"]) == 2:
+        layer = nnx.Bidirectional(rnn(params_k[0], I, False), rnn(params_k[1], I, True),
+                                  return_carry=True, rngs=False)
+        finals, y = layer(x, initial_carry=tuple(carries), seq_lengths=lengths)
+        return y, list(finals)
+    carry_, y = rnn(params_k[0], I, SPEC["dir_mode"] == "reverse")(
+        x, initial_carry=carries[0], seq_lengths=lengths)
+    return y, [carry_]
+
+'''
+
+LINEN_LAYER = '''
+def run_layer(params_k, x, carries, lengths):
+    """nn.RNN for one direction, nn.Bidirectional for two, applied with the handed tree."""
+    H, cell_cls = SPEC["hidden_size"], getattr(nn, CALL["cell"])
+
+    def rnn(reverse):
+        return nn.RNN(cell_cls(features=H), return_carry=True, reverse=reverse, keep_order=True)
+
+    if len(SPEC["directions"]) == 2:
+        layer = nn.Bidirectional(rnn(False), rnn(True), return_carry=True)
+        variables = {"params": {"forward_rnn": {"cell": params_k[0]},
+                                "backward_rnn": {"cell": params_k[1]}}}
+        finals, y = layer.apply(variables, x, initial_carry=tuple(carries), seq_lengths=lengths)
+        return y, list(finals)
+    carry_, y = rnn(SPEC["dir_mode"] == "reverse").apply(
+        {"params": {"cell": params_k[0]}}, x, initial_carry=carries[0], seq_lengths=lengths)
+    return y, [carry_]
+
+'''
+
+
+def _flax(record: ReproRecord) -> tuple[str, str]:
+    call = record.handed.call
+    nnx = call["api"] == "nnx"
+    text = FLAX.format(api_import=("from flax import nnx  # noqa: E402" if nnx else
+                                   "from flax import linen as nn  # noqa: E402"),
+                       call=_py(call), run_layer=NNX_LAYER if nnx else LINEN_LAYER)
+    return text, "JAX and Flax (pip install jax flax)"
+
+
+# ONNX graphs ------------------------------------------------------------------------------
+
+ONNX = '''
+MODEL = os.path.join(HERE, "model.onnx")
+CALL = {call}
+FEEDS = {{name[len("feed/"):]: v for name, v in HANDED.items() if name.startswith("feed/")}}
+
+{runtime}
+
+def axes(a, src, dst):
+    """a with axes named by the letters src put in the order dst."""
+    return np.transpose(a, [src.index(letter) for letter in dst])
+
+
+def run_framework():
+    """Each layer's Y as [N, T, D*H], the final states as [layers * D, N, H], float64."""
+    got = run_model()
+    N, T = SPEC["batch"], SPEC["seq_len"]
+    L, lstm = SPEC["num_layers"], SPEC["has_cell_state"]
+    if CALL.get("read") == "module":  # an exported nn.LSTM / nn.GRU: y, h_n (, c_n)
+        values = [np.asarray(got[name], dtype=np.float64) for name in CALL["outputs"]]
+        return {{L - 1: values[0]}}, values[1], (values[2] if lstm else None)
+
+    def state(name):
+        return np.asarray(got[name], dtype=np.float64)
+
+    ys = {{k: axes(state(f"Y{{k}}"), CALL["y_axes"], "NTDH").reshape(N, T, -1) for k in range(L)}}
+    h_n = np.concatenate([axes(state(f"Y_h{{k}}"), CALL["state_axes"], "DNH") for k in range(L)])
+    c_n = (np.concatenate([axes(state(f"Y_c{{k}}"), CALL["state_axes"], "DNH") for k in range(L)])
+           if lstm else None)
+    return ys, h_n, c_n
+'''
+
+RUNTIMES = {
+    "onnxruntime": ('''import onnxruntime as ort  # noqa: E402
+
+
+def framework_versions():
+    return {"onnxruntime": ort.__version__}
+
+
+def device():
+    return "CPUExecutionProvider"
+
+
+def run_model():
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    with open(MODEL, "rb") as f:
+        sess = ort.InferenceSession(f.read(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, FEEDS)))
+''', "ONNX Runtime (pip install onnxruntime)"),
+    "openvino": ('''import io  # noqa: E402
+
+# as the harness ran it: without openvino_telemetry, which ``import openvino`` would use to
+# send a usage event and write a client id under ~/intel
+sys.modules.setdefault("openvino_telemetry", None)
+import openvino as ov  # noqa: E402
+from openvino.frontend import FrontEndManager  # noqa: E402
+
+
+def framework_versions():
+    return {"openvino": ov.__version__}
+
+
+def device():
+    return "CPU plugin " + ov.Core().get_property("CPU", "FULL_DEVICE_NAME")
+
+
+def run_model():
+    """The ONNX frontend reads the model's bytes; the CPU plugin compiles it with the
+    inference precision pinned (its default on a CPU with bf16 is bf16)."""
+    frontend = FrontEndManager().load_by_framework("onnx")
+    with open(MODEL, "rb") as f:
+        model = frontend.convert(frontend.load(io.BytesIO(f.read())))
+    compiled = ov.Core().compile_model(model, "CPU", CALL["compile_config"])
+    return {port.get_any_name(): value for port, value in compiled(FEEDS).items()}
+''', "OpenVINO (pip install openvino)"),
+    "onnx-reference": ('''import onnx  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+
+def framework_versions():
+    return {"onnx": onnx.__version__}
+
+
+def device():
+    return "onnx.reference (NumPy)"
+
+
+def run_model():
+    evaluator = ReferenceEvaluator(onnx.load(MODEL))
+    names = list(evaluator.output_names)
+    return dict(zip(names, evaluator.run(names, FEEDS)))
+''', "onnx (pip install onnx)"),
+}
+
+
+def _onnx(record: ReproRecord) -> tuple[str, str]:
+    call = record.handed.call
+    runtime, needs = RUNTIMES[call["runtime"]]
+    return ONNX.format(call=_py(call), runtime=runtime), needs
+
+
+# PyTorch -------------------------------------------------------------------------------------
+
+TORCH = '''
+import torch  # noqa: E402
+
+CALL = {call}
+
+
+def framework_versions():
+    return {{"torch": torch.__version__}}
+
+
+def device():
+    if CALL["device"] == "cuda":
+        return f"{{torch.cuda.get_device_name()}} (CUDA {{torch.version.cuda}}, cuDNN " \\
+               f"{{torch.backends.cudnn.version()}})"
+    return "cpu"
+
+
+def tf32(allow):
+    """cuDNN's TF32 for RNNs, as the harness held it (the per-op API of torch >= 2.9, else the
+    legacy flag)."""
+    rnn = getattr(torch.backends.cudnn, "rnn", None)
+    if rnn is not None and hasattr(rnn, "fp32_precision"):
+        rnn.fp32_precision = "tf32" if allow else "ieee"
+    else:
+        torch.backends.cudnn.allow_tf32 = allow
+
+
+def run_framework():
+    if "cudnn_rnn_tf32" in CALL:
+        tf32(CALL["cudnn_rnn_tf32"])
+    dtype, dev = getattr(torch, CALL["dtype"]), CALL["device"]
+    module = getattr(torch.nn, CALL["module"])(**CALL["kwargs"], dtype=dtype, device=dev)
+    module.load_state_dict({{k: torch.from_numpy(np.ascontiguousarray(v))
+                            for k, v in HANDED.items()}}, strict=True)
+    module.eval()
+
+    def t(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device=dev, dtype=dtype)
+
+    def n(a):
+        return a.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+    x, h0 = t(X), t(H0)
+    state = (h0, t(C0)) if C0 is not None else h0
+    with torch.no_grad():
+        if CALL["lengths"]:
+            packed = torch.nn.utils.rnn.pack_padded_sequence(
+                x, torch.as_tensor(LENGTHS), batch_first=True, enforce_sorted=False)
+            y, hc = module(packed, state)
+            y, _ = torch.nn.utils.rnn.pad_packed_sequence(y, batch_first=True,
+                                                          total_length=SPEC["seq_len"])
+        else:
+            y, hc = module(x, state)
+    h_n, c_n = hc if C0 is not None else (hc, None)
+    return {{SPEC["num_layers"] - 1: n(y)}}, n(h_n), (None if c_n is None else n(c_n))
+'''
+
+
+def _torch(record: ReproRecord) -> tuple[str, str]:
+    return TORCH.format(call=_py(record.handed.call)), "PyTorch (pip install torch)"
+
+
+# Keras (tf_keras, Keras 3 on TensorFlow) -------------------------------------------------------
+
+KERAS = '''
+{backend}import tensorflow as tf  # noqa: E402
+import {module} as K  # noqa: E402
+
+CALL = {call}
+NAMES = ("forward", "backward")
+
+
+def framework_versions():
+    return {{"tensorflow": tf.__version__, CALL["module"]: K.__version__}}
+
+
+def device():
+    return CALL["device"] + " (" + ", ".join(d.name for d in tf.config.list_physical_devices()) \\
+        + " visible)"
+
+
+def short_name(variable):
+    return variable.name.split("/")[-1].split(":")[0]  # tf_keras: gru/gru_cell/kernel:0
+
+
+def run_framework():
+    """One Keras layer per case layer (Bidirectional for two directions, go_backwards for the
+    reverse one), its cell variables set by name, called eagerly with the initial states (and
+    a mask for lengths); a reverse layer's y flipped back into input time order, and padded
+    steps of a one-direction masked layer zeroed (Keras CPU repeats the last valid output
+    there)."""
+    L, D, H = SPEC["num_layers"], len(SPEC["directions"]), SPEC["hidden_size"]
+    lstm, dtype = SPEC["has_cell_state"], CALL["dtype"]
+    np_dtype = tf.as_dtype(dtype).as_numpy_dtype
+    cls = getattr(K.layers, CALL["cls"])
+
+    def tensor(a):
+        return tf.constant(np.asarray(a).astype(np_dtype), dtype=dtype)
+
+    with tf.device(CALL["device"]):
+        mask = None
+        if CALL["lengths"]:
+            mask = tf.constant(np.arange(SPEC["seq_len"])[None, :] < LENGTHS[:, None])
+        x = tensor(X)
+        h0 = [tensor(h) for h in H0]
+        c0 = [tensor(c) for c in C0] if lstm else []
+        ys, h_n, c_n = {{}}, [], []
+        for k in range(L):
+            if D == 2:
+                rnn = K.layers.Bidirectional(cls(**CALL["kwargs"]), dtype=dtype)
+            else:
+                rnn = cls(go_backwards=SPEC["dir_mode"] == "reverse", **CALL["kwargs"])
+            rnn.build((SPEC["batch"], SPEC["seq_len"], SPEC["input_size"] if k == 0 else D * H))
+            subs = ([(0, rnn.forward_layer), (1, rnn.backward_layer)] if D == 2
+                    else [(SPEC["directions"][0], rnn)])
+            for d, sub in subs:
+                prefix = "" if L == 1 and D == 1 else f"layer{{k}}/{{NAMES[d]}}/"
+                sub.set_weights([HANDED[prefix + short_name(v)].astype(np_dtype)
+                                 for v in sub.weights])
+            states = []
+            for j in range(D):
+                states += [h0[k * D + j]] + ([c0[k * D + j]] if lstm else [])
+            y, *finals = rnn(x, initial_state=states, mask=mask)
+            if SPEC["dir_mode"] == "reverse":
+                y = tf.reverse(y, axis=[1])
+            if mask is not None and D == 1:
+                y = y * tf.cast(mask, y.dtype)[:, :, None]
+            n = 2 if lstm else 1
+            for j in range(D):
+                h_n.append(finals[j * n])
+                if lstm:
+                    c_n.append(finals[j * n + 1])
+            ys[k] = np.asarray(y.numpy()).astype(np.float64)
+            x = y
+
+    def f64(ts):
+        return np.stack([np.asarray(t.numpy()).astype(np.float64) for t in ts])
+
+    return ys, f64(h_n), (f64(c_n) if lstm else None)
+'''
+
+
+def _keras(record: ReproRecord) -> tuple[str, str]:
+    call = record.handed.call
+    keras3 = call["module"] == "keras"
+    backend = ('os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # as the harness ran it\n'
+               if keras3 else "")
+    needs = ("TensorFlow and Keras 3 (pip install tensorflow keras)" if keras3 else
+             "TensorFlow and tf_keras (pip install tensorflow tf_keras)")
+    return KERAS.format(backend=backend, module=call["module"], call=_py(call)), needs
+
+
+RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {
+    "flax": _flax, "onnx": _onnx, "torch": _torch, "keras": _keras}
+"""Handed.family -> (the framework part of the script, what it needs installed)."""
+
+
+def script(record: ReproRecord) -> str:
+    """The whole ``repro.py`` of ``record`` (which has a handed record of a known family)."""
+    assert record.handed is not None
+    framework, needs = RENDERERS[record.handed.family](record)
+    head = HEADER.format(title=f"{record.title}: diverges from the float64 {record.spec['cell']}"
+                         " equations" if record.status != "pass" else record.title,
+                         case=record.case, adapter=record.adapter, status=record.status,
+                         needs=needs, spec=_py(record.spec), atol=record.atol, rtol=record.rtol)
+    return (head + _data_block(data_arrays(record)) + INPUTS + "\n\n" + equations.source()
+            + "\n" + framework + COMPARE)
+
+
+def needs(record: ReproRecord) -> str:
+    assert record.handed is not None
+    return RENDERERS[record.handed.family](record)[1]
