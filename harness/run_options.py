@@ -33,6 +33,10 @@ class RunOptions:
     # cpu | gpu | all, as ``--device``: on gpu each case's float64 reference and noise floor are
     # computed on the GPU where torch sees one (harness.prepare.prepare)
     device: str = "all"
+    # the adapters named on the command line (``--adapters``, ``all`` left out): a named-only
+    # adapter (Adapter.named_only) runs on every case there, else only on the cases whose
+    # ``adapters:`` name it. None: every adapter handed to the run counts as named
+    named: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.jobs < 1:

@@ -198,6 +198,11 @@ class Adapter:
     # calls go to that worker, :mod:`harness.isolation`), e.g. for a framework that reads its
     # configuration once per process, at import, from the environment
     own_process: dict[str, str] | None = None
+    # not None: why the adapter is left out of the default selection (``--adapters`` not given,
+    # or ``all``), e.g. a compile per case that costs seconds; it runs on a case only when named
+    # on the command line or in that case's ``adapters:`` (harness.adapters.select,
+    # harness.runner.selected_by_case). The ``adapters`` command and the report show it.
+    named_only: str | None = None
 
     _availability: str | None | bool = False  # False: not checked yet
 

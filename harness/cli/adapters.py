@@ -51,7 +51,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.json or args.format == "json":
         print(json.dumps({a.name: {"available": reasons[a.name] is None,
                                    "reason": reasons[a.name], "device": a.device,
-                                   "layout": a.layout_name, "capabilities": a.capabilities.table()}
+                                   "layout": a.layout_name, "named_only": a.named_only,
+                                   "capabilities": a.capabilities.table()}
                           for a in ADAPTERS.values()}, indent=2))
         return 0
     print(tabulate(rows, headers=["adapter", "device", "available", "layout", "cells", "directions",
@@ -59,4 +60,10 @@ def handle(args: argparse.Namespace) -> int:
     if notes:
         print("\nGradients not compared (forward only) for cases with these features:")
         print("\n".join(notes))
+    named_only = [f"  {a.name}: run when named: {a.named_only}" for a in ADAPTERS.values()
+                  if a.named_only is not None]
+    if named_only:
+        print("\nLeft out of the default selection (run when named in --adapters or in a "
+              "case's adapters:):")
+        print("\n".join(named_only))
     return 0
