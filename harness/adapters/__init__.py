@@ -25,6 +25,7 @@ from harness.adapters.reference_cuda import ReferenceCUDA
 from harness.adapters.tf_block import TFBlockLSTM, TFBlockLSTMV2
 from harness.adapters.tf_cudnn import TFCuDNN
 from harness.adapters.tf_legacy import TFLegacy
+from harness.adapters.torch_compile import TorchCompile
 from harness.adapters.torch_cpu import TorchCPU
 from harness.adapters.torch_cudnn import TorchCuDNN, TorchCuDNNTF32
 from harness.adapters.torch_onnx_dynamo import TorchOnnxDynamo
@@ -38,6 +39,7 @@ ADAPTERS: dict[str, Adapter] = {
         Reference(),
         NoiseFloor(),
         TorchCPU(),
+        TorchCompile(),
         OnnxRuntime(),
         OpenVINO(), OpenVINOBatchMajor(),
         OnnxReference(),
