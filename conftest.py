@@ -72,13 +72,18 @@ class CaseFile(pytest.File):
     def collect(self):
         from harness import adapters as registry
         from harness.cases import load_cases
+        from harness.runner import selected_by_case
 
         names = self.config.getoption("--adapters")
-        chosen = registry.select(names.split(",") if names else None,
-                                 self.config.getoption("--device"))
-        for case in load_cases(self.path):
+        names = names.split(",") if names else None
+        cases = load_cases(self.path)
+        # a named-only adapter (left out of the default selection for cost) is collected for
+        # the cases it is named for: in --adapters or in the case's adapters:
+        chosen = registry.select(names, self.config.getoption("--device"), cases)
+        named = frozenset(names or ()) - {"all"}
+        for case in cases:
             for adapter in chosen:
-                if adapter.baseline:
+                if adapter.baseline or not selected_by_case(case, adapter, named):
                     continue
                 item = PairItem.from_parent(self, name=f"{case.name}::{adapter.name}",
                                             case=case, adapter=adapter)

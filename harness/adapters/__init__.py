@@ -14,6 +14,8 @@ from harness.adapters.flax_nnx import FlaxNnx
 from harness.adapters.keras import Keras
 from harness.adapters.keras3 import Keras3
 from harness.adapters.keras3_jax import Keras3Jax
+from harness.adapters.keras3_openvino import Keras3OpenVINO
+from harness.adapters.keras3_torch import Keras3Torch
 from harness.adapters.keras_cudnn import KerasCuDNN
 from harness.adapters.litert_keras3 import LiteRTKeras3
 from harness.adapters.litert_tf_keras import LiteRTTfKeras
@@ -47,7 +49,7 @@ ADAPTERS: dict[str, Adapter] = {
         TorchOnnxTorchScript(),
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
-        Keras(), Keras3(), Keras3Jax(),
+        Keras(), Keras3(), Keras3Jax(), Keras3Torch(), Keras3OpenVINO(),
         LiteRTTfKeras(), LiteRTKeras3(),
         FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
@@ -88,4 +90,5 @@ def left_out(chosen: Iterable[Adapter], device: str = "all") -> dict[str, str]:
             and (device == "all" or a.device == device)}
 
 
-__all__ = ["ADAPTERS", "Adapter", "AdapterFault", "Capabilities", "get_adapter", "left_out", "select"]
+__all__ = ["ADAPTERS", "Adapter", "AdapterFault", "Capabilities", "get_adapter", "left_out",
+           "select"]

@@ -97,9 +97,11 @@ class TorchCompile(TorchRNN):
         return compile_fx(gm, example_inputs)
 
     def check_available(self) -> None:
-        torch = import_torch()
-        import torch._dynamo  # noqa: F401  (torch.compile's front end)
-        import torch._inductor.compile_fx  # noqa: F401
+        import importlib
+
+        import_torch()
+        for front_and_back in ("torch._dynamo", "torch._inductor.compile_fx"):
+            importlib.import_module(front_and_back)
 
     def versions(self) -> dict[str, str]:
         torch = import_torch()
