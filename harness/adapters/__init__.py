@@ -19,6 +19,7 @@ from harness.adapters.keras3_torch import Keras3Torch
 from harness.adapters.keras_cudnn import KerasCuDNN
 from harness.adapters.litert_keras3 import LiteRTKeras3
 from harness.adapters.litert_tf_keras import LiteRTTfKeras
+from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
 from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
@@ -52,6 +53,7 @@ ADAPTERS: dict[str, Adapter] = {
         Keras(), Keras3(), Keras3Jax(), Keras3Torch(), Keras3OpenVINO(),
         LiteRTTfKeras(), LiteRTKeras3(),
         FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
+        MLX(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
     )
 }

@@ -48,6 +48,7 @@ MINIMUM_VERSIONS = {
     "jax": "0.10.2",
     "flax": "0.12.8",
     "msgpack": "1.2.4",
+    "mlx": "0.32.4",
 }
 
 

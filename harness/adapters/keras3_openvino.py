@@ -32,6 +32,8 @@ class Keras3OpenVINO(Keras3BackendAdapter):
     requires = ("openvino", "keras")
     backend = "openvino"
     own_process = {"KERAS_BACKEND": "openvino"}
+    named_only = ("each eager Keras op is compiled by OpenVINO's CPU plugin when it runs: "
+                  "seconds a case")
     fused_form = "one OpenVINO sequence node (LSTMSequence for lstm, GRUSequence for gru)"
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
