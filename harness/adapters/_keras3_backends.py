@@ -50,8 +50,9 @@ FLOAT64_REASON = ("Keras 3 off TensorFlow computes a float64 LSTM/GRU's tanh in 
                   "(result_type demotes 64-bit types, keras-team/keras#23223)")
 
 
-def import_keras_backend(backend: str) -> Any:
-    """Keras 3 on ``backend`` in a worker started for it, or Unavailable."""
+def import_keras_backend(backend: str, blocked: tuple[str, ...] = ()) -> Any:
+    """Keras 3 on ``backend`` in a worker started for it, or Unavailable. ``blocked``: modules
+    kept from being imported in the worker (e.g. a backend's telemetry)."""
     if os.environ.get("KERAS_BACKEND") != backend:  # only in the worker this adapter runs in
         raise Unavailable(f"Keras 3 on {backend} runs in a worker process of its own "
                           f"(KERAS_BACKEND={backend}); this process was not started for it")
@@ -60,6 +61,9 @@ def import_keras_backend(backend: str) -> Any:
         # imports TensorFlow whenever it is installed, only for an isinstance test: seconds
         # of import in a process that has no TF object. Blocked in this worker.
         sys.modules["tensorflow"] = None  # type: ignore[assignment]
+    if "keras" not in sys.modules:
+        for name in blocked:
+            sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     try:
         import keras
     except ImportError as exc:
@@ -176,12 +180,16 @@ class Keras3BackendAdapter(Adapter):
     native_in_case_dtype = True
     backend = ""
     fused_form = ""
+    blocked_modules: tuple[str, ...] = ()  # kept from being imported in the worker
+
+    def import_keras(self) -> Any:
+        return import_keras_backend(self.backend, self.blocked_modules)
 
     def check_available(self) -> None:
-        import_keras_backend(self.backend)
+        self.import_keras()
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        keras = import_keras_backend(self.backend)
+        keras = self.import_keras()
         return run_keras_ops(keras, case, native, inputs,
                              activation=ACTIVATIONS[case.recurrent_activation],
                              fused_form=self.fused_form)

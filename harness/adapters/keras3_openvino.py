@@ -20,7 +20,6 @@ from harness.adapters._keras3_backends import (
     ACTIVATIONS,
     FLOAT64_REASON,
     Keras3BackendAdapter,
-    import_keras_backend,
 )
 from harness.adapters.base import Capabilities
 
@@ -32,6 +31,10 @@ class Keras3OpenVINO(Keras3BackendAdapter):
     requires = ("openvino", "keras")
     backend = "openvino"
     own_process = {"KERAS_BACKEND": "openvino"}
+    # `import openvino` imports its model converter, which sends a usage event and writes a
+    # client id under ~/intel through openvino_telemetry where installed (as the openvino
+    # adapter, harness/adapters/openvino.py): kept out, OpenVINO uses its no-op stub
+    blocked_modules = ("openvino_telemetry",)
     named_only = ("each eager Keras op is compiled by OpenVINO's CPU plugin when it runs: "
                   "seconds a case")
     fused_form = "one OpenVINO sequence node (LSTMSequence for lstm, GRUSequence for gru)"
@@ -43,7 +46,7 @@ class Keras3OpenVINO(Keras3BackendAdapter):
     )
 
     def versions(self) -> dict[str, str]:
-        keras = import_keras_backend(self.backend)
+        keras = self.import_keras()
         import openvino
 
         return {"keras": keras.__version__, "keras_backend": keras.backend.backend(),

@@ -22,7 +22,6 @@ from harness.adapters._keras3_backends import (
     ACTIVATIONS,
     FLOAT64_REASON,
     Keras3BackendAdapter,
-    import_keras_backend,
 )
 from harness.adapters.base import Capabilities
 
@@ -43,7 +42,7 @@ class Keras3Torch(Keras3BackendAdapter):
     )
 
     def versions(self) -> dict[str, str]:
-        keras = import_keras_backend(self.backend)
+        keras = self.import_keras()
         import torch
 
         return {"keras": keras.__version__, "keras_backend": keras.backend.backend(),

@@ -19,7 +19,8 @@ the folder is removed), precompiled C++ headers (kept in a folder fixed at impor
 ``$TMPDIR``) are not made, and dynamo's compiled code is reset after each case, so nothing is
 written outside and no case reuses another's compile.
 
-Costly: a compile per case (seconds to a minute on 2 cores), so the adapter is left out of the
+Costly: a compile per case (24 s of CPU for a 2-layer bidirectional LSTM; 40 s to minutes of
+wall time on 2 shared cores, docs/deployment.md), so the adapter is left out of the
 default selection (:attr:`Adapter.named_only`) and runs when named.
 
 Variable-length batches need a ``PackedSequence``, which dynamo (torch 2.13) does not capture at
@@ -41,6 +42,7 @@ import numpy as np
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
 from harness.adapters.base import Capabilities
 from harness.data import Inputs, Outputs
+from harness.errors import Unavailable
 from harness.spec import Case
 
 PACKED_REASON = ("torch.compile (torch 2.13) does not capture nn.LSTM/nn.GRU on a "
@@ -78,8 +80,8 @@ def compile_scope(torch, allow_rnn: bool = True) -> Iterator[None]:
 class TorchCompile(TorchRNN):
     name = "torch-compile"
     title = "torch.compile (Inductor) of nn.LSTM/nn.GRU (CPU)"
-    named_only = ("compiles the model once per case with Inductor: seconds to a minute a case "
-                  "on 2 cores")
+    named_only = ("compiles the model once per case with Inductor: tens of seconds a case on 2 "
+                  "cores, minutes under load")
     capabilities = Capabilities(
         projection=True,
         gru_reset_after=frozenset({True}),
@@ -97,11 +99,15 @@ class TorchCompile(TorchRNN):
         return compile_fx(gm, example_inputs)
 
     def check_available(self) -> None:
-        import importlib
+        import importlib.util
 
-        import_torch()
-        for front_and_back in ("torch._dynamo", "torch._inductor.compile_fx"):
-            importlib.import_module(front_and_back)
+        torch = import_torch()
+        # found, not imported: dynamo and Inductor take seconds to import, paid by the first pair
+        missing = [m for m in ("torch._dynamo", "torch._inductor")
+                   if importlib.util.find_spec(m) is None]
+        if missing or not hasattr(torch, "compile"):
+            raise Unavailable(f"torch {torch.__version__} has no torch.compile "
+                              f"({', '.join(missing) or 'torch.compile'} missing)")
 
     def versions(self) -> dict[str, str]:
         torch = import_torch()
