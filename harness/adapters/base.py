@@ -162,7 +162,7 @@ REQUIREMENTS: list[Requirement] = [
      lambda c: f"no GRU with reset_after={c.reset_after}"),
     ("variable_lengths", lambda c: c.seq_lengths is not None, lambda a, c: a.variable_lengths,
      lambda c: "no variable-length batches"),
-    ("initial_state", lambda c: c.initial_state != "zeros", lambda a, c: a.initial_state,
+    ("initial_state", lambda c: c.initial_state == "random", lambda a, c: a.initial_state,
      lambda c: "no initial states"),
     ("multi_layer", lambda c: c.num_layers > 1, lambda a, c: a.multi_layer,
      lambda c: "no stacked layers"),

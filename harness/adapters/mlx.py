@@ -5,11 +5,12 @@ the steps (the input projections precomputed in one ``addmm``), evaluated lazily
 builds one module per layer and direction, runs the reverse direction on the flipped sequence
 and flips its outputs back, and concatenates a bidirectional layer's two outputs.
 
-The initial state: where the case's is zeros the adapter omits it (``hidden=None``,
-``cell=None``), as a user does, so MLX's own t = 0 branch runs; a random one is passed. That
+The initial state: a case's ``initial_state: none`` is omitted (``hidden=None``, ``cell=None``),
+as a user does, so MLX's own t = 0 branch runs; zeros and random states are passed. That
 branch is where mlx#3249 lived (a GRU with ``hidden=None`` dropped ``bhn`` at t = 0, from v0.7.0
 until the fix in 0.32): with the installed fixed release, tests/adapters/test_adapter_mlx.py
-plants the old branch and sees it DIVERGED. The reason says which form ran.
+plants the old branch and sees it DIVERGED on ``none`` and passing on ``zeros``
+(cases/initial-state-omitted.yaml runs the fixed one). The reason says which form ran.
 
 No masking in MLX's modules: variable-length batches are not applicable. Forward only.
 """
@@ -68,10 +69,6 @@ class MLX(Adapter):
                                      "(mlx 0.32.4: 1e-8 off), so a float64 LSTM/GRU is ~1e-8 off"},
     )
 
-    # a zero initial state is omitted (hidden=None), MLX's own zero-state branch; False: passed
-    # as zeros (tests compare the two, mlx#3249's signature)
-    omit_zero_state = True
-
     def check_available(self) -> None:
         mx, _ = import_mlx()
         mx.set_default_device(mx.cpu)
@@ -92,7 +89,7 @@ class MLX(Adapter):
         mx, nn = import_mlx()
         dtype = getattr(mx, case.dtype)
         lstm = case.cell_kind.has_cell_state
-        omit = self.omit_zero_state and case.initial_state == "zeros"
+        omit = case.initial_state == "none"  # MLX's own zero-state branch (hidden=None)
         single = case.num_layers == 1 and case.num_directions == 1
 
         def array(a: np.ndarray) -> Any:

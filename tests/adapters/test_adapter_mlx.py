@@ -2,10 +2,10 @@
 
 mlx#3249 (2026-03): ``nn.GRU`` called with ``hidden=None`` dropped ``bhn`` at t = 0 (present
 from v0.7.0). The installed mlx 0.32.4 has the fix (``n = n + r * bhn`` where there is no
-hidden state), so the old branch is planted: the adapter omits a zero initial state, as a user
-does, so a zero-state GRU case takes that branch and must be DIVERGED at t = 0; the same case
-with the zeros passed explicitly, and a random initial state, must pass (the signature: exact
-with zeros given, wrong at t = 0 without).
+hidden state), so the old branch is planted: the adapter omits the initial state of an
+``initial_state: none`` case, as a user does, so a GRU case there takes that branch and must be
+DIVERGED at t = 0; the same case with the zeros given (``initial_state: zeros``), and a random
+initial state, must pass (the signature: exact with zeros given, wrong at t = 0 without).
 """
 
 from __future__ import annotations
@@ -59,24 +59,21 @@ class Before3249(MLX):
         return GRUBefore3249(input_size, case.hidden_size)
 
 
-class ZerosGiven(Before3249):
-    omit_zero_state = False
-
-
 def test_gru_hidden_none_dropping_bhn_is_diverged_at_t0():
-    r = run_pair(prepare(make(name="mlx-3249")), Before3249())
+    r = run_pair(prepare(make(name="mlx-3249", initial_state="none")), Before3249())
     assert r.status == compare.DIVERGED, r.reason
     f = r.first_diverging
     assert (f["output"], f["layer"], f["t"]) == ("y", 0, 0), compare.where(f)
     assert "initial state omitted (hidden=None" in r.reason
     # zeros passed explicitly, or a random state: the hidden-state branch, exact
-    assert run_pair(prepare(make(name="given")), ZerosGiven()).status == compare.PASS
+    assert run_pair(prepare(make(name="given")), Before3249()).status == compare.PASS
     assert run_pair(prepare(make(name="random", initial_state="random")),
                     Before3249()).status == compare.PASS
 
 
-def test_installed_mlx_omits_the_zero_state_and_passes():
-    r = run_pair(prepare(make(name="fixed", num_layers=2, bidirectional=True)), MLX())
+def test_installed_mlx_omits_the_state_and_passes():
+    r = run_pair(prepare(make(name="fixed", num_layers=2, bidirectional=True,
+                              initial_state="none")), MLX())
     assert r.status == compare.PASS, r.reason
     assert "initial state omitted (hidden=None" in r.reason
 
