@@ -34,6 +34,8 @@ def test_adapters_table_shows_gradient_exclusions(capsys):
     assert "gradients" not in rows["onnxruntime"][-1]
     # the note under the table says why
     note = out.split("Gradients not compared (forward only) for cases with these features:\n")[1]
+    note, _, named_only = note.partition("\n\n")  # then the adapters run when named
+    assert "  torch-compile: run when named: " in named_only
     assert note.splitlines() == [
         "  tf-block with cell_clip: TF BlockLSTMGrad has no cell_clip and differentiates the "
         "clip as the identity",
