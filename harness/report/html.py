@@ -52,7 +52,7 @@ th { background: #eef1f5; } td.num { text-align: right; font-variant-numeric: ta
    sideways with the case column kept in view */
 .grid { width: calc(100vw - 4em); max-width: max-content; overflow-x: auto; }
 table.matrix { margin: 0; }
-table.matrix td { text-align: center; padding: .15em .2em; line-height: 1.25; font-size: 11px; }
+table.matrix td { text-align: center; padding: .15em .1em; line-height: 1.25; font-size: 10px; }
 table.matrix a { color: inherit; }
 table.matrix th { font-size: 12px; }
 table.matrix tr:first-child th + th { writing-mode: vertical-rl; transform: rotate(180deg);
