@@ -51,6 +51,7 @@ CASES: dict[str, list[dict]] = {
              {"name": "gru", **GRU}],
     "flax": [{"name": "lstm-fb1", **LSTM, "forget_bias": 1.0}, {"name": "gru", **GRU}],
     "flax-nnx": [{"name": "lstm", **LSTM}, {"name": "gru", **GRU}],
+    "mlx": [{"name": "lstm-fb1", **LSTM, "forget_bias": 1.0}, {"name": "gru", **GRU}],
 }
 
 

@@ -73,6 +73,8 @@ class RunResult:
     # the host and GPU memory limits the cases were held to (MemoryLimit.record), for run.json;
     # None when the run was given a plain byte count or none
     memory_limits: dict | None = None
+    # named-only adapters (Adapter.named_only) the default selection left out: name -> why
+    left_out: dict[str, str] = field(default_factory=dict)
 
     @property
     def divergence(self) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness import attribution, compare, isolation, known_bugs, steplocal
 from harness import blind as blind_check
-from harness.adapters import Adapter, get_adapter
+from harness.adapters import Adapter, get_adapter, left_out
 from harness.adapters.base import not_installed
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
@@ -40,28 +40,44 @@ from harness.spec import Case
 from harness.workers import Worker
 
 
-def selected_by_case(case: Case, adapter: Adapter) -> bool:
+def selected_by_case(case: Case, adapter: Adapter,
+                     named: frozenset[str] | None = None) -> bool:
+    """Whether ``case`` runs ``adapter``: its ``adapters:`` and ``exclude:`` lists, and for a
+    named-only adapter (:attr:`Adapter.named_only`) whether it is named explicitly, on the
+    command line (``named``; None: the caller named it) or in the case's ``adapters:``."""
     wanted = set(case.adapters)
     unwanted = set(case.exclude)  # `exclude: [all]` excludes every adapter
+    if (adapter.named_only is not None and named is not None and adapter.name not in named
+            and adapter.name not in wanted):
+        return False
     return (("all" in wanted or adapter.name in wanted)
             and "all" not in unwanted and adapter.name not in unwanted)
+
+
+def not_selected_reason(adapter: Adapter) -> str:
+    why = "not selected by the case (adapters/exclude)"
+    if adapter.named_only is not None:
+        why += f"; {adapter.name} runs when named: {adapter.named_only}"
+    return why
 
 
 LOW_PRECISION = ("float32", "float16", "bfloat16")
 
 
 def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | None = None,
-             step_mode: str = "auto", attribute: bool = True) -> PairResult:
+             step_mode: str = "auto", attribute: bool = True,
+             named: frozenset[str] | None = None) -> PairResult:
     """Run one pair; every outcome, including a crash, a hang past the executor's timeout or a
     dead worker process, becomes a PairResult. ``executor``: where the adapter runs
     (:mod:`harness.isolation`; default: right here, no time limit). ``step_mode``: when to add
     step-local rows (:func:`wants_step_mode`). ``attribute``: a DIVERGED pair of a GPU adapter
-    that declares rerun variants is rerun with each to name the cause."""
+    that declares rerun variants is rerun with each to name the cause. ``named``: the adapters
+    named on the command line (:func:`selected_by_case`; None: this one is named)."""
     executor = executor or isolation.InProcess()
     case = prep.case
     r = PairResult(case.name, adapter.name, compare.ERROR)
-    if not selected_by_case(case, adapter):
-        r.status, r.reason = compare.NOT_APPLICABLE, "not selected by the case (adapters/exclude)"
+    if not selected_by_case(case, adapter, named):
+        r.status, r.reason = compare.NOT_APPLICABLE, not_selected_reason(adapter)
         return r
     reason = adapter.not_applicable_reason(case)
     if reason is None and type(adapter) is Reference and prep.baseline_on != "numpy":
@@ -320,7 +336,7 @@ def _case_events(case: Case, adapters: list[Adapter], executor: isolation.Execut
     yield CasePrepared(case.name, prep.seconds)
     for adapter in adapters:
         yield PairStarted(case.name, adapter.name)
-        r = run_pair(prep, adapter, executor, options.step_mode)
+        r = run_pair(prep, adapter, executor, options.step_mode, named=options.named)
         if options.repro and repro_record.wanted(r.status, case, adapter.name,
                                                  r.handed is not None):
             r.repro = _repro(prep, adapter, r)
@@ -354,14 +370,19 @@ def _repro(prep: Prepared, adapter: Adapter, r: PairResult) -> repro_record.Repr
     return repro_record.make_record(prep, adapter, r, handed)
 
 
-def _plan(cases: list[Case], adapters: list[Adapter], shard: Shard | None
-          ) -> list[tuple[Case, list[Adapter]]]:
+def _plan(cases: list[Case], adapters: list[Adapter], shard: Shard | None,
+          named: frozenset[str] | None = None) -> list[tuple[Case, list[Adapter]]]:
     """Each case with the adapters it runs with: all of them, or the shard's pairs (cases
-    without a pair in the shard are left out)."""
+    without a pair in the shard are left out). A named-only adapter not named for a case
+    (:func:`selected_by_case`) has no pair there: it is in the run for the cases that name it."""
+    def planned(case: Case) -> list[Adapter]:
+        return [a for a in adapters
+                if a.named_only is None or selected_by_case(case, a, named)]
+
     if shard is None:
-        return [(case, list(adapters)) for case in cases]
-    mine = set(shard.pick(pair_id(c.name, a.name) for c in cases for a in adapters))
-    plan = [(c, [a for a in adapters if pair_id(c.name, a.name) in mine]) for c in cases]
+        return [(case, planned(case)) for case in cases]
+    mine = set(shard.pick(pair_id(c.name, a.name) for c in cases for a in planned(c)))
+    plan = [(c, [a for a in planned(c) if pair_id(c.name, a.name) in mine]) for c in cases]
     return [(c, chosen) for c, chosen in plan if chosen]
 
 
@@ -526,10 +547,12 @@ def run(cases: Iterable[Case], adapters: list[Adapter], options: RunOptions | No
     dies costs the pairs of its case that had not finished (error rows), and is replaced."""
     options = options or RunOptions()
     cases = list(cases)
-    plan = _plan(cases, adapters, options.shard)
+    plan = _plan(cases, adapters, options.shard, options.named)
     limits = options.max_memory.record() if isinstance(options.max_memory, MemoryLimit) else None
     result = RunResult([case for case, _ in plan], adapters, jobs=options.jobs,
                        memory_limits=limits)
+    if options.named is not None:  # a run that chose its adapters by name (the CLI's)
+        result.left_out = left_out(adapters, options.device)
     if options.shard is not None:
         result.shard = str(options.shard)
         result.shard_of = {"cases": [c.name for c in cases], "adapters": [a.name for a in adapters]}

@@ -157,8 +157,10 @@ class Case(_Strict):
     seq_lengths: list[PositiveInt] | None = Field(None,
         description="valid steps of each sequence (B entries, each <= seq_len); padded steps "
                     "follow")
-    initial_state: Literal["zeros", "random"] = Field("zeros",
-        description="zeros, or random h0 (and c0) drawn from the seed")
+    initial_state: Literal["zeros", "random", "none"] = Field("zeros",
+        description="zeros (given to every adapter as zero tensors), random h0 (and c0) drawn "
+                    "from the seed, or none: zeros, omitted by the adapters that can omit "
+                    "an initial state (the framework's own zero-state branch runs)")
     dtype: Literal["float64", "float32", "float16", "bfloat16"] = Field("float32",
         description="the precision every adapter computes in; the reference is float64")
     seed: NonNegativeInt = Field(0,

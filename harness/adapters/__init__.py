@@ -5,6 +5,8 @@ Importing this module imports no framework; each adapter imports its own when it
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from harness.adapters.base import Adapter, AdapterFault, Capabilities
 from harness.adapters.flax_linen import FlaxLinen
 from harness.adapters.flax_linen_optimized import FlaxLinenOptimized
@@ -12,9 +14,12 @@ from harness.adapters.flax_nnx import FlaxNnx
 from harness.adapters.keras import Keras
 from harness.adapters.keras3 import Keras3
 from harness.adapters.keras3_jax import Keras3Jax
+from harness.adapters.keras3_openvino import Keras3OpenVINO
+from harness.adapters.keras3_torch import Keras3Torch
 from harness.adapters.keras_cudnn import KerasCuDNN
 from harness.adapters.litert_keras3 import LiteRTKeras3
 from harness.adapters.litert_tf_keras import LiteRTTfKeras
+from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
 from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
@@ -23,11 +28,13 @@ from harness.adapters.reference_cuda import ReferenceCUDA
 from harness.adapters.tf_block import TFBlockLSTM, TFBlockLSTMV2
 from harness.adapters.tf_cudnn import TFCuDNN
 from harness.adapters.tf_legacy import TFLegacy
+from harness.adapters.torch_compile import TorchCompile
 from harness.adapters.torch_cpu import TorchCPU
 from harness.adapters.torch_cudnn import TorchCuDNN, TorchCuDNNTF32
 from harness.adapters.torch_onnx_dynamo import TorchOnnxDynamo
 from harness.adapters.torch_onnx_torchscript import TorchOnnxTorchScript
 from harness.errors import HarnessError
+from harness.spec import Case
 
 ADAPTERS: dict[str, Adapter] = {
     adapter.name: adapter
@@ -35,6 +42,7 @@ ADAPTERS: dict[str, Adapter] = {
         Reference(),
         NoiseFloor(),
         TorchCPU(),
+        TorchCompile(),
         OnnxRuntime(),
         OpenVINO(), OpenVINOBatchMajor(),
         OnnxReference(),
@@ -42,9 +50,10 @@ ADAPTERS: dict[str, Adapter] = {
         TorchOnnxTorchScript(),
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
-        Keras(), Keras3(), Keras3Jax(),
+        Keras(), Keras3(), Keras3Jax(), Keras3Torch(), Keras3OpenVINO(),
         LiteRTTfKeras(), LiteRTKeras3(),
         FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
+        MLX(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
     )
 }
@@ -57,13 +66,31 @@ def get_adapter(name: str) -> Adapter:
         raise HarnessError(f"unknown adapter {name!r}; known: {', '.join(ADAPTERS)}") from None
 
 
-def select(names: list[str] | None, device: str = "all") -> list[Adapter]:
-    """Adapters named (``all`` or None: every one), filtered by device (cpu | gpu | all)."""
+def select(names: list[str] | None, device: str = "all",
+           cases: Iterable[Case] = ()) -> list[Adapter]:
+    """Adapters named, filtered by device (cpu | gpu | all). No names, or ``all``: the default
+    selection, every adapter but those left out for cost (:attr:`Adapter.named_only`), which
+    come in only where named explicitly: in ``names`` beside ``all``, or in a case's
+    ``adapters:`` list (``cases``; :func:`harness.runner.selected_by_case` then runs it on
+    those cases only)."""
     if not names or "all" in names:
-        chosen = list(ADAPTERS.values())
+        named = set(names or ()) | {n for c in cases for n in c.adapters}
+        chosen = [a for a in ADAPTERS.values() if a.named_only is None or a.name in named]
+        chosen += [get_adapter(n) for n in names or () if n != "all"
+                   and get_adapter(n) not in chosen]
     else:
         chosen = [get_adapter(n) for n in names]
     return [a for a in chosen if device == "all" or a.device == device or a.baseline]
 
 
-__all__ = ["ADAPTERS", "Adapter", "AdapterFault", "Capabilities", "get_adapter", "select"]
+def left_out(chosen: Iterable[Adapter], device: str = "all") -> dict[str, str]:
+    """The named-only adapters of ``device`` not in ``chosen``: name -> why they are left out
+    of the default selection (the report's "run when named: ...")."""
+    names = {a.name for a in chosen}
+    return {a.name: a.named_only for a in ADAPTERS.values()
+            if a.named_only is not None and a.name not in names
+            and (device == "all" or a.device == device)}
+
+
+__all__ = ["ADAPTERS", "Adapter", "AdapterFault", "Capabilities", "get_adapter", "left_out",
+           "select"]

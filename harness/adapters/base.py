@@ -48,6 +48,7 @@ MINIMUM_VERSIONS = {
     "jax": "0.10.2",
     "flax": "0.12.8",
     "msgpack": "1.2.4",
+    "mlx": "0.32.4",
 }
 
 
@@ -146,7 +147,7 @@ REQUIREMENTS: list[Requirement] = [
      lambda c: f"no GRU with reset_after={c.reset_after}"),
     ("variable_lengths", lambda c: c.seq_lengths is not None, lambda a, c: a.variable_lengths,
      lambda c: "no variable-length batches"),
-    ("initial_state", lambda c: c.initial_state != "zeros", lambda a, c: a.initial_state,
+    ("initial_state", lambda c: c.initial_state == "random", lambda a, c: a.initial_state,
      lambda c: "no initial states"),
     ("multi_layer", lambda c: c.num_layers > 1, lambda a, c: a.multi_layer,
      lambda c: "no stacked layers"),
@@ -183,6 +184,11 @@ class Adapter:
     # calls go to that worker, :mod:`harness.isolation`), e.g. for a framework that reads its
     # configuration once per process, at import, from the environment
     own_process: dict[str, str] | None = None
+    # not None: why the adapter is left out of the default selection (``--adapters`` not given,
+    # or ``all``), e.g. a compile per case that costs seconds; it runs on a case only when named
+    # on the command line or in that case's ``adapters:`` (harness.adapters.select,
+    # harness.runner.selected_by_case). The ``adapters`` command and the report show it.
+    named_only: str | None = None
 
     _availability: str | None | bool = False  # False: not checked yet
 

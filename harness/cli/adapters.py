@@ -65,7 +65,8 @@ def handle(args: argparse.Namespace) -> int:
         print(json.dumps({a.name: {"available": reasons[a.name] is None,
                                    "checked": args.check,  # False: from the installed packages
                                    "reason": reasons[a.name], "device": a.device,
-                                   "layout": a.layout_name, "capabilities": a.capabilities.table(),
+                                   "layout": a.layout_name, "named_only": a.named_only,
+                                   "capabilities": a.capabilities.table(),
                                    "known_bugs": [b.upstream for b in for_adapter(a.name)]}
                           for a in ADAPTERS.values()}, indent=2))
         return 0
@@ -109,6 +110,11 @@ def _text(adapters: dict, reasons: dict[str, str | None], checked: bool) -> str:
     if bugs:
         parts.append("Known upstream bugs (harness/known_bugs.py): a pair they explain does not "
                      "fail a run:\n" + "\n".join(_wrap(b) for b in bugs))
+    named_only = [f"{a.name}: run when named: {a.named_only}" for a in adapters.values()
+                  if a.named_only is not None]
+    if named_only:
+        parts.append("Left out of the default selection (run when named in --adapters or in a "
+                     "case's adapters:):\n" + "\n".join(_wrap(n) for n in named_only))
     return "\n\n".join(parts)
 
 

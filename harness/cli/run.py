@@ -107,7 +107,9 @@ def handle(args: argparse.Namespace) -> int:
     check_adapters(names)
     device, why = default_device(args.device, args.require_gpu,
                                  named=bool(names) and "all" not in names)
-    chosen = registry.select(names, device)
+    # a named-only adapter (Adapter.named_only) comes in where named: here or in a case
+    chosen = registry.select(names, device, cases)
+    named = frozenset(n for n in names or () if n != "all")
     if args.require_gpu:
         missing, noted = runner.missing_gpu(chosen)
         for line in noted:
@@ -131,7 +133,7 @@ def handle(args: argparse.Namespace) -> int:
         prepare.check(case, limit)
     options = RunOptions(timeout=args.timeout or None, isolate=args.isolate, max_memory=limit,
                          keep_outputs=args.save_outputs, shard=shard, jobs=jobs, repro=args.repro,
-                         step_mode=args.step_mode, device=device)
+                         step_mode=args.step_mode, device=device, named=named)
     display = None if args.quiet else RunProgress() if args.verbose else RunDisplay()
     result = runner.run(cases, chosen, options, on_event=display)
     report_progress = None if args.quiet else _report_progress

@@ -8,6 +8,7 @@ from harness.layouts.canonical import CANONICAL
 from harness.layouts.flax import FLAX, FLAX_NNX
 from harness.layouts.keras import KERAS
 from harness.layouts.keras_cudnn import KERAS_CUDNN
+from harness.layouts.mlx import MLX
 from harness.layouts.onnx import ONNX
 from harness.layouts.tf_block import TF_BLOCK, TF_BLOCK_V2
 from harness.layouts.tf_cudnn import TF_CUDNN, TF_CUDNN_PARAMS
@@ -25,6 +26,7 @@ LAYOUTS: dict[str, Layout] = {
         TF_LEGACY,
         TF_CUDNN, TF_CUDNN_PARAMS, KERAS_CUDNN,
         FLAX, FLAX_NNX,
+        MLX,
     )
 }
 

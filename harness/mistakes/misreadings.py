@@ -490,7 +490,7 @@ def _variants(case: Case) -> list[Mistake]:
 
 def _data(case: Case, noops) -> list[Mistake]:
     out = []
-    zero_state = case.initial_state == "zeros"
+    zero_state = case.initial_state != "random"
     if case.seq_lengths is None and (zero_state or case.batch == case.seq_len):
         def time_major(trial: Trial) -> None:
             trial.time_major = True

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness.pytest_plugin.messages import failure_text, pair_properties
-from harness.pytest_plugin.options import chosen_adapters
+from harness.pytest_plugin.options import chosen_adapters, named_adapters
 
 LOAD_ITEM = "load"  # the item of a case file that cannot be loaded
 
@@ -33,9 +33,14 @@ class CaseFile(pytest.File):
         except HarnessError as exc:
             yield LoadError.from_parent(self, name=LOAD_ITEM, error=exc)
             return
-        adapters = [a for a in chosen_adapters(self.config) if not a.baseline]
+        from harness.runner import selected_by_case
+
+        adapters = [a for a in chosen_adapters(self.config, cases) if not a.baseline]
+        named = named_adapters(self.config)
         for case in cases:
-            yield CaseNode.from_parent(self, name=case.name, case=case, adapters=adapters)
+            mine = [a for a in adapters
+                    if a.named_only is None or selected_by_case(case, a, named)]
+            yield CaseNode.from_parent(self, name=case.name, case=case, adapters=mine)
 
 
 class CaseNode(pytest.Collector):

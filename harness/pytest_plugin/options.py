@@ -29,7 +29,6 @@ _OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 _GROUP = ("rnn-harness", "rnn-harness: case files x adapters as test items")
 
-ADAPTERS = pytest.StashKey[list]()  # the adapters chosen by --rnn-adapters / --rnn-device
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -52,14 +51,19 @@ def spelled(config: pytest.Config, option: str, short: str) -> str:
     return short if short in given and option not in given else option
 
 
-def chosen_adapters(config: pytest.Config) -> list:
-    """The adapters ``--rnn-adapters`` and ``--rnn-device`` select (the registry is imported at
-    the first case file, not before)."""
-    if ADAPTERS not in config.stash:
-        from harness import adapters as registry
+def chosen_adapters(config: pytest.Config, cases: list) -> list:
+    """The adapters ``--rnn-adapters`` and ``--rnn-device`` select for one case file's
+    ``cases``: a named-only adapter (left out of the default selection for cost) where it is
+    named, on the command line or in a case's ``adapters:`` (the registry is imported at the
+    first case file, not before)."""
+    from harness import adapters as registry
 
-        names = config.getoption("rnn_adapters")
-        config.stash[ADAPTERS] = registry.select(
-            [n.strip() for n in names.split(",") if n.strip()] if names else None,
-            config.getoption("rnn_device"))
-    return config.stash[ADAPTERS]
+    names = config.getoption("rnn_adapters")
+    names = [n.strip() for n in names.split(",") if n.strip()] if names else None
+    return registry.select(names, config.getoption("rnn_device"), cases)
+
+
+def named_adapters(config: pytest.Config) -> frozenset[str]:
+    """The adapters ``--rnn-adapters`` names (``all`` left out)."""
+    names = config.getoption("rnn_adapters") or ""
+    return frozenset(n.strip() for n in names.split(",") if n.strip()) - {"all"}

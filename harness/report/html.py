@@ -53,7 +53,7 @@ th { background: #eef1f5; } td.num { text-align: right; font-variant-numeric: ta
    sideways with the case column kept in view */
 .grid { width: calc(100vw - 4em); max-width: max-content; overflow-x: auto; }
 table.matrix { margin: 0; }
-table.matrix td { text-align: center; padding: .15em .2em; line-height: 1.25; font-size: 11px; }
+table.matrix td { text-align: center; padding: .15em .1em; line-height: 1.25; font-size: 10px; }
 table.matrix a { color: inherit; }
 table.matrix th { font-size: 12px; }
 table.matrix tr:first-child th + th { writing-mode: vertical-rl; transform: rotate(180deg);
@@ -294,9 +294,14 @@ def _environment(run: dict) -> str:
     if adapters:
         parts.append("<h3>Adapters</h3>")
         rows = [[n, a.get("device", ""), "yes" if a.get("available") else "no",
-                 a.get("reason") or ""] for n, a in adapters.items()]
+                 "; ".join(filter(None, [a.get("reason"), _when_named(a.get("named_only"))]))]
+                for n, a in adapters.items()]
         cls = [["", "", "pass" if a.get("available") else "unavailable", ""]
                for a in adapters.values()]
+        # named-only adapters the default selection left out (Adapter.named_only)
+        left = run.get("left_out", {})
+        rows += [[n, "", "not run", _when_named(why)] for n, why in left.items()]
+        cls += [["", "", "na", ""] for _ in left]
         parts.append(_table(["adapter", "device", "available", "reason"], rows, cls))
     cases = run.get("cases", {})
     if cases:
@@ -305,6 +310,10 @@ def _environment(run: dict) -> str:
                             [[n, c.get("file", ""), c.get("dtype", ""), c.get("seed", ""),
                               c.get("prepare_seconds", "")] for n, c in cases.items()]))
     return "\n".join(parts)
+
+
+def _when_named(why: str | None) -> str:
+    return f"run when named: {why}" if why else ""
 
 
 def _layouts(result: RunResult) -> str:

@@ -61,6 +61,7 @@ class AdapterRecord(_Open):
     device: str | None = None
     versions_error: str | None = None
     environment: dict[str, Any] | None = None
+    named_only: str | None = None  # why it is left out of the default selection (run when named)
 
 
 class ShardOf(_Open):
@@ -85,6 +86,8 @@ class RunRecord(_Open):
     case_errors: dict[str, str] = {}
     blind_spots: dict[str, str] = {}
     blind_checks: dict[str, dict[str, Any]] = {}
+    # named-only adapters the run's default selection left out: name -> why (run when named)
+    left_out: dict[str, str] = {}
     pairs: list[PairRecord]
     seconds: Seconds = 0.0
     jobs: int | None = None

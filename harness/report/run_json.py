@@ -23,6 +23,8 @@ def run_record(result) -> RunRecord:
                                            "reason": "not recorded by the run"}
         adapters[a.name] = {"available": env["available"], "reason": env["reason"],
                             "device": a.device}
+        if a.named_only is not None:
+            adapters[a.name]["named_only"] = a.named_only
         if "versions" in env:
             adapters[a.name]["environment"] = {"versions": env["versions"],
                                                "precision_flags": env["precision_flags"]}
@@ -44,6 +46,7 @@ def run_record(result) -> RunRecord:
                            "spec": c.model_dump(mode="json")}
                   for c in result.cases},
         "case_errors": dict(result.case_errors),
+        "left_out": dict(getattr(result, "left_out", None) or {}),
         # the blind-spot warning of each case that has one (harness.blind)
         "blind_spots": {n: c.warning for n, c in result.blind.items() if c.warning},
         # each case's whole check (harness.blind), so a merged report renders it unchanged

@@ -181,8 +181,10 @@ def _case_line(case) -> str:
         bits.append(f"lengths={case.seq_lengths}")
     if case.cell_kind.reads("reset_after"):
         bits.append("reset_after" if case.reset_after else "reset_before")
-    if case.initial_state != "zeros":
+    if case.initial_state == "random":
         bits.append("random initial state")
+    elif case.initial_state == "none":
+        bits.append("initial state omitted")
     if case.gradients:
         bits.append("gradients")
     return " ".join(bits)

@@ -56,6 +56,7 @@ def test_adapters_table_shows_gradient_exclusions(capsys):
     # the note under the table says why
     note = out.split("Gradients not compared (forward only) for cases with these features:\n")[1]
     note = note.split("\n\n")[0].replace("\n    ", " ")  # wrapped lines joined
+    assert "  torch-compile: run when named: " in out.split("Left out of the default selection")[1]
     assert note.splitlines() == [
         "  tf-block with cell_clip: TF BlockLSTMGrad has no cell_clip and differentiates the "
         "clip as the identity",

@@ -76,7 +76,8 @@ def test_every_unknown_adapter_is_named_with_its_did_you_mean(capsys):
     assert main(["run", "--adapters", "torch_cpu,onnx,reference,zzz"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert ("unknown adapters 'torch_cpu' (did you mean 'torch-cpu' or 'torch-cudnn'?), 'onnx' "
+    assert ("unknown adapters 'torch_cpu' (did you mean 'torch-cpu' or 'torch-cudnn' or "
+            "'torch-compile'?), 'onnx' "
             "(did you mean 'onnxruntime' or 'onnx-reference'?), 'zzz'; known: ") in err, err
 
 

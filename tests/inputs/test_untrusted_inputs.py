@@ -521,24 +521,56 @@ print("CODES", codes)
 """
 
 
-def test_commands_leave_home_cache_and_tmpdir_unchanged(tmp_path):
-    pytest.importorskip("keras")
-    pytest.importorskip("onnxruntime")
+def _in_fresh_home(tmp_path: Path, script: str, timeout: float) -> tuple[str, Path]:
+    """Run ``script`` (argv: the case folder w, the output folder) in a subprocess whose HOME,
+    XDG_CACHE_HOME and TMPDIR are fresh empty folders; assert they stay empty and w holds only
+    what the script wrote there first. Returns (stdout, w)."""
     env = dict(os.environ)
     fresh = {k: tmp_path / k.lower() for k in ("HOME", "XDG_CACHE_HOME", "TMPDIR")}
     for k, p in fresh.items():
         p.mkdir()
         env[k] = str(p)
-    for k in ("XDG_CONFIG_HOME", "KERAS_HOME", "MPLCONFIGDIR"):
+    for k in ("XDG_CONFIG_HOME", "KERAS_HOME", "MPLCONFIGDIR", "TORCHINDUCTOR_CACHE_DIR"):
         env.pop(k, None)
     w, out = tmp_path / "w", tmp_path / "out"
     w.mkdir()
     out.mkdir()
     (w / "c.yaml").write_text(GOOD)
-    proc = subprocess.run([sys.executable, "-c", _SIDE_EFFECTS, str(w), str(out)], env=env,
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert "CODES [0, 0, 0, 0, 0, 0, 0, 0," in proc.stdout, proc.stdout + proc.stderr
+    proc = subprocess.run([sys.executable, "-c", script, str(w), str(out)], env=env,
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     for k, p in fresh.items():
         left = sorted(str(q.relative_to(p)) for q in p.rglob("*"))
         assert left == [], f"{k}: the commands left {left}"
+    return proc.stdout + proc.stderr, w
+
+
+def test_commands_leave_home_cache_and_tmpdir_unchanged(tmp_path):
+    pytest.importorskip("keras")
+    pytest.importorskip("onnxruntime")
+    said, w = _in_fresh_home(tmp_path, _SIDE_EFFECTS, 300)
+    assert "CODES [0, 0, 0, 0, 0, 0, 0, 0," in said, said
     assert sorted(q.name for q in w.iterdir()) == ["c.yaml", "w.npz"]
+
+
+# The roads with caches and workers of their own: Inductor's caches and allow_rnn
+# (torch-compile, a compile of tens of seconds), Keras 3 workers on torch and OpenVINO, MLX.
+# Named, so the named-only ones run too.
+_ROADS = """
+import sys
+from harness.cli import main
+w, out = sys.argv[1], sys.argv[2]
+print("CODE", main(["run", f"{w}/c.yaml", "--out", f"{out}/r", "--quiet", "--save-outputs",
+                    "--adapters", "reference,torch-compile,keras3-torch,keras3-openvino,mlx"]))
+"""
+
+
+def test_the_compiling_roads_leave_home_cache_and_tmpdir_unchanged(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("keras")
+    said, w = _in_fresh_home(tmp_path, _ROADS, 900)
+    assert "CODE 0" in said, said
+    assert sorted(q.name for q in w.iterdir()) == ["c.yaml"]
+    pairs = json.loads((tmp_path / "out" / "r" / "run.json").read_text())["pairs"]
+    assert {p["adapter"]: p["status"] for p in pairs} == {
+        "reference": "baseline", "torch-compile": "pass", "keras3-torch": "pass",
+        "keras3-openvino": "pass", "mlx": "pass"}, pairs

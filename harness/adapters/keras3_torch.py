@@ -1,0 +1,49 @@
+"""Keras 3 ``LSTM`` / ``GRU`` / ``Bidirectional`` on the torch backend, CPU (layout ``keras``).
+
+A code path of its own, apart from the TensorFlow and JAX ones: on the CPU the torch backend's
+``lstm``/``gru`` compute an unmasked sequence as a Python loop of torch ops over the steps,
+the input projections precomputed in one matmul (``_fallback_lstm``/``_fallback_gru``; cuDNN
+only on a CUDA device, never here: ``KERAS_TORCH_DEVICE=cpu``); a masked batch and a
+``Bidirectional``'s fused call are declined and run Keras's generic ``rnn`` loop. The pair's
+reason says which ran (:class:`harness.adapters._keras3_backends.PathSpy`).
+
+Runs in a worker process of its own (``KERAS_BACKEND=torch``), as ``keras3-jax`` does; the
+user's ``keras.json`` or ``KERAS_BACKEND`` cannot change it. Forward only.
+
+Speed (keras#22275 reports a very slow LSTM on this backend): measured in the worker, eager,
+on 2 shared cores, the bundled cases' layer runs are milliseconds to a few tenths of a second
+(docs/deployment.md has the figures); the adapter stays in the default selection.
+"""
+
+from __future__ import annotations
+
+from harness.adapters._keras import layer_reasons
+from harness.adapters._keras3_backends import (
+    ACTIVATIONS,
+    FLOAT64_REASON,
+    Keras3BackendAdapter,
+)
+from harness.adapters.base import Capabilities
+
+
+class Keras3Torch(Keras3BackendAdapter):
+    name = "keras3-torch"
+    title = "Keras 3 LSTM/GRU, torch backend (CPU)"
+    framework = "torch"
+    requires = ("torch", "keras")
+    backend = "torch"
+    own_process = {"KERAS_BACKEND": "torch", "KERAS_TORCH_DEVICE": "cpu"}
+    fused_form = "a loop of torch ops over the steps (input projections precomputed)"
+    capabilities = Capabilities(
+        directions=frozenset({"forward", "reverse", "bidirectional"}),
+        dtypes=frozenset({"float32", "float16", "bfloat16"}),
+        recurrent_activations=frozenset(ACTIVATIONS),
+        reasons=layer_reasons("Keras 3") | {"dtypes": FLOAT64_REASON},
+    )
+
+    def versions(self) -> dict[str, str]:
+        keras = self.import_keras()
+        import torch
+
+        return {"keras": keras.__version__, "keras_backend": keras.backend.backend(),
+                "torch": torch.__version__, "torch_threads": str(torch.get_num_threads())}
