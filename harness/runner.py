@@ -105,7 +105,8 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
     d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
     r.outputs, r.rows, r.status = out, d.rows, d.verdict
-    r.reason = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "", out.note)
+    r.reason = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "", out.note,
+                     out.absent_note())
     if adapter.baseline:  # the NumPy reference beside a baseline computed on the GPU
         r.reason = _join(r.reason, f"judged against the float64 reference on {prep.baseline_on}")
     if wants_step_mode(step_mode, case, d.passed):

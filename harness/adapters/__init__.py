@@ -13,6 +13,7 @@ from harness.adapters.keras import Keras
 from harness.adapters.keras3 import Keras3
 from harness.adapters.keras3_jax import Keras3Jax
 from harness.adapters.keras_cudnn import KerasCuDNN
+from harness.adapters.litert_fused import LiteRTFused
 from harness.adapters.litert_keras3 import LiteRTKeras3
 from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.onnx_reference import OnnxReference
@@ -43,7 +44,7 @@ ADAPTERS: dict[str, Adapter] = {
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
         Keras(), Keras3(), Keras3Jax(),
-        LiteRTTfKeras(), LiteRTKeras3(),
+        LiteRTTfKeras(), LiteRTKeras3(), LiteRTFused(),
         FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
     )

@@ -198,6 +198,8 @@ class Adapter:
     # calls go to that worker, :mod:`harness.isolation`), e.g. for a framework that reads its
     # configuration once per process, at import, from the environment
     own_process: dict[str, str] | None = None
+    # why the adapter runs only when named (``--adapters``, a case's ``adapters:``), or None
+    named_only: str | None = None
 
     _availability: str | None | bool = False  # False: not checked yet
 
@@ -321,9 +323,14 @@ class Adapter:
                 raise AdapterFault("returned no gradients for a gradient case")
             expected |= gradient_shapes(case)
             got_all = got_all | out.grads.named()
-        return {name: (shape, got_all.get(name)) for name, shape in expected.items()}
+        return {name: (shape, got_all.get(name)) for name, shape in expected.items()
+                if name not in out.absent}
 
     def _check(self, case: Case, out: Outputs, finite: bool = True) -> None:
+        wrong = sorted(set(out.absent) - set(output_shapes(case)))
+        if wrong or "y" in out.absent:
+            raise AdapterFault(f"declares absent {wrong or ['y']}: only final states may be "
+                               f"absent ({sorted(set(output_shapes(case)) - {'y'})})")
         for name, (shape, got) in self._expected(case, out).items():
             if got is None:
                 raise AdapterFault(f"returned no {name}")
