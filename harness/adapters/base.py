@@ -237,16 +237,20 @@ class Adapter:
                 tf.config.experimental.tensor_float_32_execution_enabled()}
 
     def environment(self) -> dict:
-        """Availability, versions and precision flags, taken in this process: the runner asks
+        """Availability, versions, precision flags and CPU flags, taken in this process: the runner asks
         for it where the adapter runs (:mod:`harness.isolation`) and records it
         (``PairResult.environment``, ``RunResult.environments``), so nothing is imported in a
         parent process for its versions."""
+        from harness.cpu_flags import cpu_flags
+
         reason = self.unavailable_reason()
         env: dict = {"available": reason is None, "reason": reason}
         if reason is None:
             try:
                 env["versions"] = self.versions()
                 env["precision_flags"] = self.precision_flags()
+                # the instruction sets an integer kernel's results depend on (VNNI, AMX, ...)
+                env["cpu_flags"] = cpu_flags()
             except Exception as exc:  # a version query must not lose the report
                 env["versions_error"] = f"{type(exc).__name__}: {exc}"
         return env
