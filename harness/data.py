@@ -100,6 +100,9 @@ class Outputs:
     models: dict[str, bytes] = field(default_factory=dict)
     note: str = ""
     absent: dict[str, str] = field(default_factory=dict)
+    # a quantized model's weights as stored and grids (harness.quantization.QuantizedModel):
+    # the pair is judged by harness.quantization.judge
+    quantized: Any = None
 
     def named(self) -> dict[str, np.ndarray]:
         """The outputs there are (an :attr:`absent` one is left out)."""
@@ -120,7 +123,8 @@ class Outputs:
                        y_layers=None if self.y_layers is None else [f(y) for y in self.y_layers],
                        extras={k: f(v) for k, v in self.extras.items()},
                        grads=None if self.grads is None else self.grads.mapped(f),
-                       models=dict(self.models), note=self.note, absent=dict(self.absent))
+                       models=dict(self.models), note=self.note, absent=dict(self.absent),
+                       quantized=self.quantized)
 
     def absent_note(self) -> str:
         """The pair's words for the outputs not compared (:attr:`absent`), or ''."""

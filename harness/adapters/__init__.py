@@ -15,6 +15,12 @@ from harness.adapters.keras3_jax import Keras3Jax
 from harness.adapters.keras_cudnn import KerasCuDNN
 from harness.adapters.litert_fused import LiteRTFused
 from harness.adapters.litert_keras3 import LiteRTKeras3
+from harness.adapters.litert_quantized import (
+    LiteRTDynamic,
+    LiteRTInt8,
+    LiteRTInt8Ref,
+    LiteRTInt16x8,
+)
 from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
@@ -45,6 +51,7 @@ ADAPTERS: dict[str, Adapter] = {
         TFLegacy(),
         Keras(), Keras3(), Keras3Jax(),
         LiteRTTfKeras(), LiteRTKeras3(), LiteRTFused(),
+        LiteRTInt8(), LiteRTInt8Ref(), LiteRTDynamic(), LiteRTInt16x8(),
         FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
     )
