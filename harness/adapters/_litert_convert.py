@@ -69,15 +69,17 @@ def main(folder: Path) -> int:
     return 0
 
 
-def convert_in_child(folder: Path) -> bytes:
-    """Run :func:`main` on ``folder`` in a new Python process: the ``.tflite`` bytes, or
-    ConversionRefused (the converter's message) or ConversionDied (the signal or exit code)."""
+def convert_in_child(folder: Path, command: list[str] | None = None) -> bytes:
+    """Run :func:`main` on ``folder`` in a new Python process (``command``: another child, for
+    tests): the ``.tflite`` bytes, or ConversionRefused (the converter's message) or
+    ConversionDied (the signal or exit code)."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    done = subprocess.run([sys.executable, "-m", "harness.adapters._litert_convert", str(folder)],
-                          env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    command = command or [sys.executable, "-m", "harness.adapters._litert_convert", str(folder)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True,
+                          timeout=CHILD_TIMEOUT_S)
     if (folder / "refused").exists():
         raise ConversionRefused((folder / "refused").read_text())
     if done.returncode < 0:
