@@ -70,6 +70,9 @@ class QuantizedLiteRT(KerasLibraryAdapter):
     named_only = "a conversion costs seconds a model, in a process of its own"
     scheme = "int8"
     op_resolver: str | None = None
+    # another op resolver the same model also runs under: the pair's reason gives how many
+    # output steps the two kernels are apart (tensorflow#53763 is such a difference)
+    beside: str | None = None
     # signal of the converter's process -> the upstream bug it is known as (not a dead run)
     known_crashes: dict[str, str] = {}
     capabilities = Capabilities(
@@ -173,15 +176,24 @@ class QuantizedLiteRT(KerasLibraryAdapter):
         kinds = sorted({t.rsplit("(", 1)[1].rstrip(")") for t in integer})
         note = (f"{ops_note(ops)} under the {self.op_resolver or 'default'} op resolver; "
                 f"integer tensors in the recurrent ops: {', '.join(kinds)}")
+        if self.beside is not None and quantized.output is not None:
+            other = invoke(Interpreter, self.kernel_model(model),
+                           self.kernel_feeds(feeds(case, inputs, False), quantized),
+                           op_resolver=self.resolver(self.beside))
+            apart = float(np.max(np.abs(y - other))) / quantized.output.scale
+            note += (f"; {self.beside} vs {self.op_resolver} kernels: {apart:.3g} output steps "
+                     f"apart")
         return Outputs(y=y, h_n=h_n, absent=absent, models={"tflite": model}, note=note,
                        quantized=quantized)
 
-    def resolver(self) -> Any:
-        if self.op_resolver is None:
+    def resolver(self, name: str | None = None) -> Any:
+        """The ``OpResolverType`` named (default: :attr:`op_resolver`; None: the default)."""
+        name = name or self.op_resolver
+        if name is None:
             return None
         from ai_edge_litert.interpreter import OpResolverType
 
-        return getattr(OpResolverType, self.op_resolver)
+        return getattr(OpResolverType, name)
 
     def refused(self, exc: Exception) -> Exception:
         """What a converter's refusal of the scheme makes of the pair: an error row quoting it
@@ -206,6 +218,7 @@ class LiteRTInt8Ref(QuantizedLiteRT):
     name = "litert-int8-ref"
     title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN_REF reference kernels, CPU)"
     op_resolver = "BUILTIN_REF"
+    beside = "BUILTIN"
     known_crashes = {"SIGSEGV": "tensorflow/tensorflow#87468"}
 
 

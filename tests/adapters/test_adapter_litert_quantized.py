@@ -31,7 +31,8 @@ from harness.spec import Case
 
 QUANTIZED = ("litert-int8", "litert-int8-ref", "litert-dynamic", "litert-int16x8")
 TINY = dict(cell="lstm", input_size=2, hidden_size=3, batch=2, seq_len=4, seed=5,
-            dtype="float32", quantization={"calibration_batches": 4}, adapters=list(QUANTIZED))
+            dtype="float32", quantization={"calibration_batches": 4},
+            adapters=[*QUANTIZED, *(PlantedInt8(bug).name for bug in CATALOGUE)])
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,7 @@ def test_int8_ref_runs_the_reference_kernels_and_is_reported_in_steps(prep, int8
     step = int8.rows["atol"].iloc[0] / quantization.K_STEPS
     between = np.max(np.abs(int8.outputs.y - ref.outputs.y)) / step
     assert between <= quantization.K_STEPS
+    assert f"BUILTIN vs BUILTIN_REF kernels: {between:.3g} output steps apart" in ref.reason
 
 
 @pytest.mark.litert
