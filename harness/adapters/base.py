@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.cpu_flags import cpu_flags
 from harness.data import Inputs, Outputs, gradient_shapes, output_shapes
 from harness.dtypes import native_numpy
 from harness.errors import Unavailable
@@ -237,12 +238,10 @@ class Adapter:
                 tf.config.experimental.tensor_float_32_execution_enabled()}
 
     def environment(self) -> dict:
-        """Availability, versions, precision flags and CPU flags, taken in this process: the runner asks
+        """Availability, versions, precision and CPU flags, taken in this process: the runner asks
         for it where the adapter runs (:mod:`harness.isolation`) and records it
         (``PairResult.environment``, ``RunResult.environments``), so nothing is imported in a
         parent process for its versions."""
-        from harness.cpu_flags import cpu_flags
-
         reason = self.unavailable_reason()
         env: dict = {"available": reason is None, "reason": reason}
         if reason is None:

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapters._keras import TF_KERAS_ACTIVATIONS, KerasLibraryAdapter, import_tf_keras
-from harness.adapters._keras import layer_reasons
+from harness.adapters._keras import (
+    TF_KERAS_ACTIVATIONS,
+    KerasLibraryAdapter,
+    import_tf_keras,
+    layer_reasons,
+)
 from harness.adapters._litert import DTYPE_REASON, import_litert, litert_version
 from harness.adapters._litert_deployed import ROUTE, ops_note, require_fused, run_deployed
 from harness.adapters.base import Capabilities

@@ -28,8 +28,12 @@ from typing import Any
 import numpy as np
 
 from harness.adapters import _litert_convert, _litert_flatbuffer
-from harness.adapters._keras import TF_KERAS_ACTIVATIONS, KerasLibraryAdapter, import_tf_keras
-from harness.adapters._keras import layer_reasons
+from harness.adapters._keras import (
+    TF_KERAS_ACTIVATIONS,
+    KerasLibraryAdapter,
+    import_tf_keras,
+    layer_reasons,
+)
 from harness.adapters._litert import DTYPE_REASON, import_litert, litert_version
 from harness.adapters._litert_deployed import (
     deployed_model,
@@ -54,7 +58,8 @@ NO_FUSED_GRU_DYNAMIC = ("TFLite has no fused GRU op: a dynamic-range GRU is a WH
 UPSTREAM_16X8 = "tensorflow/tensorflow#59626"
 
 
-_CONVERTED: dict[tuple[str, str], bytes | Exception] = {}  # the last conversion (QuantizedLiteRT.convert)
+# the last conversion (QuantizedLiteRT.convert): its model, or how it failed
+_CONVERTED: dict[tuple[str, str], bytes | Exception] = {}
 
 
 class QuantizedLiteRT(KerasLibraryAdapter):
