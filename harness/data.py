@@ -90,10 +90,12 @@ class Outputs:
     (file suffix -> bytes, e.g. an exported ``.onnx``), which ``--save-outputs`` writes beside
     the outputs so the very graph that diverged can be opened; ``note`` what the adapter learnt
     only by running (the LiteRT adapters: which form the converter emitted), added to the
-    pair's reason."""
+    pair's reason. ``absent``: outputs the adapter's model does not have (output name, e.g.
+    ``h_n`` or ``c_n`` -> why: a deployed model that outputs ``y`` only), left as None, not
+    compared, the why added to the pair's reason."""
 
     y: np.ndarray
-    h_n: np.ndarray
+    h_n: np.ndarray | None
     c_n: np.ndarray | None = None
     y_layers: list[np.ndarray] | None = None
     extras: dict[str, np.ndarray] = field(default_factory=dict)
@@ -102,9 +104,16 @@ class Outputs:
     note: str = ""
     # what the adapter handed its framework (harness/repro/handed.py), for a reproducer
     handed: Handed | None = None
+    absent: dict[str, str] = field(default_factory=dict)
+    # a quantized model's weights as stored and grids (harness.quantization.QuantizedModel):
+    # the pair is judged by harness.quantization.judge
+    quantized: Any = None
 
     def named(self) -> dict[str, np.ndarray]:
-        out = {"y": self.y, "h_n": self.h_n}
+        """The outputs there are (an :attr:`absent` one is left out)."""
+        out = {"y": self.y}
+        if self.h_n is not None:
+            out["h_n"] = self.h_n
         if self.c_n is not None:
             out["c_n"] = self.c_n
         return out
@@ -115,11 +124,16 @@ class Outputs:
 
     def mapped(self, f: Callable[[np.ndarray], Any]) -> Outputs:
         """Every array through ``f`` (e.g. back from a device), None kept."""
-        return Outputs(y=f(self.y), h_n=f(self.h_n), c_n=_maybe(f, self.c_n),
+        return Outputs(y=f(self.y), h_n=_maybe(f, self.h_n), c_n=_maybe(f, self.c_n),
                        y_layers=None if self.y_layers is None else [f(y) for y in self.y_layers],
                        extras={k: f(v) for k, v in self.extras.items()},
                        grads=None if self.grads is None else self.grads.mapped(f),
-                       models=dict(self.models), note=self.note, handed=self.handed)
+                       models=dict(self.models), note=self.note, handed=self.handed,
+                       absent=dict(self.absent), quantized=self.quantized)
+
+    def absent_note(self) -> str:
+        """The pair's words for the outputs not compared (:attr:`absent`), or ''."""
+        return "; ".join(f"{name} not compared: {why}" for name, why in self.absent.items())
 
 
 def _maybe(f: Callable[[np.ndarray], Any], a: np.ndarray | None) -> Any:

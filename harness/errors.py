@@ -68,6 +68,16 @@ class WeightsError(HarnessError):
     """A weight or data file that is missing tensors, has wrong shapes, or cannot be read."""
 
 
+class KnownUpstreamCrash(Exception):
+    """An adapter's framework crashed in a way declared as an open upstream bug (the adapter's
+    data, e.g. the converter's process dying with SIGSEGV): the pair is a known upstream bug,
+    not a failed run; ``upstream`` names the bug."""
+
+    def __init__(self, message: str, upstream: str) -> None:
+        super().__init__(message)
+        self.upstream = upstream
+
+
 class NotApplicable(Exception):
     """A case needs a capability the adapter lacks; ``str(err)`` is the reason shown in reports."""
 

@@ -51,7 +51,7 @@ from typing import Any
 
 from harness.adapters.base import Adapter
 from harness.data import Inputs, Outputs
-from harness.errors import NotApplicable, Unavailable
+from harness.errors import KnownUpstreamCrash, NotApplicable, Unavailable
 from harness.params import Canonical
 from harness.scratch import make_folders
 from harness.spec import Case
@@ -227,6 +227,8 @@ class _AdapterJob:
                 reply = ("ok", out, seconds)
         except NotApplicable as exc:
             reply = ("raised", "not applicable", type(exc).__name__, str(exc), "")
+        except KnownUpstreamCrash as exc:  # the upstream bug travels in the message
+            reply = ("raised", "known upstream bug", exc.upstream, str(exc), "")
         except Unavailable as exc:
             reply = ("raised", "unavailable", type(exc).__name__, str(exc), "")
         except BaseException as exc:  # SystemExit too: a worker runs until the parent says stop
@@ -340,6 +342,8 @@ class Isolated:
             raise NotApplicable(message)
         if kind == "unavailable":
             raise Unavailable(message)
+        if kind == "known upstream bug":
+            raise KnownUpstreamCrash(message, type_name)
         reason = f"{type_name}: {message}".splitlines()[0][:500] if message else type_name
         raise PairFailure(reason, detail or f"{reason} (after {time.perf_counter() - start:.2f} s)")
 

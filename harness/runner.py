@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness import attribution, compare, isolation, known_bugs, steplocal
+from harness import attribution, compare, isolation, known_bugs, quantization, steplocal
 from harness import blind as blind_check
 from harness.adapters import Adapter, get_adapter, left_out
 from harness.adapters.base import not_installed
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
-from harness.errors import HarnessError, NotApplicable, Unavailable
+from harness.errors import HarnessError, KnownUpstreamCrash, NotApplicable, Unavailable
 from harness.memory import MemoryLimit
 from harness.params import Canonical
 from harness.prepare import Prepared, prepare, reference_and_floor
@@ -113,6 +113,9 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
         except Unavailable as exc:
             r.status, r.reason = compare.UNAVAILABLE, str(exc)
             return r
+        except KnownUpstreamCrash as exc:  # declared by the adapter: a finding, not a failure
+            r.status, r.reason = compare.KNOWN_BUG, f"known upstream bug {exc.upstream}: {exc}"
+            return r
         except Exception as exc:  # an adapter crash is a result, not the end of the run
             r.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
             r.detail = traceback.format_exc()
@@ -122,9 +125,18 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
         r.status, r.reason = compare.BASELINE, "the float64 reference all others are compared with"
         return r
     tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
+    if out.quantized is not None:  # judged in quantization steps (harness.quantization)
+        q = quantization.judge(case, adapter.name, out, out.quantized, prep.inputs,
+                               prep.canonical, prep.reference)
+        r.outputs, r.rows, r.status = out, q.rows, q.status
+        r.reason = _join(q.reason, out.note, out.absent_note())
+        r.status, r.reason = compare.as_expected(r.status, r.reason, case, adapter.name,
+                                                  prep.canonical.tensors)
+        return r
     d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
     r.outputs, r.rows, r.status = out, d.rows, d.verdict
-    r.reason = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "", out.note)
+    r.reason = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "", out.note,
+                     out.absent_note())
     if adapter.baseline:  # the NumPy reference beside a baseline computed on the GPU
         r.reason = _join(r.reason, f"judged against the float64 reference on {prep.baseline_on}")
     if wants_step_mode(step_mode, case, d.passed):

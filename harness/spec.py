@@ -98,6 +98,17 @@ class Tolerance(_Strict):
                                      description="adapter name -> tolerance for that adapter")
 
 
+class Quantization(_Strict):
+    """How the quantized adapters (``litert-int8``, ``litert-int8-ref``, ``litert-dynamic``)
+    quantize the case: their presence marks the cases they run (docs/quantization.md)."""
+
+    calibration_batches: Annotated[int, Field(ge=1, le=1000)] = Field(8,
+        description="batches of the case's own input distribution, at its batch and sequence "
+                    "length, the converter calibrates on (drawn from seeds of their own)")
+    min_sqnr_db: float | None = Field(None,
+        description="a floor: a quantized pair whose SQNR (dB) over y is below it is DIVERGED")
+
+
 class Expected(_Strict):
     """What an adapter is known to do on a case because of a bug upstream (in the framework,
     not in the harness): reported as a known upstream bug, not a failure, until it is fixed."""
@@ -179,6 +190,9 @@ class Case(_Strict):
     expected: dict[str, Expected] = Field(default_factory=dict,
         description="adapter name -> {verdict: DIVERGED, upstream: ISSUE, optionally when: "
                     "{KEY: VALUE}}: a known upstream bug (docs/cases.md, Known upstream bugs)")
+    quantization: Quantization | None = Field(None,
+        description="{calibration_batches: N, min_sqnr_db: X}: the quantized LiteRT adapters "
+                    "run the case (docs/quantization.md); absent: they do not")
     allow_vacuous: StrictBool = Field(False,
         description="true: the case is meant to be blind to every plausible layout mistake "
                     "(otherwise that is a case error; docs/cases.md, Blind spots)")

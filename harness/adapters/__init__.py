@@ -17,7 +17,14 @@ from harness.adapters.keras3_jax import Keras3Jax
 from harness.adapters.keras3_openvino import Keras3OpenVINO
 from harness.adapters.keras3_torch import Keras3Torch
 from harness.adapters.keras_cudnn import KerasCuDNN
+from harness.adapters.litert_fused import LiteRTFused
 from harness.adapters.litert_keras3 import LiteRTKeras3
+from harness.adapters.litert_quantized import (
+    LiteRTDynamic,
+    LiteRTInt8,
+    LiteRTInt8Ref,
+    LiteRTInt16x8,
+)
 from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
@@ -51,7 +58,8 @@ ADAPTERS: dict[str, Adapter] = {
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
         Keras(), Keras3(), Keras3Jax(), Keras3Torch(), Keras3OpenVINO(),
-        LiteRTTfKeras(), LiteRTKeras3(),
+        LiteRTTfKeras(), LiteRTKeras3(), LiteRTFused(),
+        LiteRTInt8(), LiteRTInt8Ref(), LiteRTDynamic(), LiteRTInt16x8(),
         FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
         MLX(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),

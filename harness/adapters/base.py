@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.cpu_flags import cpu_flags
 from harness.data import Inputs, Outputs, gradient_shapes, output_shapes
 from harness.dtypes import native_numpy
 from harness.errors import Unavailable
@@ -226,7 +227,7 @@ class Adapter:
                 tf.config.experimental.tensor_float_32_execution_enabled()}
 
     def environment(self) -> dict:
-        """Availability, versions and precision flags, taken in this process: the runner asks
+        """Availability, versions, precision and CPU flags, taken in this process: the runner asks
         for it where the adapter runs (:mod:`harness.isolation`) and records it
         (``PairResult.environment``, ``RunResult.environments``), so nothing is imported in a
         parent process for its versions."""
@@ -236,6 +237,8 @@ class Adapter:
             try:
                 env["versions"] = self.versions()
                 env["precision_flags"] = self.precision_flags()
+                # the instruction sets an integer kernel's results depend on (VNNI, AMX, ...)
+                env["cpu_flags"] = cpu_flags()
             except Exception as exc:  # a version query must not lose the report
                 env["versions_error"] = f"{type(exc).__name__}: {exc}"
         return env
@@ -320,9 +323,14 @@ class Adapter:
                 raise AdapterFault("returned no gradients for a gradient case")
             expected |= gradient_shapes(case)
             got_all = got_all | out.grads.named()
-        return {name: (shape, got_all.get(name)) for name, shape in expected.items()}
+        return {name: (shape, got_all.get(name)) for name, shape in expected.items()
+                if name not in out.absent}
 
     def _check(self, case: Case, out: Outputs, finite: bool = True) -> None:
+        wrong = sorted(set(out.absent) - set(output_shapes(case)))
+        if wrong or "y" in out.absent:
+            raise AdapterFault(f"declares absent {wrong or ['y']}: only final states may be "
+                               f"absent ({sorted(set(output_shapes(case)) - {'y'})})")
         for name, (shape, got) in self._expected(case, out).items():
             if got is None:
                 raise AdapterFault(f"returned no {name}")

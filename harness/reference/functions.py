@@ -138,6 +138,18 @@ class Precision:
         product = cast(self._in_float32(a) @ self._in_float32(b), "float64")
         return product if self.dtype == "float32" else self.round(product)
 
+    def at(self, layer: int, direction: int) -> Precision:
+        """The arithmetic of one layer and direction (a quantized model has scales of each:
+        :class:`harness.quantization.Quantized`); the same everywhere here."""
+        return self
+
+    def stored(self, what: str, a: Array) -> Array:
+        """``a`` as a kernel stores it between its operations: ``what`` is ``x`` (the layer's
+        input), ``h`` (the hidden state, fed back and output) or ``c`` (the cell state). The
+        floating-point kernels store what they computed (the identity); an integer kernel
+        rounds it to its quantization grid."""
+        return a
+
     def _in_float32(self, a: Array) -> Array:
         """``a`` rounded to the dtype, held in float32 (exactly: float16 and bfloat16 values
         are float32 values)."""

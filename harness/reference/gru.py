@@ -65,6 +65,7 @@ def gru_direction(
     sigma = RECURRENT_ACTIVATIONS[case.recurrent_activation]
     H = case.hidden_size
     rz = slice(0, 2 * H)  # r and z in the stacked blocks
+    x, h0 = prec.stored("x", x), prec.stored("h", h0)  # as a kernel keeps them (quantized)
 
     def clip(a: Array) -> Array:
         return a if case.gate_clip is None else xp.clip(a, -case.gate_clip, case.gate_clip)
@@ -101,7 +102,7 @@ def gru_direction(
             u = q(r * h_prev)
             a_n = q(Wx_n + q(mm(u, p["R_n"].T) + p["bR_n"]))
         n = q(xp.tanh(clip(a_n)))
-        h = q(q(q(1.0 - z) * n) + q(z * h_prev))
+        h = prec.stored("h", q(q(q(1.0 - z) * n) + q(z * h_prev)))
 
         if tape is not None:
             tape.record(a_r=a_r, a_z=a_z, a_n=a_n, r=r, z=z, n=n, u=u, h_prev=h_prev)

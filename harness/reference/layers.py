@@ -75,7 +75,8 @@ def forward(
             x = order(layer_in, d)
             c0 = inputs.c0[s] if inputs.c0 is not None else None
             tape = Tape(x, valid) if tapes is not None else None
-            y, h, c = cell(case, canonical.block(layer, d), x, valid, inputs.h0[s], c0, prec, tape)
+            y, h, c = cell(case, canonical.block(layer, d), x, valid, inputs.h0[s], c0,
+                           prec.at(layer, d), tape)
             ys.append(order(y, d))
             h_n.append(h)
             c_n.append(c)

@@ -25,7 +25,8 @@ the case's recurrent activation. Past a sequence's length (``valid`` false) the 
 and y is 0. ``prec`` is the arithmetic (:class:`~harness.reference.functions.Precision`): ``q``
 rounds each element-wise result and ``mm`` computes the three products (input projection,
 recurrent product, projection); in float64 they are the identity and ``@``, for the noise floor
-the case dtype's arithmetic (the same equations).
+the case dtype's arithmetic (the same equations). ``prec.stored`` is what a kernel keeps of x, h
+and c between its operations (an integer kernel: their quantization; else the identity).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def lstm_direction(
     q, mm = prec.round, prec.matmul
     sigma = RECURRENT_ACTIVATIONS[case.recurrent_activation]
     H = case.hidden_size
+    x, h0, c0 = prec.stored("x", x), prec.stored("h", h0), prec.stored("c", c0)
 
     def clip(a: Array, bound: float | None) -> Array:
         return a if bound is None else xp.clip(a, -bound, bound)
@@ -96,14 +98,14 @@ def lstm_direction(
         f = q(1.0 - i) if case.input_forget else q(sigma(clip(a_f, case.gate_clip)))
         g = q(xp.tanh(clip(a_g, case.gate_clip)))
         c_raw = q(q(f * c_prev) + q(i * g))
-        c = clip(c_raw, case.cell_clip)
+        c = prec.stored("c", clip(c_raw, case.cell_clip))
         if case.peepholes:
             a_o = q(a_o + q(p["p_o"] * c))
         o = q(sigma(clip(a_o, case.gate_clip)))
         tanh_c = q(xp.tanh(c))
         m = q(o * tanh_c)
         h_raw = mm(m, p["Wp"].T) if case.proj_size else m
-        h = clip(h_raw, case.proj_clip)
+        h = prec.stored("h", clip(h_raw, case.proj_clip))
 
         if tape is not None:
             tape.record(a_i=a_i, a_f=a_f, a_g=a_g, a_o=a_o, i=i, f=f, g=g, o=o, c_raw=c_raw,

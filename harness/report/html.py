@@ -20,7 +20,7 @@ import pandas as pd
 from harness import blind, compare
 from harness.report.folder import plot_stem, read_run, slug
 from harness.report.layouts_md import mapping_markdown
-from harness.report.plots import draw_pair
+from harness.report.plots import draw_pair, quantization_plot, quantized
 from harness.report.summary import _case_line as case_line
 from harness.report.summary import headers, pair_reason, pair_row, split_rows
 from harness.results import PairResult, RunResult
@@ -186,7 +186,9 @@ def plotted(p: PairResult, plots: str) -> bool:
         raise ValueError(f"plots: expected one of {', '.join(PLOTS)}, got {plots!r}")
     if plots == "none" or not p.has_rows:
         return False
-    return plots == "all" or p.status in (compare.DIVERGED, compare.ERROR)
+    # a quantized pair's cost plot is drawn always (harness.quantization)
+    return (plots == "all" or p.status in (compare.DIVERGED, compare.ERROR)
+            or quantized(p.rows))
 
 
 def _plots_line(plots: str, drawn: int) -> str:
@@ -231,6 +233,10 @@ def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
     if drawn[3]:
         figs.append(_figure(f"{stem}-grad-blocks.png", f"parameter gradient errors, {title}",
                             f"{who}: parameter gradients, layer/direction x block"))
+    if len(drawn) > 4 and drawn[4]:
+        figs.append(_figure(f"{stem}-quant.png", f"quantization cost per timestep, {title}",
+                            f"{who}: SQNR (dB) of <code>y</code> against the float64 "
+                            "reference, RMSE in output steps (dotted)"))
     return "\n".join(figs) + _gradient_table(p) + _step_table(p)
 
 
@@ -383,7 +389,9 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
             n += 1
             if plotted(p, plots):
                 jobs[id(p)] = _plot_job(p, case, folder, n)
-    drawn = {k: draw_pair(*job) for k, job in jobs.items()}
+    drawn = {k: draw_pair(*job) + (quantization_plot(job[0], job[1] / f"{job[2]}-quant.png",
+                                                     job[3]),)
+             for k, job in jobs.items()}
     body.insert(body.index('<h2 id="cases">Cases</h2>') + 1,
                 f'<p id="plots">{_plots_line(plots, len(jobs))}</p>')
     for case in result.cases:

@@ -347,3 +347,43 @@ def draw_pair(rows: pd.DataFrame, folder: Path, stem: str, title: str) -> tuple[
             gradient_plot(rows, folder / f"{stem}-grad.png", f"{title}: dx, dh0, dc0"),
             gradient_blocks(rows, folder / f"{stem}-grad-blocks.png",
                             f"{title}: parameter gradients"))
+
+
+def quantized(rows: pd.DataFrame | None) -> bool:
+    """Whether the rows are a quantized pair's (its ``y`` rows carry ``sqnr_db``)."""
+    return (rows is not None and "sqnr_db" in rows.columns
+            and bool(rows["sqnr_db"].notna().any()))
+
+
+def quantization_plot(rows: pd.DataFrame, path: Path, title: str) -> bool:
+    """A quantized pair's cost per timestep (:mod:`harness.quantization`): the SQNR (dB) of
+    ``y`` against the float64 reference, a line per (layer, direction), and its RMSE in output
+    steps on a second axis. False (nothing written) for the rows of another pair."""
+    if not quantized(rows):
+        return False
+    y = rows[(rows["output"] == "y") & rows["sqnr_db"].notna()]
+    fig, ax = _figure(3.4, 0.35 + LEGEND_COLUMN + 0.6, 0.6, 0.6)
+    slices = _slices(y)
+    colour = _colours(slices)
+    right = ax.twinx()
+    right.tick_params(labelsize=FONT)
+    for (la, d), part in y.groupby(["layer", "direction"], sort=True):
+        part = part.sort_values("t", kind="stable")
+        key = (int(la), int(d))
+        t = part["t"].astype(int)
+        ax.plot(t, np.minimum(part["sqnr_db"].astype(float), 200.0), color=colour[key], lw=1.3,
+                label=f"SQNR y {_name(*key)}")
+        right.plot(t, part["rmse_steps"].astype(float), color=colour[key], lw=1, ls=":",
+                   label=f"RMSE/step y {_name(*key)}")
+    ax.set_xlabel("timestep t", fontsize=FONT)
+    ax.set_ylabel("SQNR (dB) against float64", fontsize=FONT)
+    right.set_ylabel("RMSE / output step (dotted)", fontsize=FONT)
+    ax.grid(True, axis="y", lw=0.5, color="0.85")
+    ax.set_title(f"{title}\nwhat quantization costs, per timestep", loc="left",
+                 fontsize=FONT + 1)
+    handles = ax.get_legend_handles_labels()
+    more = right.get_legend_handles_labels()
+    ax.legend(handles[0] + more[0], handles[1] + more[1], loc="upper left",
+              bbox_to_anchor=(1.12, 1.0), fontsize=FONT, frameon=False)
+    _save(fig, path)
+    return True

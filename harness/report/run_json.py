@@ -28,6 +28,8 @@ def run_record(result) -> RunRecord:
         if "versions" in env:
             adapters[a.name]["environment"] = {"versions": env["versions"],
                                                "precision_flags": env["precision_flags"]}
+            if "cpu_flags" in env:  # the host's, where the adapter ran (harness.cpu_flags)
+                adapters[a.name]["environment"]["cpu_flags"] = env["cpu_flags"]
             versions.update(env["versions"])
             flags.update(env["precision_flags"])
         if "versions_error" in env:

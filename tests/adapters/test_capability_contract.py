@@ -72,7 +72,9 @@ def contract_cases(adapter: Adapter) -> list[tuple[str, Case]]:
 def adapters() -> list[Any]:
     """Every adapter but the reference itself; the GPU ones carry the ``gpu`` marker."""
     return [pytest.param(a, id=a.name, marks=[pytest.mark.gpu] if a.device == "gpu" else [])
-            for a in registry.ADAPTERS.values() if not a.baseline]
+            for a in registry.ADAPTERS.values() if not a.baseline and not a.named_only]
+    # a named-only adapter costs seconds a case (a conversion): its own test file checks each
+    # capability it declares
 
 
 def broken_declarations(adapter: Adapter) -> list[str]:

@@ -409,7 +409,8 @@ def test_every_adapter_column_of_the_grid_is_visible_at_1400_px(tmp_path):
 
     cases = [Case(name=f"seed00{k}-acoustic-blstm-bidirectional-{k}", cell="lstm", input_size=3,
                   hidden_size=4) for k in range(3)]
-    adapters = list(registry.ADAPTERS.values())
+    # the default selection: a named-only adapter is a column only where a run names it
+    adapters = [a for a in registry.ADAPTERS.values() if not a.named_only]
     statuses = [compare.PASS, compare.UNAVAILABLE, compare.NOT_APPLICABLE]
     pairs = [PairResult(c.name, a.name, statuses[(i + j) % 3], reason="(layout test)")
              for i, c in enumerate(cases) for j, a in enumerate(adapters)]

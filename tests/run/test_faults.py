@@ -414,3 +414,19 @@ def test_a_ctrl_c_while_a_worker_starts_waits_for_the_start_to_be_whole():
                           capture_output=True, text=True, timeout=120)
     assert "EOFError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stdout.splitlines()[0] == "interrupted", proc.stdout
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolate"])
+def test_a_declared_upstream_crash_is_a_known_bug_not_a_failure(isolate):
+    """An adapter's crash declared as an open upstream bug (KnownUpstreamCrash, e.g. a
+    converter's SIGSEGV in its child process) is a known-upstream-bug row naming the bug, here
+    and from a worker process; the run does not fail for it."""
+    from support.fault_adapters import CrashesAsKnown
+
+    case = Case(name="tiny", cell="lstm", input_size=2, hidden_size=3, batch=2, seq_len=3)
+    result = runner.run([case], [Reference(), CrashesAsKnown()], RunOptions(isolate=isolate))
+    pair = next(p for p in result.pairs if p.adapter == "fault-known-crash")
+    assert pair.status == compare.KNOWN_BUG
+    assert pair.reason == ("known upstream bug org/repo#1: the converter's process died with "
+                           "SIGSEGV")
+    assert not result.failed

@@ -18,7 +18,7 @@ from harness import reference
 from harness.adapters.base import Adapter
 from harness.adapters.reference import EVERYTHING
 from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
+from harness.errors import KnownUpstreamCrash, Unavailable
 from harness.params import Canonical
 from harness.spec import Case
 
@@ -42,6 +42,16 @@ class Raises(Correct):
 
     def _run(self, case, native, inputs):
         raise RuntimeError(f"planted failure on {case.name}")
+
+
+class CrashesAsKnown(Correct):
+    """A framework crash the adapter declares as an open upstream bug (as the quantized LiteRT
+    adapters declare the converter's SIGSEGV)."""
+
+    name = "fault-known-crash"
+
+    def _run(self, case, native, inputs):
+        raise KnownUpstreamCrash("the converter's process died with SIGSEGV", "org/repo#1")
 
 
 class ReturnsNaN(Correct):

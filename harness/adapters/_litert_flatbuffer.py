@@ -1,0 +1,154 @@
+"""Reading a converted ``.tflite`` model's ops, tensor types and quantization from its flatbuffer
+(TensorFlow's generated schema, ``tensorflow.lite.python.schema_py_generated``), independently
+of the interpreter that runs it: what a quantized adapter compares with (the weights as stored,
+the grids the model declares) comes from the file, what it reports comes from the kernel.
+
+The fused LSTM op's inputs (TFLite schema, ``UNIDIRECTIONAL_SEQUENCE_LSTM``): 0 the input,
+1-4 the input weights of the gates input, forget, cell, output (canonical i, f, g, o), 5-8 the
+recurrent weights, 9-11 peepholes, 12-15 the gate biases, 16-17 projection, 18 the hidden state
+(its output grid), 19 the cell state, 20-23 layer norm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.params import key
+from harness.quantization import Grid, LayerGrids, QuantizedModel
+from harness.spec import Case
+
+FUSED_LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+GATE_INPUTS = {"W": (1, 2, 3, 4), "R": (5, 6, 7, 8), "bW": (12, 13, 14, 15)}
+H_STATE, C_STATE = 18, 19
+
+# TFLite TensorType -> (NumPy type, the integer range of its grid)
+INTEGER_TYPES = {"INT8": (np.int8, -128, 127), "UINT8": (np.uint8, 0, 255),
+                 "INT16": (np.int16, -32768, 32767), "INT32": (np.int32, -2**31, 2**31 - 1)}
+NUMPY_TYPES = {"FLOAT32": np.float32, **{k: v[0] for k, v in INTEGER_TYPES.items()}}
+
+
+@dataclass
+class Op:
+    name: str
+    inputs: list[int]
+    outputs: list[int]
+
+
+@dataclass
+class Flat:
+    """One subgraph's ops and tensors, with the model's buffers."""
+
+    model: Any
+    raw: bytes  # the file: a buffer may be stored past the flatbuffer (offset, size)
+    subgraph: Any
+    ops: list[Op]
+    op_names: dict[int, str]
+    type_names: dict[int, str]
+
+    def tensor_type(self, index: int) -> str:
+        return self.type_names[self.subgraph.tensors[index].type]
+
+    def grid(self, index: int) -> Grid | None:
+        """The grid of an integer tensor (per-tensor quantization), None for a float one."""
+        t = self.subgraph.tensors[index]
+        kind = self.tensor_type(index)
+        q = t.quantization
+        if kind not in INTEGER_TYPES or q is None or q.scale is None or len(q.scale) == 0:
+            return None
+        _, lo, hi = INTEGER_TYPES[kind]
+        return Grid(float(q.scale[0]), int(q.zeroPoint[0]) if q.zeroPoint is not None else 0,
+                    lo, hi)
+
+    def value(self, index: int) -> np.ndarray:
+        """A constant tensor as stored, dequantized (per tensor or per channel) to float64."""
+        t = self.subgraph.tensors[index]
+        buffer = self.model.buffers[t.buffer]
+        data = (bytes(bytearray(buffer.data)) if buffer.data is not None
+                else self.raw[buffer.offset:buffer.offset + buffer.size])
+        raw = np.frombuffer(data, dtype=NUMPY_TYPES[self.tensor_type(index)])
+        a = raw.reshape(tuple(t.shape)).astype(np.float64)
+        q = t.quantization
+        if self.tensor_type(index) not in INTEGER_TYPES or q is None or q.scale is None \
+                or len(q.scale) == 0:
+            return a
+        scale = np.asarray(q.scale, dtype=np.float64)
+        zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0], dtype=np.float64)
+        if scale.size > 1:  # per channel, along the quantized dimension
+            shape = [1] * a.ndim
+            shape[q.quantizedDimension] = -1
+            scale, zero = scale.reshape(shape), zero.reshape(shape)
+        return (a - zero) * scale
+
+
+def read(model: bytes, subgraph: int = 0) -> Flat:
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    m = schema.ModelT.InitFromPackedBuf(model, 0)
+    op_names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    sg = m.subgraphs[subgraph]
+    ops = []
+    for op in sg.operators:
+        code = m.operatorCodes[op.opcodeIndex]
+        ops.append(Op(op_names[max(code.builtinCode, code.deprecatedBuiltinCode)],
+                      [int(i) for i in op.inputs], [int(i) for i in op.outputs]))
+    return Flat(m, model, sg, ops, op_names, type_names)
+
+
+def subgraph_count(model: bytes) -> int:
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    return len(schema.ModelT.InitFromPackedBuf(model, 0).subgraphs)
+
+
+def integer_recurrent_tensors(model: bytes) -> list[str]:
+    """``op:tensor(type)`` of every integer tensor an op of the recurrence reads: the fused LSTM
+    ops' inputs, and every op of a loop's body (the subgraphs past the first)."""
+    found = []
+    main = read(model)
+    for op in main.ops:
+        if op.name == FUSED_LSTM:
+            found += [f"{op.name}:{i}({main.tensor_type(i)})" for i in op.inputs
+                      if i >= 0 and main.tensor_type(i) in INTEGER_TYPES]
+    for s in range(1, subgraph_count(model)):
+        body = read(model, s)
+        found += [f"{op.name}:{i}({body.tensor_type(i)})" for op in body.ops for i in op.inputs
+                  if i >= 0 and body.tensor_type(i) in INTEGER_TYPES]
+    return found
+
+
+def quantized_model(case: Case, model: bytes, scheme: str) -> QuantizedModel:
+    """The weights as stored (dequantized, canonical keys) and the grids the model declares,
+    read from its fused LSTM ops: one per layer and direction, in execution order, layer by
+    layer; an op whose input is a ``REVERSE_V2``'s output runs the reverse direction."""
+    flat = read(model)
+    made_by = {o: op.name for op in flat.ops for o in op.outputs}
+    lstms = [op for op in flat.ops if op.name == FUSED_LSTM]
+    D = case.num_directions
+    if len(lstms) != case.num_layers * D:
+        raise ValueError(f"{len(lstms)} {FUSED_LSTM} ops for {case.num_layers} layer(s) x {D} "
+                         f"direction(s)")
+    weights: dict[str, np.ndarray] = {}
+    grids: dict[str, LayerGrids] = {}
+    H = case.hidden_size
+    for n, op in enumerate(lstms):
+        layer = n // D
+        d = 1 if made_by.get(op.inputs[0]) == "REVERSE_V2" else 0
+        for prefix, indices in GATE_INPUTS.items():
+            for gate, i in zip(case.gates, indices, strict=True):
+                weights[key(layer, d, f"{prefix}_{gate}")] = flat.value(op.inputs[i])
+        for gate in case.gates:
+            weights[key(layer, d, f"bR_{gate}")] = np.zeros(H)
+        # the stored bias holds the forget bias (layout keras folds it in); the reference adds
+        # the case's own
+        weights[key(layer, d, "bW_f")] = weights[key(layer, d, "bW_f")] - case.forget_bias
+        grids[f"{layer}/{d}"] = LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(
+            op.inputs[H_STATE]), c=flat.grid(op.inputs[C_STATE]))
+    out = flat.subgraph.outputs[0]
+    producer = next((op for op in flat.ops if out in op.outputs), None)
+    output = (flat.grid(producer.inputs[0]) if producer is not None
+              and producer.name == "DEQUANTIZE" else None)
+    return QuantizedModel(scheme, weights, grids, output)

@@ -1,0 +1,252 @@
+"""The quantized LiteRT adapters: the deployed tf_keras model (:mod:`._litert_deployed`, ``y`` its
+only output, zero initial states) converted with a quantization and run in the LiteRT
+interpreter on CPU, float input and output kept (``QUANTIZE`` / ``DEQUANTIZE`` inside):
+
+- ``litert-int8``: full integer (a representative dataset, ``TFLITE_BUILTINS_INT8``), the
+  interpreter's default ``BUILTIN`` kernels;
+- ``litert-int8-ref``: the same model under ``BUILTIN_REF``, the reference kernels;
+- ``litert-dynamic``: dynamic range (weights int8, activations float, quantized per row by the
+  hybrid kernel at run time);
+- ``litert-int16x8``: 16-bit activations, 8-bit weights.
+
+They run the cases with a ``quantization:`` key; calibration uses the case's own input
+distribution at its batch and sequence length (:func:`harness.quantization.calibration_inputs`).
+Each conversion runs in a process of its own (:mod:`._litert_convert`): a converter that dies
+is an error row naming the signal, or, for a crash declared in :attr:`known_crashes`, a known
+upstream bug. A model none of whose recurrent ops reads an integer tensor is an error row
+("nothing was quantized"): a quantized pair that passes on a float model tests nothing.
+The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.adapters import _litert_convert, _litert_flatbuffer
+from harness.adapters._keras import (
+    TF_KERAS_ACTIVATIONS,
+    KerasLibraryAdapter,
+    import_tf_keras,
+    layer_reasons,
+)
+from harness.adapters._litert import DTYPE_REASON, import_litert, litert_version
+from harness.adapters._litert_deployed import (
+    deployed_model,
+    feeds,
+    final_states,
+    invoke,
+    ops_note,
+    ops_of,
+)
+from harness.adapters.base import AdapterFault, Capabilities
+from harness.data import Inputs, Outputs
+from harness.errors import KnownUpstreamCrash, NotApplicable
+from harness.quantization import QuantizedModel, calibration_inputs
+from harness.spec import Case
+
+ROUTE = ("tf_keras Model (y only) saved as a SavedModel, TFLiteConverter.from_saved_model in a "
+         "process of its own")
+NOT_QUANTIZED_CASE = "not a quantized case (it has no quantization: key; docs/quantization.md)"
+ZERO_STATES = "a deployed quantized model starts from zero states (its states are the op's own)"
+NO_FUSED_GRU_DYNAMIC = ("TFLite has no fused GRU op: a dynamic-range GRU is a WHILE loop whose "
+                        "weights the harness does not map back to the gates")
+UPSTREAM_16X8 = "tensorflow/tensorflow#59626"
+
+
+# the last conversion (QuantizedLiteRT.convert): its model, or how it failed
+_CONVERTED: dict[tuple[str, str], bytes | Exception] = {}
+
+
+class QuantizedLiteRT(KerasLibraryAdapter):
+    """A quantization ``scheme`` of :mod:`._litert_convert` run under ``op_resolver`` (an
+    ``ai_edge_litert`` ``OpResolverType`` name; None: the interpreter's default)."""
+
+    framework = "litert"
+    requires = ("tensorflow", "tf_keras", "ai_edge_litert")
+    import_keras = staticmethod(import_tf_keras)
+    keras_dist = "tf_keras"
+    activations = TF_KERAS_ACTIVATIONS
+    saved_models = ("tflite",)
+    named_only = "a conversion costs seconds a model, in a process of its own"
+    scheme = "int8"
+    op_resolver: str | None = None
+    # another op resolver the same model also runs under: the pair's reason gives how many
+    # output steps the two kernels are apart (tensorflow#53763 is such a difference)
+    beside: str | None = None
+    # signal of the converter's process -> the upstream bug it is known as (not a dead run)
+    known_crashes: dict[str, str] = {}
+    capabilities = Capabilities(
+        directions=frozenset({"forward", "reverse", "bidirectional"}),
+        dtypes=frozenset({"float32"}),
+        recurrent_activations=frozenset({"sigmoid"}),
+        variable_lengths=False,
+        initial_state=False,
+        reasons=layer_reasons("tf_keras") | {
+            "dtypes": DTYPE_REASON,
+            "variable_lengths": "a deployed fused model has no lengths (a mask converts to a "
+                                "WHILE loop)",
+            "initial_state": ZERO_STATES,
+            "recurrent_activations": "the quantized LSTM kernel's gates are sigmoid only",
+            "gradients": "a converted LiteRT model is inference only (no backward pass)",
+        },
+    )
+
+    def not_applicable_reason(self, case: Case) -> str | None:
+        if case.quantization is None:
+            return f"{self.name}: {NOT_QUANTIZED_CASE}"
+        return super().not_applicable_reason(case)
+
+    def check_available(self) -> None:
+        super().check_available()
+        import_litert()
+
+    def versions(self) -> dict[str, str]:
+        return {**super().versions(), "ai_edge_litert": litert_version(), "converter": ROUTE,
+                "scheme": self.scheme, "op_resolver": self.op_resolver or "AUTO"}
+
+    def convert(self, case: Case, native: dict[str, np.ndarray]) -> bytes:
+        """The quantized ``.tflite`` of the case (a child process converts it), once per case,
+        weights and scheme in a process: ``litert-int8-ref`` runs the model ``litert-int8``
+        converted."""
+        digest = hashlib.sha256(case.model_dump_json(exclude={"name"}).encode())
+        for name in sorted(native):
+            digest.update(name.encode() + np.ascontiguousarray(native[name]).tobytes())
+        key = (digest.hexdigest(), self.scheme)
+        if key not in _CONVERTED:
+            _CONVERTED.clear()  # one kept: the int8 pair's model (or crash), for int8-ref
+            try:
+                _CONVERTED[key] = self._convert(case, native)
+            except (KnownUpstreamCrash, AdapterFault, _litert_convert.ConversionRefused) as exc:
+                _CONVERTED[key] = exc
+        got = _CONVERTED[key]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def _convert(self, case: Case, native: dict[str, np.ndarray]) -> bytes:
+        tf, K = import_tf_keras()
+        with tempfile.TemporaryDirectory(prefix="rnn-harness-tflite-") as top:
+            folder = Path(top)
+            with tf.device("/CPU:0"):
+                model = deployed_model(K, tf, case, native, activation=self.activations[
+                    case.recurrent_activation], states=False)
+                model.save(folder / "saved_model", save_format="tf")
+            np.savez(folder / "calibration.npz", x=calibration_inputs(case).astype(np.float32))
+            (folder / "scheme").write_text(self.scheme)
+            try:
+                return _litert_convert.convert_in_child(folder)
+            except _litert_convert.ConversionDied as exc:
+                upstream = self.known_crashes.get(exc.signal_name or "")
+                if upstream is not None:
+                    raise KnownUpstreamCrash(f"{exc} converting to {self.scheme}", upstream
+                                             ) from None
+                raise AdapterFault(f"{exc} converting to {self.scheme}") from None
+
+    def kernel_model(self, model: bytes) -> bytes:
+        """The model the interpreter runs: the converted one (a planted bug changes it, while
+        the yardstick reads the converted one)."""
+        return model
+
+    def kernel_feeds(self, feeds: dict[str, np.ndarray], quantized: QuantizedModel
+                     ) -> dict[str, np.ndarray]:
+        """What the interpreter is fed: the case's inputs (a planted bug shifts them as a
+        kernel reading them wrongly would)."""
+        return feeds
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        Interpreter = import_litert()
+        try:
+            model = self.convert(case, native)
+        except _litert_convert.ConversionRefused as exc:
+            raise self.refused(exc) from None
+        ops = ops_of(Interpreter, model)
+        integer = _litert_flatbuffer.integer_recurrent_tensors(model)
+        if not integer:
+            raise AdapterFault(f"nothing was quantized: no integer tensor in the recurrent ops "
+                               f"(converted ops {', '.join(ops)})")
+        if "WHILE" in ops or _litert_flatbuffer.FUSED_LSTM not in ops:
+            raise AdapterFault(f"the converter did not emit the fused "
+                               f"{_litert_flatbuffer.FUSED_LSTM} kernel: converted ops "
+                               f"{', '.join(ops)}")
+        quantized = _litert_flatbuffer.quantized_model(case, model, self.scheme)
+        y = invoke(Interpreter, self.kernel_model(model),
+                   self.kernel_feeds(feeds(case, inputs, False), quantized),
+                   op_resolver=self.resolver())
+        h_n, absent = final_states(case, y)
+        kinds = sorted({t.rsplit("(", 1)[1].rstrip(")") for t in integer})
+        note = (f"{ops_note(ops)} under the {self.op_resolver or 'default'} op resolver; "
+                f"integer tensors in the recurrent ops: {', '.join(kinds)}")
+        if self.beside is not None and quantized.output is not None:
+            other = invoke(Interpreter, self.kernel_model(model),
+                           self.kernel_feeds(feeds(case, inputs, False), quantized),
+                           op_resolver=self.resolver(self.beside))
+            apart = float(np.max(np.abs(y - other))) / quantized.output.scale
+            note += (f"; {self.beside} vs {self.op_resolver} kernels: {apart:.3g} output steps "
+                     f"apart")
+        return Outputs(y=y, h_n=h_n, absent=absent, models={"tflite": model}, note=note,
+                       quantized=quantized)
+
+    def resolver(self, name: str | None = None) -> Any:
+        """The ``OpResolverType`` named (default: :attr:`op_resolver`; None: the default)."""
+        name = name or self.op_resolver
+        if name is None:
+            return None
+        from ai_edge_litert.interpreter import OpResolverType
+
+        return getattr(OpResolverType, name)
+
+    def refused(self, exc: Exception) -> Exception:
+        """What a converter's refusal of the scheme makes of the pair: an error row quoting it
+        (the 16x8 adapter: not applicable)."""
+        return AdapterFault(f"the converter refused {self.scheme}: {first_line(exc)}")
+
+
+def first_line(exc: Exception) -> str:
+    """The converter's message: its first line that says something (not a location line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    said = [ln for ln in lines if "error:" in ln] or lines
+    return said[0][:400] if said else type(exc).__name__
+
+
+class LiteRTInt8(QuantizedLiteRT):
+    name = "litert-int8"
+    title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN kernels, CPU)"
+    known_crashes = {"SIGSEGV": "tensorflow/tensorflow#87468"}
+
+
+class LiteRTInt8Ref(QuantizedLiteRT):
+    name = "litert-int8-ref"
+    title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN_REF reference kernels, CPU)"
+    op_resolver = "BUILTIN_REF"
+    beside = "BUILTIN"
+    known_crashes = {"SIGSEGV": "tensorflow/tensorflow#87468"}
+
+
+class LiteRTDynamic(QuantizedLiteRT):
+    name = "litert-dynamic"
+    title = "tf_keras LSTM -> dynamic-range LiteRT (int8 weights, hybrid kernel, CPU)"
+    scheme = "dynamic"
+    capabilities = Capabilities(**{
+        **{f: getattr(QuantizedLiteRT.capabilities, f)
+           for f in QuantizedLiteRT.capabilities.__dataclass_fields__},
+        "cells": frozenset({"lstm"}),
+        "reasons": QuantizedLiteRT.capabilities.reasons | {"cells": NO_FUSED_GRU_DYNAMIC},
+    })
+
+
+class LiteRTInt16x8(QuantizedLiteRT):
+    name = "litert-int16x8"
+    title = "tf_keras LSTM/GRU -> 16-bit activations, 8-bit weights LiteRT (CPU)"
+    scheme = "16x8"
+    # measured (TensorFlow 2.21): the GRU's 16x8 conversion dies with SIGSEGV as its int8 one
+    # does, on the same path (the GRU's loop quantized); declared under that report
+    known_crashes = {"SIGSEGV": "tensorflow/tensorflow#87468"}
+
+    def refused(self, exc: Exception) -> Exception:
+        return NotApplicable(f"the converter refuses 16x8: \"{first_line(exc)}\" "
+                             f"({UPSTREAM_16X8})")

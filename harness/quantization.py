@@ -1,0 +1,256 @@
+"""The yardstick of a quantized pair (docs/quantization.md): two questions, answered apart.
+
+*Is the kernel right?* The float64 reference is run with the model's own quantization where the
+kernel quantizes (:class:`Quantized`, through the reference's ``stored`` hook): the weights as
+stored in the converted model (dequantized), each layer's input ``x``, the hidden state ``h``
+(fed back and output) and the cell state ``c`` rounded to the grids the model declares, and
+the model's output ``y`` to its output grid. The pair's rows compare the adapter with that
+reference; a row passes within :data:`K_STEPS` steps of the output grid (``atol`` = k x step,
+``rtol`` = 0).
+
+*What does quantization cost?* Against the float64 reference on the original weights: per
+``y`` row the SQNR (dB), the cosine and the RMSE in output steps (columns ``sqnr_db``,
+``cosine``, ``rmse_steps``). The pair is DIVERGED when its SQNR over all of ``y`` is more than
+:data:`IDEAL_MARGIN_DB` below what an ideal quantization of the same scheme gives (the harness's
+own grids from the same calibration batches: :func:`ideal_model`), or below the case's
+``min_sqnr_db``. So a converter that writes wrong scales cannot pass by agreeing with its own
+file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from harness import compare
+from harness.data import Inputs, Outputs, generate
+from harness.params import Canonical, key, layer_dirs
+from harness.reference.functions import Array, Precision
+from harness.reference.layers import forward
+from harness.reference.tape import Tape
+from harness.spec import Case
+
+K_STEPS = 2.0
+"""k: a quantized pair's row passes within k steps of the output grid of the integer-aware
+reference. One step: the kernel rounds its last result (``h``, then the output requantized)
+to the grid where the reference rounds the same value computed in float64; the two differ
+before rounding by the kernel's 16-bit gate and cell arithmetic (steps of 2^-12 .. 2^-15,
+far below an int8 step), so a value within that of a rounding boundary lands one step off.
+One more step: that one-step difference in ``h`` is fed back and may move the next step's
+rounding once more (docs/quantization.md, "k")."""
+
+IDEAL_MARGIN_DB = 6.0
+"""A pair whose SQNR is this far below an ideal quantization's of the same scheme (the
+harness's own grids from the same calibration data) is DIVERGED: 6 dB is one bit, a grid twice
+as coarse as it needs to be."""
+
+COST_COLUMNS = ("sqnr_db", "cosine", "rmse_steps")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """An integer grid: value = (q − zero_point) x scale, q in [qmin, qmax]."""
+
+    scale: float
+    zero_point: int
+    qmin: int
+    qmax: int
+
+    def round(self, a: Array) -> Array:
+        q = np.clip(np.rint(a / self.scale) + self.zero_point, self.qmin, self.qmax)
+        return (q - self.zero_point) * self.scale
+
+
+def int8_grid(lo: float, hi: float) -> Grid:
+    """The affine int8 grid of a range (including 0), as TFLite's quantizer makes it."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = (hi - lo) / 255.0 or 1.0
+    return Grid(scale, int(np.clip(np.rint(-128 - lo / scale), -128, 127)), -128, 127)
+
+
+def int16_pow2_grid(bound: float) -> Grid:
+    """The symmetric int16 grid TFLite gives an LSTM's cell state: a power-of-two range over
+    ``bound``."""
+    exponent = int(np.ceil(np.log2(max(bound, 2.0 ** -15))))
+    return Grid(2.0 ** exponent / 32768.0, 0, -32768, 32767)
+
+
+@dataclass(frozen=True)
+class LayerGrids:
+    """The grids of one layer and direction: its input ``x``, hidden state ``h``, cell state
+    ``c`` (None: not quantized, as activations of a dynamic-range model)."""
+
+    x: Grid | None = None
+    h: Grid | None = None
+    c: Grid | None = None
+
+
+@dataclass
+class QuantizedModel:
+    """What a quantized adapter read from its converted model: its ``scheme`` (int8, dynamic),
+    the weights as stored (dequantized, canonical keys), the grids per layer and direction
+    (``"layer/direction"`` keys) and of the model's output ``y`` (None: float output), and the
+    ops that ran."""
+
+    scheme: str
+    weights: dict[str, np.ndarray]
+    grids: dict[str, LayerGrids] = field(default_factory=dict)
+    output: Grid | None = None
+
+
+@dataclass(frozen=True)
+class Quantized(Precision):
+    """The float64 reference with an integer kernel's stores: ``stored`` rounds x, h and c of
+    the current layer and direction to its grids (:meth:`at` picks them)."""
+
+    grids: dict = field(default_factory=dict, hash=False, compare=False)
+    where: str = ""
+
+    def at(self, layer: int, direction: int) -> Quantized:
+        return Quantized("float64", self.grids, f"{layer}/{direction}")
+
+    def stored(self, what: str, a: Array) -> Array:
+        grids = self.grids.get(self.where)
+        grid = getattr(grids, what, None) if grids is not None else None
+        return a if grid is None or a is None else grid.round(a)
+
+
+def integer_reference(case: Case, model: QuantizedModel, inputs: Inputs) -> Outputs:
+    """The float64 reference with ``model``'s quantization (the module text's first question)."""
+    out = forward(case, Canonical(model.weights), inputs, Quantized("float64", model.grids))
+    if model.output is not None:
+        out.y = model.output.round(out.y)
+        out.y_layers = None
+    return out
+
+
+def output_step(model: QuantizedModel, ref: Outputs) -> float:
+    """The unit a pair is judged in: the output grid's step, or for a float output (dynamic
+    range) the step of an int8 grid symmetric over the reference's y (max |y| / 127)."""
+    if model.output is not None:
+        return model.output.scale
+    return float(np.max(np.abs(ref.y))) / 127.0 or 1.0
+
+
+def calibration_inputs(case: Case) -> np.ndarray:
+    """x [N, B, T, I]: ``calibration_batches`` batches of the case's own input distribution at
+    its batch and sequence length, each from a seed of its own (never the compared batch)."""
+    n = case.quantization.calibration_batches if case.quantization else 8
+    return np.stack([generate(case.model_copy(update={"seed": case.seed + 1000 + k,
+                                                      "gradients": False})).x
+                     for k in range(n)])
+
+
+def ideal_model(case: Case, canonical: Canonical, scheme: str) -> QuantizedModel:
+    """An ideal quantization of the same ``scheme`` by the harness itself: each gate's weights
+    on a symmetric int8 grid over their own range; for int8, the activations on the grids TFLite
+    derives from their ranges over the calibration batches (:func:`calibration_inputs`) run
+    through the float64 reference: x and h affine int8, c int16 with a power-of-two range,
+    the output y affine int8."""
+    weights = {}
+    for layer, d in layer_dirs(case):
+        for name, block in canonical.block(layer, d).items():
+            k = key(layer, d, name)
+            if name[0] in "WR":
+                s = float(np.max(np.abs(block))) / 127.0 or 1.0
+                weights[k] = np.rint(block / s) * s
+            else:
+                weights[k] = block
+    if scheme != "int8":
+        return QuantizedModel(scheme, weights)
+    xs = calibration_inputs(case)
+    batch = xs.reshape(-1, *xs.shape[2:])  # the batches side by side: one run
+    lstm = case.cell_kind.has_cell_state
+    zeros = np.zeros((case.num_layers * case.num_directions, batch.shape[0], case.hidden_size))
+    big = case.model_copy(update={"batch": batch.shape[0], "seq_lengths": None})
+    tapes: list[Tape] = []
+    run = forward(big, canonical, Inputs(x=batch, h0=zeros, c0=zeros if lstm else None,
+                                         seq_lengths=None), tapes=tapes)
+    grids = {}
+    layer_in = batch
+    for layer in range(case.num_layers):
+        y = run.y_layers[layer]
+        for k, d in enumerate(case.directions):
+            H = case.hidden_size
+            h = y[..., k * H:(k + 1) * H]
+            c = (float(np.max(np.abs(tapes[layer * case.num_directions + k].over_time("c"))))
+                 if lstm else None)
+            grids[f"{layer}/{d}"] = LayerGrids(
+                x=int8_grid(float(layer_in.min()), float(layer_in.max())),
+                h=int8_grid(float(h.min()), float(h.max())),
+                c=int16_pow2_grid(c) if c is not None else None)
+        layer_in = y
+    return QuantizedModel(scheme, weights, grids,
+                          output=int8_grid(float(run.y.min()), float(run.y.max())))
+
+
+def sqnr_db(a: np.ndarray, r: np.ndarray, axes: tuple[int, ...] | None = None) -> np.ndarray:
+    """10 log10(Σ r² / Σ (a − r)²) over ``axes`` (inf where a equals r)."""
+    e = np.sum((a - r) ** 2, axis=axes)
+    s = np.sum(r ** 2, axis=axes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 10.0 * np.log10(s / e)
+
+
+def cost_columns(case: Case, y: np.ndarray, ref_y: np.ndarray, step: float
+                 ) -> dict[str, np.ndarray]:
+    """Per y row (direction, then t: the row order of :func:`harness.compare.divergence`):
+    SQNR (dB), cosine and RMSE / step of ``y`` against the float64 reference's ``ref_y``."""
+    B, T = case.batch, case.seq_len
+    D, F = case.num_directions, case.out_size
+    a = y.reshape(B, T, D, F).transpose(2, 1, 0, 3).reshape(D * T, B * F)
+    r = ref_y.reshape(B, T, D, F).transpose(2, 1, 0, 3).reshape(D * T, B * F)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cosine = np.sum(a * r, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(r, axis=1))
+    return {"sqnr_db": sqnr_db(a, r, (1,)), "cosine": cosine,
+            "rmse_steps": np.sqrt(np.mean((a - r) ** 2, axis=1)) / step}
+
+
+@dataclass
+class Judgement:
+    """A quantized pair judged: its rows (the cost columns filled on the y rows), verdict and
+    what the reason says."""
+
+    rows: pd.DataFrame
+    status: str
+    reason: str
+    sqnr_db: float
+    ideal_sqnr_db: float
+
+
+def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs: Inputs,
+          canonical: Canonical, reference: Outputs) -> Judgement:
+    """Both questions of the module text for one pair."""
+    kernel_ref = integer_reference(case, model, inputs)
+    step = output_step(model, reference)
+    tol = compare.Tolerance(atol=K_STEPS * step, rtol=0.0)
+    d = compare.divergence(case, adapter, out, kernel_ref, tol)
+    rows = d.rows.copy()
+    ys = rows["output"] == "y"
+    cost = cost_columns(case, out.y, reference.y, step)
+    for name in COST_COLUMNS:
+        rows.loc[ys.to_numpy(), name] = cost[name]
+    total = float(sqnr_db(out.y, reference.y))
+    ideal = ideal_model(case, canonical, model.scheme)
+    ideal_total = float(sqnr_db(integer_reference(case, ideal, inputs).y, reference.y))
+    worst = float(rows["tol_ratio"].max()) * K_STEPS if not rows.empty else 0.0
+    parts = [f"{model.scheme}: within {worst:.3g} output steps (step {step:.3g}) of the "
+             f"integer-aware reference (pass within {K_STEPS:g}); SQNR {total:.1f} dB over y, "
+             f"an ideal {model.scheme} quantization {ideal_total:.1f} dB"]
+    status = d.verdict
+    if total < ideal_total - IDEAL_MARGIN_DB:
+        status = compare.DIVERGED
+        parts.append(f"quantization costs {ideal_total - total:.1f} dB more than an ideal "
+                     f"quantization (beyond {IDEAL_MARGIN_DB:g} dB)")
+    floor = case.quantization.min_sqnr_db if case.quantization else None
+    if floor is not None and total < floor:
+        status = compare.DIVERGED
+        parts.append(f"SQNR {total:.1f} dB below the case's min_sqnr_db {floor:g}")
+    if d.verdict == compare.DIVERGED:
+        f = compare.first_divergence(rows)
+        if f is not None:
+            parts.append(f"the kernel differs from the integer-aware reference first at "
+                         f"{compare.where(f)}: {f['max_abs'] / step:.3g} steps")
+    return Judgement(rows, status, "; ".join(parts), total, ideal_total)

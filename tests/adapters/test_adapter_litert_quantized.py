@@ -1,0 +1,157 @@
+"""The quantized LiteRT adapters and their yardstick (harness/quantization.py,
+docs/quantization.md).
+
+Conversions cost tens of seconds on a busy 2-core machine: two in all, each in the child process
+the adapters use. One full-integer LSTM (tiny), shared by ``litert-int8``, ``litert-int8-ref``
+and the planted bugs (the adapters keep the last conversion in the process); one dynamic-range
+conversion of the same tiny LSTM, whose weight tensors are too small for the converter to
+quantize: "nothing was quantized". The rest needs no conversion: the child that dies by a
+signal, the 16x8 refusal (the converter's words, measured), the yardstick's pieces.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import numpy as np
+import pytest
+from support.quantized_mutants import CATALOGUE, PlantedInt8
+from support.runnable import runnable
+
+from harness import compare, quantization
+from harness.adapters import _litert_convert, get_adapter
+from harness.adapters.litert_quantized import LiteRTInt16x8
+from harness.errors import NotApplicable
+from harness.params import Canonical
+from harness.prepare import prepare
+from harness.reference import run as reference_run
+from harness.runner import run_pair
+from harness.spec import Case
+
+QUANTIZED = ("litert-int8", "litert-int8-ref", "litert-dynamic", "litert-int16x8")
+TINY = dict(cell="lstm", input_size=2, hidden_size=3, batch=2, seq_len=4, seed=5,
+            dtype="float32", quantization={"calibration_batches": 4},
+            adapters=[*QUANTIZED, *(PlantedInt8(bug).name for bug in CATALOGUE)])
+
+
+@pytest.fixture(scope="module")
+def prep():
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("ai_edge_litert")
+    return prepare(Case(name="q-lstm", **TINY))
+
+
+@pytest.fixture(scope="module")
+def int8(prep):
+    return run_pair(prep, runnable("litert-int8"))
+
+
+@pytest.mark.litert
+def test_int8_kernel_passes_within_steps_with_its_cost(int8):
+    assert int8.status == compare.PASS, (int8.reason, int8.detail)
+    assert "QUANTIZE, UNIDIRECTIONAL_SEQUENCE_LSTM, DEQUANTIZE" in int8.reason
+    assert "integer tensors in the recurrent ops: INT16, INT32, INT8" in int8.reason
+    y = int8.rows[int8.rows["output"] == "y"]
+    assert y["sqnr_db"].notna().all() and y["cosine"].between(0.9, 1.0).all()
+    assert (y["rmse_steps"] > 0).all()  # quantization costs something
+    assert "output steps" in int8.reason and "SQNR" in int8.reason
+
+
+@pytest.mark.litert
+def test_int8_ref_runs_the_reference_kernels_and_is_reported_in_steps(prep, int8):
+    ref = run_pair(prep, runnable("litert-int8-ref"))
+    assert ref.status == compare.PASS, (ref.reason, ref.detail)
+    assert "BUILTIN_REF op resolver" in ref.reason
+    # the two kernels in the same unit (output steps) against the same reference
+    step = int8.rows["atol"].iloc[0] / quantization.K_STEPS
+    between = np.max(np.abs(int8.outputs.y - ref.outputs.y)) / step
+    assert between <= quantization.K_STEPS
+    assert f"BUILTIN vs BUILTIN_REF kernels: {between:.3g} output steps apart" in ref.reason
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("bug", [b for b in CATALOGUE if b != "h-unquantized"])
+def test_planted_quantization_bugs_diverge(prep, int8, bug):
+    """Each with the clean adapter's conversion: only the kernel's reading is wrong."""
+    r = run_pair(prep, PlantedInt8(bug))
+    assert r.status == compare.DIVERGED, (bug, r.reason)
+
+
+@pytest.mark.litert
+def test_nothing_quantized_is_an_error_row(prep):
+    """executorch PR#14893's trap: the dynamic-range converter leaves a weight tensor of fewer
+    than 1024 elements float, so this model has no integer tensor in its LSTM."""
+    r = run_pair(prep, runnable("litert-dynamic"))
+    assert r.status == compare.ERROR
+    assert "nothing was quantized" in r.reason and "UNIDIRECTIONAL_SEQUENCE_LSTM" in r.reason
+
+
+def test_a_converter_killed_by_a_signal_is_named(tmp_path):
+    die = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    with pytest.raises(_litert_convert.ConversionDied, match="died with SIGSEGV") as caught:
+        _litert_convert.convert_in_child(tmp_path, die)
+    assert caught.value.signal_name == signal.Signals.SIGSEGV.name
+
+
+def test_the_int8_adapters_declare_the_gru_crash():
+    for name in ("litert-int8", "litert-int8-ref"):
+        assert get_adapter(name).known_crashes == {"SIGSEGV": "tensorflow/tensorflow#87468"}
+
+
+def test_16x8_refusal_is_not_applicable_quoting_the_converter():
+    # the converter's words (TensorFlow 2.21), as the child process writes them
+    said = ("RuntimeError: Quantization to 16x8-bit not yet supported for op: "
+            "'UNIDIRECTIONAL_SEQUENCE_LSTM'.")
+    made = LiteRTInt16x8().refused(_litert_convert.ConversionRefused(said))
+    assert isinstance(made, NotApplicable)
+    assert said in str(made) and "tensorflow/tensorflow#59626" in str(made)
+
+
+def test_only_quantized_cases_run_them():
+    plain = Case(name="plain", **{**TINY, "quantization": None})
+    for name in QUANTIZED:
+        assert "no quantization: key" in get_adapter(name).not_applicable_reason(plain)
+    assert get_adapter("litert-dynamic").not_applicable_reason(
+        Case(name="gru", **{**TINY, "cell": "gru"})).startswith("TFLite has no fused GRU op")
+
+
+def test_the_integer_reference_with_no_grids_is_the_reference():
+    case = Case(name="q", **TINY)
+    prep = prepare(case)
+    model = quantization.QuantizedModel("int8", dict(prep.canonical.tensors))
+    got = quantization.integer_reference(case, model, prep.inputs)
+    np.testing.assert_array_equal(got.y, reference_run(case, prep.canonical, prep.inputs).y)
+
+
+def test_an_ideal_quantization_is_judged_within_steps_and_near_its_cost():
+    """The harness's own quantization as the adapter's output: within 0 steps of itself, its
+    SQNR is the ideal's; the same outputs judged with 1.5 x the weights' scale cost more."""
+    case = Case(name="q", **{**TINY, "hidden_size": 8, "seq_len": 6})
+    prep = prepare(case)
+    ideal = quantization.ideal_model(case, prep.canonical, "int8")
+    out = quantization.integer_reference(case, ideal, prep.inputs)
+    out.h_n, out.c_n = None, None
+    got = quantization.judge(case, "ideal", out, ideal, prep.inputs, prep.canonical,
+                             prep.reference)
+    assert got.status == compare.PASS, got.reason
+    assert got.sqnr_db == pytest.approx(got.ideal_sqnr_db)
+    wrong = Canonical({k: v * 1.5 if k.rsplit("/", 1)[1].startswith("W_") else v
+                       for k, v in ideal.weights.items()})
+    bad = quantization.QuantizedModel("int8", wrong.tensors, ideal.grids, ideal.output)
+    out = quantization.integer_reference(case, bad, prep.inputs)
+    out.h_n, out.c_n = None, None
+    judged = quantization.judge(case, "scales", out, bad, prep.inputs, prep.canonical,
+                                prep.reference)
+    # the kernel agrees with its own file; the cost gives it away
+    assert judged.rows["tol_ratio"].max() == 0
+    assert judged.status == compare.DIVERGED and "more than an ideal" in judged.reason
+
+
+def test_grids_round_as_tflite_declares_them():
+    g = quantization.int8_grid(-0.25, 0.5)
+    assert g.scale == pytest.approx(0.75 / 255) and -128 <= g.zero_point <= 127
+    assert g.round(np.array([0.0]))[0] == 0.0  # zero is on the grid
+    assert g.round(np.array([9.0]))[0] == pytest.approx((127 - g.zero_point) * g.scale)
+    c = quantization.int16_pow2_grid(0.7)
+    assert c.scale == 2.0 ** -15  # a range of 1: the power of two over 0.7
