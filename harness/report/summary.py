@@ -127,11 +127,17 @@ def headers(gradients: bool = False) -> list[str]:
     return HEADERS[:5] + ["worst gradient"] + HEADERS[5:] if gradients else list(HEADERS)
 
 
+NO_FRAMEWORK = ("no framework was compared: only the harness's own references (reference, "
+                "noise-floor), whose pairs pass by construction")
+
+
 def summary_markdown(result: RunResult) -> str:
     counts = pd.Series([p.status for p in result.pairs]).value_counts().to_dict()
     lines = ["# Conformance summary", ""]
     lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                  + f" — {result.seconds:.1f} s")
+    if result.compared_no_framework:
+        lines += ["", f"**Vacuous**: {NO_FRAMEWORK}."]
     if result.case_errors:
         lines += ["", "## Case errors", ""]
         lines += [f"- `{name}`: {err}" for name, err in result.case_errors.items()]

@@ -125,13 +125,15 @@ def test_parse_shard(text, index, count):
     assert str(parse_shard(text)) == f"{index}/{count}"
 
 
-@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1", "1/0", "-1/3", "1/2/3", ""])
+@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1", "1/0", "-1/3", "1/2/3", "", "1/20000",
+                                  "10001/10001"])
 def test_parse_shard_refuses(text):
     with pytest.raises(HarnessError, match="--shard"):
         parse_shard(text)
 
 
-@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1/3", "1/99999999999999999999"])
+@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1/3", "1/99999999999999999999",
+                                  "1/20000"])  # N above run.json's bound, refused at the start
 def test_run_refuses_a_bad_shard_with_exit_2(text, tmp_path, capsys):
     case = tmp_path / "c.yaml"
     case.write_text(PEEPHOLES)
