@@ -380,11 +380,15 @@ def test_an_inherited_sigterm_ignore_is_kept(monkeypatch):
 
 
 _START_INTERRUPTED = """
-import os, signal, sys, time
+import gc, multiprocessing, os, signal, sys
 import multiprocessing.popen_spawn_posix as popen
 from harness.adapters.reference import Reference
 from harness.isolation import _AdapterJob
 from harness.workers import Worker
+
+# Ctrl-C raises KeyboardInterrupt here even where the test run ignores SIGINT (nohup, a
+# background job): a child inherits the ignore, and Python then installs no handler of its own
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def interrupted_open(*args, **kwargs):  # the child exists; its start-up data is sent next
     os.kill(os.getpid(), signal.SIGINT)
@@ -392,12 +396,20 @@ def interrupted_open(*args, **kwargs):  # the child exists; its start-up data is
         pass
     return open(*args, **kwargs)
 popen.open = interrupted_open
+interrupted = False
 try:
     w = Worker(_AdapterJob, (Reference(),), name="w")
     print("no interrupt")
 except KeyboardInterrupt:
-    print("interrupted")
-    time.sleep(3)  # what a run's clean-up takes: a half-started worker reads EOF meanwhile
+    print("interrupted", flush=True)
+    interrupted = True
+if interrupted:
+    # the half-made Worker goes, and its end of the pipe with it: the worker process reads EOF
+    # and ends; waited for (not a sleep), so whatever it would print on a half start is seen
+    gc.collect()
+    for child in multiprocessing.active_children():
+        child.join(100)
+        print("worker ended" if not child.is_alive() else "worker still running", flush=True)
     sys.exit(0)
 del popen.open
 print("ready:", w.receive(60)[0])
@@ -413,4 +425,4 @@ def test_a_ctrl_c_while_a_worker_starts_waits_for_the_start_to_be_whole():
     proc = subprocess.run([sys.executable, "-c", _START_INTERRUPTED], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert "EOFError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert proc.stdout.splitlines()[0] == "interrupted", proc.stdout
+    assert proc.stdout.splitlines() == ["interrupted", "worker ended"], proc.stdout
