@@ -158,6 +158,14 @@ def test_init_copies_the_bundled_cases_and_never_overwrites(tmp_path, capsys):
     assert "exist already" in capsys.readouterr().err
 
 
+def test_init_refuses_an_empty_folder_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # '' would be this folder
+    for empty in ("", "  "):
+        assert main(["init", empty]) == 2
+        assert "DIR: expected a folder name, got an empty one" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_every_schema_property_is_described():
     schema = json_schema()
     missing = []
