@@ -387,11 +387,7 @@ def load_cases(path: str | Path) -> list[Case]:
         values = dict(zip(keys, combo, strict=True))
         expanded = {**data, **values}
         if isinstance(base_name, str) and "{" in base_name:
-            try:
-                expanded["name"] = base_name.format(**values)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise CaseError(f"name template cannot be filled: {exc}", file=file, field="name",
-                                line=_line_of(node, ("name",))) from None
+            expanded["name"] = _fill_template(base_name, values, file, node)
         else:
             expanded["name"] = "-".join([str(base_name)]
                                         + [_suffix(k, v) for k, v in values.items()])
@@ -402,6 +398,25 @@ def load_cases(path: str | Path) -> list[Case]:
         names.add(case.name)
         cases.append(case)
     return _apply_when(cases, file, node)
+
+
+def _fill_template(template: str, values: dict, file: str, node: yaml.Node | None) -> str:
+    """The name of one matrix entry from its template (checked by :func:`_check_template`).
+    A field takes a number, string or boolean: a list or mapping value (``seq_lengths``,
+    ``expected``) has no format of its own, and is refused naming the template's field."""
+    used = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    for key in used:
+        if isinstance(values.get(key), list | dict):
+            kind = "list" if isinstance(values[key], list) else "mapping"
+            raise CaseError(f"name template cannot be filled: {{{key}}} takes a number, string "
+                            f"or boolean, but matrix.{key} gives a {kind}; name the entries "
+                            "without it", file=file, field="name",
+                            line=_line_of(node, ("name",)))
+    try:
+        return template.format(**values)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise CaseError(f"name template cannot be filled: {str(exc)[:200]}", file=file,
+                        field="name", line=_line_of(node, ("name",))) from None
 
 
 def _check_template(template: str, keys: list[str], file: str, line: int | None) -> None:
