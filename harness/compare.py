@@ -172,6 +172,19 @@ def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None,
     return status, ""
 
 
+def pair_status(rows: pd.DataFrame, case: Case, adapter: str, floor_factor: float | None,
+                reason: str = "", expected: bool = True) -> tuple[str, str]:
+    """(status, reason) of a compared pair from its divergence rows (free-running and
+    step-local: :func:`pair_verdict`) and its case (``expected:``: :func:`as_expected`;
+    ``expected`` False: the plain verdict, as an attribution's reruns are judged). ``reason``:
+    the run's notes on the pair, which the verdict's reason follows. The one function that
+    says what a pair's status is: the run calls it on the rows it computed, ``merge`` on the
+    rows a shard recorded."""
+    status, why = pair_verdict(of_mode(rows, FREE), of_mode(rows, STEP), floor_factor)
+    reason = _join(reason, why)
+    return as_expected(status, reason, case, adapter) if expected else (status, reason)
+
+
 def as_expected(status: str, reason: str, case: Case, adapter: str) -> tuple[str, str]:
     """A compared pair's (status, reason) read against the case's ``expected:`` entry for the
     adapter (none: unchanged). DIVERGED as expected: KNOWN_BUG, which does not fail a run;
@@ -196,9 +209,19 @@ STATE_NOT_CELL = ("every one-step error within tolerance: the cell is right, the
 tolerance (:func:`pair_verdict`)."""
 
 
+READ_BACK_ROUNDING = 1e-5
+"""divergence.csv keeps the ratios to 6 significant digits: a row read back whose ratio lies
+this close to its bound is judged by the verdict written beside it."""
+
+
 def _rows_within(rows: pd.DataFrame, floor_factor: float | None) -> np.ndarray:
     floor = rows["floor_ratio"] if "floor_ratio" in rows.columns else None
-    return np.asarray(within(rows["tol_ratio"], floor, floor_factor))
+    ok = np.asarray(within(rows["tol_ratio"], floor, floor_factor))
+    if "verdict" in rows.columns and len(rows):
+        at_bound = np.abs(effective_ratio(rows["tol_ratio"], floor, floor_factor) - 1.0) \
+            <= READ_BACK_ROUNDING
+        ok = np.where(at_bound, rows["verdict"].to_numpy() != DIVERGED, ok)
+    return ok
 
 
 def tol_ratios(a: np.ndarray, r: np.ndarray, tol: Tolerance) -> np.ndarray:

@@ -92,6 +92,8 @@ class RunResult:
         """Pairs compared, but every one of them passes by construction
         (:meth:`passes_by_construction`, e.g. ``--adapters reference,noise-floor``): no framework
         was tested, the run is vacuous."""
+        if self.shard is not None:  # a part of a run: the whole run (merged) is judged
+            return False
         compared = [p for p in self.pairs if p.status in compare.COMPARED]
         return bool(compared) and all(self.passes_by_construction(p) for p in compared)
 

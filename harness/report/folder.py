@@ -33,6 +33,7 @@ input, found in a second, not after the whole run.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -57,6 +58,11 @@ FILES = ("divergence.csv", "summary.md", "layouts.md", "run.json", "errors.log",
 FOLDERS = ("plots", "outputs")
 PLOT_SUFFIXES = ("", "-layers", "-grad", "-grad-blocks")  # harness.report.html's plots per pair
 MAX_RUN_JSON = 64 * 2**20  # bytes; a run of 1000 cases with their specs is a few MB
+# bytes of the other files read back from a report folder (merge, diff: folders of other jobs);
+# the bundled cases' divergence.csv is about 1 MB with every CPU adapter, and pandas holds a
+# file of this size in a few times as much memory
+MAX_DIVERGENCE_CSV = 256 * 2**20
+MAX_ERRORS_LOG = 64 * 2**20  # tracebacks, a few kB each
 
 _TOOL = "rnn-harness"
 
@@ -534,12 +540,32 @@ def read_run(path: str | Path) -> RunRecord:
                            field=where.replace(".[", "[") or None) from None
 
 
+def _capped(path: Path, limit: int) -> Path:
+    """``path``, refused when larger than ``limit`` bytes: a file of another job's report
+    folder is read whole, so its size is checked first."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise HarnessError(f"cannot read: {_what(exc)}", file=path) from None
+    if size > limit:
+        raise HarnessError(f"larger than {limit // 2**20} MiB ({size} bytes); not read (a "
+                           "report's file is far smaller)", file=path)
+    return path
+
+
 def read_errors(path: Path) -> dict[str, str]:
-    """errors.log as :func:`write_errors` writes it (a link to elsewhere is not read)."""
+    """errors.log as :func:`write_errors` writes it (a link to elsewhere is not read; one
+    larger than :data:`MAX_ERRORS_LOG` is refused)."""
     if path.is_symlink() or not path.is_file():
         return {}
-    # tracebacks from anywhere: undecodable bytes are shown, not fatal
-    parts = re.split(r"(?m)^== (.+)\n", path.read_text(encoding="utf-8", errors="replace"))
+    _capped(path, MAX_ERRORS_LOG)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        # tracebacks from anywhere: undecodable bytes are shown, not fatal; read no more than
+        # the cap even where the file grew since
+        text = f.read(MAX_ERRORS_LOG + 1)
+    if len(text) > MAX_ERRORS_LOG:
+        raise HarnessError(f"larger than {MAX_ERRORS_LOG // 2**20} MiB; not read", file=path)
+    parts = re.split(r"(?m)^== (.+)\n", text)
     details = {}
     for k in range(1, len(parts), 2):
         text = parts[k + 1]
@@ -571,12 +597,19 @@ def read_report(folder: str | Path) -> ReportFolder:
     folder = Path(folder)
     if not folder.is_dir():
         raise HarnessError("report folder not found", file=folder)
-    csv = _regular(folder / "divergence.csv", "divergence.csv")
+    csv = _capped(_regular(folder / "divergence.csv", "divergence.csv"), MAX_DIVERGENCE_CSV)
     run = read_run(_regular(folder / "run.json", "run.json"))
     try:
-        text = pd.read_csv(csv, dtype=str, keep_default_na=False)
-        rows = pd.read_csv(csv, dtype={"case": str, "adapter": str, "output": str,
-                                       "verdict": str})
+        with open(csv, "rb") as f:  # read once, no more than the cap (the file may grow)
+            data = f.read(MAX_DIVERGENCE_CSV + 1)
+        if len(data) > MAX_DIVERGENCE_CSV:
+            raise HarnessError(f"larger than {MAX_DIVERGENCE_CSV // 2**20} MiB; not read",
+                               file=csv)
+        text = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+        rows = pd.read_csv(io.BytesIO(data), dtype={"case": str, "adapter": str,
+                                                    "output": str, "verdict": str})
+    except OSError as exc:
+        raise HarnessError(f"cannot read: {_what(exc)}", file=csv) from None
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise HarnessError(f"unreadable ({str(exc).splitlines()[0][:200]})", file=csv) from None
     if not {"case", "adapter"} <= set(text.columns):

@@ -12,6 +12,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from harness import blind, compare
+from harness.errors import printable_lines
 from harness.results import RunResult
 
 
@@ -166,7 +167,8 @@ def summary_markdown(result: RunResult) -> str:
                  "Step-local: the one-step error of each layer run one step at a time from "
                  "the reference's own states (docs/equations.md, Step-local divergence); it "
                  "explains a verdict (cell or state carrying), never changes it.")
-    return "\n".join(lines) + "\n"
+    # reasons and upstream ids may come from a merged shard's run.json: no escape sequences
+    return printable_lines("\n".join(lines)) + "\n"
 
 
 def _case_line(case) -> str:
