@@ -58,6 +58,7 @@ FILES = ("divergence.csv", "summary.md", "layouts.md", "run.json", "errors.log",
 FOLDERS = ("plots", "outputs")
 PLOT_SUFFIXES = ("", "-layers", "-grad", "-grad-blocks")  # harness.report.html's plots per pair
 MAX_RUN_JSON = 64 * 2**20  # bytes; a run of 1000 cases with their specs is a few MB
+MAX_MARKER = 64 * 2**20  # the marker lists the files of outputs/ too: a line per pair and file
 # bytes of the other files read back from a report folder (merge, diff: folders of other jobs);
 # the bundled cases' divergence.csv is about 1 MB with every CPU adapter, and pandas holds a
 # file of this size in a few times as much memory
@@ -95,16 +96,8 @@ def _plain(name: object) -> bool:
 
 def _marker_entries(folder: Path) -> set[str] | None:
     """The entries the marker lists, or None when there is no marker of this tool."""
-    marker = folder / MARKER
-    if marker.is_symlink() or not marker.is_file():
-        return None
-    try:
-        if marker.stat().st_size > 2**20:
-            return None
-        doc = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or doc.get("tool") != _TOOL:
+    doc = _marker_doc(folder)
+    if doc is None:
         return None
     entries = doc.get("entries")
     return {e for e in entries if _plain(e)} if isinstance(entries, list) else set()
@@ -142,12 +135,50 @@ def owned_entries(folder: Path, option: str = "--out") -> set[str]:
 
 
 def write_marker(folder: Path) -> None:
-    """The marker, listing every entry now in ``folder`` (called last, before the swap)."""
+    """The marker, listing every entry now in ``folder`` and every file this tool wrote in its
+    outputs/ (called last, before the swap): a user's files put in outputs/ later are told
+    apart from them, and kept by the next report (:func:`_carry`)."""
     from harness.npz import write_text
 
     names = sorted({p.name for p in folder.iterdir() if not p.name.endswith(".tmp")} | {MARKER})
-    write_text(folder / MARKER, json.dumps({"tool": _TOOL, "schema_version": SCHEMA_VERSION,
-                                            "entries": names}, indent=1) + "\n")
+    doc = {"tool": _TOOL, "schema_version": SCHEMA_VERSION, "entries": names}
+    top = folder / "outputs"
+    if top.is_dir() and not top.is_symlink():
+        doc["outputs"] = sorted(p.relative_to(top).as_posix() for p in top.rglob("*")
+                                if p.is_file() and not p.name.endswith(".tmp"))
+    write_text(folder / MARKER, json.dumps(doc, indent=1) + "\n")
+
+
+def _marker_doc(folder: Path) -> dict | None:
+    marker = folder / MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return None
+    try:
+        if marker.stat().st_size > MAX_MARKER:
+            return None
+        doc = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("tool") == _TOOL else None
+
+
+def written_outputs(folder: Path) -> set[str] | None:
+    """The files (paths relative to outputs/) this tool wrote in ``folder``'s outputs/: as its
+    marker lists them; for a report from before that list, the paths ``--save-outputs`` gives
+    the pairs its run.json names (outputs/CASE/ADAPTER.*). None: nothing says which they are
+    (no marker, no readable run.json): then outputs/ is left to the user, kept whole."""
+    doc = _marker_doc(folder)
+    listed = doc.get("outputs") if doc is not None else None
+    if isinstance(listed, list):
+        return {p for p in listed if isinstance(p, str)}
+    try:
+        run = read_run(folder / "run.json")
+    except HarnessError:
+        return None
+    top = folder / "outputs"
+    pairs = {(p.case, p.adapter) for p in run.pairs}
+    return {f.relative_to(top).as_posix() for f in top.glob("*/*")
+            if (f.parent.name, f.name.split(".")[0]) in pairs}
 
 
 def add_entry(path: str | Path) -> None:
@@ -202,12 +233,41 @@ def _carry(previous: Path, out: Path) -> bool:
     left = False
     for entry in previous.iterdir():
         if entry.name in owned:
+            if entry.name == "outputs":
+                left |= not _carry_outputs(previous, out)
             continue
         target = out / entry.name
         if target.exists() or target.is_symlink():
             left = True  # never replace what is there; keep the previous folder instead
             continue
         os.replace(entry, target)
+    return not left
+
+
+def _carry_outputs(previous: Path, out: Path) -> bool:
+    """Move the files and links in the previous report's outputs/ that this tool did not
+    write (:func:`written_outputs`: a user's notes, a model kept for later) into ``out``'s
+    outputs/, as they are. True when nothing of the user's is left behind."""
+    top = previous / "outputs"
+    if top.is_symlink() or not top.is_dir():
+        return True
+    written = written_outputs(previous)
+    left = False
+    for where, dirs, files in os.walk(top):
+        here = Path(where)
+        links = [d for d in dirs if (here / d).is_symlink()]  # moved as links, never entered
+        dirs[:] = [d for d in dirs if d not in links]
+        for name in [*files, *links]:
+            src = here / name
+            rel = src.relative_to(top)
+            if written is not None and rel.as_posix() in written and not src.is_symlink():
+                continue
+            target = out / "outputs" / rel
+            if target.exists() or target.is_symlink():
+                left = True  # never replace what is there; keep the previous folder instead
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, target)
     return not left
 
 

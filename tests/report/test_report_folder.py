@@ -148,6 +148,39 @@ def test_a_report_is_replaced_but_the_users_entries_in_it_are_kept(tmp_path, cap
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
 
 
+def _report_with_outputs(out: Path) -> Path:
+    write_report(runner.run(CASES, [Reference(), Correct()], RunOptions(keep_outputs=True)), out,
+                 outputs=True)
+    return out
+
+
+@pytest.mark.parametrize("before_the_list", [False, True], ids=["listed", "before-the-list"])
+def test_the_users_files_in_outputs_are_kept_by_the_next_report(tmp_path, before_the_list):
+    out = _report_with_outputs(tmp_path / "report")
+    ours = sorted(str(p.relative_to(out / "outputs")) for p in (out / "outputs").rglob("*.npz"))
+    assert ours == ["a/fault-none.npz", "a/reference.npz", "b/fault-none.npz", "b/reference.npz"]
+    if before_the_list:  # a report written before the marker listed outputs/
+        doc = json.loads((out / MARKER).read_text())
+        del doc["outputs"]
+        (out / MARKER).write_text(json.dumps(doc))
+    (out / "outputs" / "NOTES.txt").write_text("mine")
+    (out / "outputs" / "prev").mkdir()
+    (out / "outputs" / "prev" / "my-model.tflite").write_bytes(b"model")
+    (out / "outputs" / "a" / "keep.txt").write_text("mine too")
+    (out / "outputs" / "a" / "fault-none.npz").write_bytes(b"stale")  # ours: replaced
+    _report_with_outputs(out)
+    assert (out / "outputs" / "NOTES.txt").read_text() == "mine"
+    assert (out / "outputs" / "prev" / "my-model.tflite").read_bytes() == b"model"
+    assert (out / "outputs" / "a" / "keep.txt").read_text() == "mine too"
+    assert (out / "outputs" / "a" / "fault-none.npz").read_bytes() != b"stale"
+    assert "NOTES.txt" not in json.loads((out / MARKER).read_text())["outputs"]
+    _report(out)  # without --save-outputs: the user's files stay, ours go
+    left = sorted(str(p.relative_to(out / "outputs")) for p in (out / "outputs").rglob("*")
+                  if p.is_file())
+    assert left == ["NOTES.txt", "a/keep.txt", "prev/my-model.tflite"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
+
+
 def test_a_report_from_before_the_marker_is_recognised_read_and_replaced(tmp_path, capsys):
     old = _report(tmp_path / "old")
     (old / MARKER).unlink()
