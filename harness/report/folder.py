@@ -18,6 +18,9 @@ report is complete is it swapped in: the previous folder is renamed aside
 (``.NAME.old-PID-RANDOM/report``), the new one renamed to NAME, the previous folder's other
 entries moved across, the aside folder removed. An interrupted run (Ctrl-C, SIGTERM, an
 exception) removes its partial folder and puts the previous report back if it was already aside.
+A run holds an OS file lock (``flock``) on ``.NAME.lock-PID-RANDOM`` while its hidden folders
+exist: another run tells a live run's folders from a killed one's by that lock, not by the PID,
+which names no process across PID namespaces (two containers sharing a workspace).
 A SIGKILL cannot be caught: the next run into the same folder (:func:`recover`, called before
 anything runs) removes a killed run's partial folder and **restores** a killed run's aside
 folder: renamed back to NAME when the swap stopped between its renames, its other entries moved
@@ -37,6 +40,7 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -48,6 +52,11 @@ from pydantic import ValidationError
 
 from harness.errors import HarnessError
 from harness.report.record import SCHEMA_VERSION, RunRecord
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; a PID tells whether a run is alive
+    fcntl = None
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -208,7 +217,52 @@ def add_entry(path: str | Path) -> None:
 # Hidden folders of a swap, and their recovery ---------------------------------------------------
 
 def _hidden(out: Path, kind: str) -> re.Pattern[str]:
-    return re.compile(rf"^\.{re.escape(out.name)}\.{kind}-(\d+)-[A-Za-z0-9_]+$")
+    """``.NAME.KIND-TOKEN``; TOKEN ``PID-RANDOM`` (group 1), PID (group 2)."""
+    return re.compile(rf"^\.{re.escape(out.name)}\.{kind}-((\d+)-[A-Za-z0-9_]+)$")
+
+
+def _lock_path(out: Path, token: str) -> Path:
+    return out.parent / f".{out.name}.lock-{token}"
+
+
+@contextlib.contextmanager
+def _owner_lock(out: Path) -> Iterator[str]:
+    """Hold an OS file lock (``flock``) on ``.NAME.lock-TOKEN`` beside ``out`` for the block,
+    and yield TOKEN (``PID-RANDOM``), which names the block's hidden folders. Another run
+    tells whether their owner is alive by the lock, not the PID: a PID says nothing across PID
+    namespaces (two containers sharing a workspace), a lock held by a live process does, and
+    the kernel releases it when that process dies, however it dies. The lock file is made
+    under a temporary name and renamed once locked, so it is never seen unlocked."""
+    token = f"{os.getpid()}-{secrets.token_hex(4)}"
+    path = _lock_path(out, token)
+    fd = None
+    if fcntl is not None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.locking-", dir=out.parent)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.replace(tmp, path)
+        except OSError:  # a file system without locks: the PID check alone, as before
+            os.close(fd)
+            fd = None
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    try:
+        yield token
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            os.close(fd)
+
+
+def _owner_alive(out: Path, token: str, pid: int) -> bool:
+    """Whether the run that made the hidden folder of ``token`` is still going: its lock file
+    is locked (:func:`_owner_lock`). A folder without one (a run of an earlier rnn-harness, or
+    a file system without locks): its PID is alive."""
+    path = _lock_path(out, token)
+    if fcntl is None or path.is_symlink() or not path.is_file():
+        return _pid_alive(pid)
+    return _locked(path)  # held: its owner is alive, in whatever PID namespace
 
 
 def _pid_alive(pid: int) -> bool:
@@ -284,7 +338,8 @@ def recover(out: Path) -> list[str]:
     partial, old = _hidden(out, "partial"), _hidden(out, "old")
     for entry in sorted(parent.iterdir(), key=lambda p: p.name):
         m = partial.match(entry.name) or old.match(entry.name)
-        if not m or _pid_alive(int(m.group(1))) or not entry.is_dir() or entry.is_symlink():
+        if (not m or _owner_alive(out, m.group(1), int(m.group(2))) or not entry.is_dir()
+                or entry.is_symlink()):
             continue
         previous = entry / "report"
         if m.re is partial or not (previous.exists() or previous.is_symlink()):
@@ -299,7 +354,46 @@ def recover(out: Path) -> list[str]:
         else:
             done.append(f"moved the rest of {entry.name} into {out.name}")
         shutil.rmtree(entry, ignore_errors=True)
+    _remove_dead_locks(out)
     return done
+
+
+def _remove_dead_locks(out: Path) -> None:
+    """Remove the lock files of killed runs (nothing holds them) whose folders are gone, and
+    the half-made lock files of runs killed while making one."""
+    lock = _hidden(out, "lock")
+    making = re.compile(rf"^\.{re.escape(out.name)}\.locking-[A-Za-z0-9_]+$")
+    for entry in out.parent.iterdir():
+        m = lock.match(entry.name)
+        if m:
+            token = m.group(1)
+            if _owner_alive(out, token, int(m.group(2))) or any(
+                    (out.parent / f".{out.name}.{kind}-{token}").exists()
+                    for kind in ("partial", "old")):
+                continue
+        elif not making.match(entry.name) or _locked(entry):
+            continue
+        with contextlib.suppress(OSError):
+            entry.unlink()
+
+
+def _locked(path: Path) -> bool:
+    """Whether another open file holds a lock on ``path`` (False where locks are unknown)."""
+    if fcntl is None or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 # The state an interrupted command leaves -------------------------------------------------------
@@ -456,28 +550,30 @@ def staged(out: str | Path, option: str = "--out") -> Iterator[Path]:
         raise HarnessError("exists and is not a folder", file=out, field=option)
     owned_entries(out, option)  # refused before anything is written
     _note(out, "kept" if out.exists() else "absent")
-    pid = os.getpid()
-    try:
-        partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{pid}-", dir=out.parent))
-    except OSError as exc:
-        raise HarnessError(f"cannot write a report here: {_what(exc)}", file=out) from None
-    try:
-        os.chmod(partial, 0o755)  # mkdtemp makes 0700; reports are for people and web servers
-        yield partial
-        write_marker(partial)
-        _swap(partial, out)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    with _owner_lock(out) as token:  # held until the swap is done: another run sees it alive
+        partial = out.parent / f".{out.name}.partial-{token}"
+        try:
+            os.mkdir(partial, 0o700)
+        except OSError as exc:
+            raise HarnessError(f"cannot write a report here: {_what(exc)}", file=out) from None
+        try:
+            os.chmod(partial, 0o755)  # reports are for people and web servers
+            yield partial
+            write_marker(partial)
+            _swap(partial, out, token)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
 
 
-def _swap(partial: Path, out: Path) -> None:
+def _swap(partial: Path, out: Path, token: str) -> None:
     """Put ``partial`` in the place of ``out``: the previous folder aside, the new one in its
     place, the previous folder's entries this tool did not write moved across, the rest removed.
     A kill at any point leaves what :func:`recover` puts right."""
     old = None
     if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
+        old = out.parent / f".{out.name}.old-{token}"
+        os.mkdir(old, 0o700)
         os.replace(out, old / "report")
         _note(out, "aside", old)
     try:

@@ -181,6 +181,43 @@ def test_the_users_files_in_outputs_are_kept_by_the_next_report(tmp_path, before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
 
 
+_OTHER_NAMESPACE = """
+import os, sys
+from pathlib import Path
+os.getpid = lambda: int(sys.argv[2])  # the PID another PID namespace sees: not this process
+from harness.report.folder import staged
+with staged(Path(sys.argv[1])) as partial:
+    print(partial.name, flush=True)
+    sys.stdin.readline()  # writing its report until told to stop (or killed)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_a_live_run_is_seen_alive_by_its_lock_whatever_its_pid(tmp_path):
+    """Two runs into one --out from different PID namespaces: the PID in the other run's
+    hidden folder names no process here (a dead one's, below), but the run holds its lock, so
+    its partial folder is left alone until it ends."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "report"
+    other = subprocess.Popen([sys.executable, "-c", _OTHER_NAMESPACE, str(out), str(dead.pid)],
+                             cwd=Path(__file__).parents[2], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        name = other.stdout.readline().strip()
+        assert name.startswith(f".report.partial-{dead.pid}-"), name
+        assert report_folder.recover(out) == []
+        _report(out)  # a whole report into the same folder meanwhile
+        assert (tmp_path / name).is_dir(), "a live run's partial folder was swept"
+    finally:
+        other.kill()
+        other.wait(30)
+    # killed: the kernel released its lock, the next run clears what it left
+    assert report_folder.recover(out) == [f"removed {name}, left by a killed run"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
+    assert read_report(out).run.pairs
+
+
 def test_a_report_from_before_the_marker_is_recognised_read_and_replaced(tmp_path, capsys):
     old = _report(tmp_path / "old")
     (old / MARKER).unlink()
