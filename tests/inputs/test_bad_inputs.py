@@ -25,6 +25,7 @@ from harness import memory, params, prepare, reference
 from harness.cases import load_cases
 from harness.cli import main
 from harness.data import generate as generate_inputs
+from harness.dtypes import round_to
 from harness.errors import CaseError, WeightsError
 from harness.npz import load_npz
 from harness.report.summary import NO_FRAMEWORK
@@ -610,3 +611,21 @@ def test_convert_and_doctor_go_through_the_memory_guard(tmp_path, capsys, monkey
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and len(err) == 1 and "w.npz" in err[0], err
     assert "more than the memory limit" in err[0], err
+
+
+def test_a_float16_overflow_is_inf_without_a_warning_on_stderr(tmp_path):
+    """Values beyond float16's range are ±inf in float16 arithmetic (a pre-activation above
+    65504), which the harness rounds to as it is: no "RuntimeWarning: overflow encountered in
+    cast" on stderr."""
+    pytest.importorskip("torch")
+    case = tmp_path / "f16.yaml"
+    case.write_text("name: f16\ncell: lstm\ninput_size: 2\nhidden_size: 3\nbatch: 2\n"
+                    "seq_len: 4\ndtype: float16\nweights: {init: uniform, scale: 50000.0}\n")
+    proc = subprocess.run([sys.executable, "-W", "default", "-m", "harness", "run", str(case),
+                           "--adapters", "reference,torch-cpu", "--out", str(tmp_path / "r"),
+                           "--quiet", "--plots", "none"],
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr
+    assert round_to(np.array([1e6, -1e6, 1.0]), "float16").tolist() == [np.inf, -np.inf, 1.0]
