@@ -104,7 +104,8 @@ def test_run_atol_rtol_replace_every_tolerance(case_file, tmp_path, capsys):
 
 
 def test_final_line_gives_the_whole_commands_time(case_file, tmp_path, capsys):
-    assert _run([str(case_file)], tmp_path / "r") == 1  # the noise floor alone tests no framework: vacuous, exit 1
+    # the noise floor alone tests no framework: vacuous, exit 1
+    assert _run([str(case_file)], tmp_path / "r") == 1
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.search(r"\(pairs \d+\.\d s; (\d+\.\d) s in all\)$", last), last
 

@@ -163,7 +163,8 @@ def test_the_references_alone_are_a_vacuous_run(tmp_path, capsys):
 def test_an_upstream_id_with_escape_sequences_is_written_escaped(tmp_path):
     # YAML's "\e" is ESC: a window title and a cleared screen for whoever cats summary.md
     code, out = _run(tmp_path, "esc", "tolerance: {adapters: {noise-floor: {atol: 0, rtol: 0}}}\n"
-                     'expected: {noise-floor: {verdict: DIVERGED, upstream: "x#1\\e]0;t\\a\\e[2J"}}\n')
+                     "expected: {noise-floor: {verdict: DIVERGED, "
+                     'upstream: "x#1\\e]0;t\\a\\e[2J"}}\n')
     assert code == 0
     summary = (out / "summary.md").read_text()
     assert "known upstream bug x#1\\x1b]0;t\\x07\\x1b[2J" in summary
