@@ -614,19 +614,14 @@ def test_convert_and_doctor_go_through_the_memory_guard(tmp_path, capsys, monkey
     assert "more than the memory limit" in err[0], err
 
 
-def test_a_float16_overflow_is_inf_without_a_warning_on_stderr(tmp_path):
+def test_a_float16_overflow_is_inf_without_a_warning_on_stderr():
     """Values beyond float16's range are ±inf in float16 arithmetic (a pre-activation above
     65504), which the harness rounds to as it is: no "RuntimeWarning: overflow encountered in
-    cast" on stderr."""
-    pytest.importorskip("torch")
-    case = tmp_path / "f16.yaml"
-    case.write_text("name: f16\ncell: lstm\ninput_size: 2\nhidden_size: 3\nbatch: 2\n"
-                    "seq_len: 4\ndtype: float16\nweights: {init: uniform, scale: 50000.0}\n")
-    proc = subprocess.run([sys.executable, "-W", "default", "-m", "harness", "run", str(case),
-                           "--adapters", "reference,torch-cpu", "--out", str(tmp_path / "r"),
-                           "--quiet", "--plots", "none"],
-                          cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode in (0, 1), proc.stderr
-    assert "Warning" not in proc.stderr, proc.stderr
-    assert round_to(np.array([1e6, -1e6, 1.0]), "float16").tolist() == [np.inf, -np.inf, 1.0]
+    cast" on stderr (a float16 case with weights of scale 5e4 printed it through torch-cpu's
+    pair)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = round_to(np.array([1e6, -1e6, 1.0]), "float16").tolist()
+    assert got == [np.inf, -np.inf, 1.0]
