@@ -1,3 +1,3 @@
-from harness.cli import entry
+from harness.launch import entry
 
 entry()

@@ -31,6 +31,8 @@ def copy_bundled(dest: str | Path) -> list[Path]:
     to overwrite a file that is there already, and never write through a link: a symlinked
     sub-folder or a dangling link inside ``dest`` would put files outside it. Returns the files
     written."""
+    if str(dest).strip() == "":  # Path("") is the current folder: refused, as `--out ''` is
+        raise HarnessError("expected a folder name, got an empty one", field="DIR")
     src = bundled_cases()
     dest = Path(dest)
     files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".yaml", ".npz"))

@@ -185,7 +185,7 @@ def validate_case(data: Any, *, file: str, node: yaml.Node | None = None) -> Cas
         cause = err.get("ctx", {}).get("error")
         if not loc and isinstance(cause, FieldError):  # a cross-field check names its field
             loc = tuple(cause.field.split("."))
-        field = ".".join(str(p) for p in loc) or None
+        field = _field_text(loc)
         others = {_clean_loc(e["loc"]) for e in errors[1:]} - {loc, ()}
         more = f" (and {len(others)} more)" if others else ""
         raise CaseError(_expected(err, loc) + more, file=file, field=field,
@@ -283,14 +283,29 @@ def _read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     return data, node
 
 
-_QUOTED = re.compile(r"'[^']{65,}'")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+# what PyYAML quotes that is not text of the file's own: punctuation (':', '-'), an escape
+# ('\t') or a token kind ('<scalar>')
+_PUNCTUATION = re.compile(r"^['\"]([^A-Za-z0-9'\"]{1,3}|\\[A-Za-z0-9]{1,8}|<[a-z ]{1,20}>)['\"]$")
 
 
 def _quoted_short(problem: str | None) -> str:
-    """PyYAML's problem text, with what it quotes from the line (a tag such as
-    ``!!python/object/apply:os.system``) cut to 64 characters: a file that is not YAML (a
-    credentials file) must not reach the terminal through the error line."""
-    return _QUOTED.sub(lambda m: m.group()[:62] + "...'", problem or "")
+    """PyYAML's problem text without what it quotes from the file (a tag such as
+    ``!!python/object/apply:os.system``, a word of the line), but a punctuation character or
+    an escape: a file that is not YAML (a credentials file) must not reach the terminal
+    through the error line."""
+    return _QUOTED.sub(lambda m: m.group() if _PUNCTUATION.match(m.group()) else "(not quoted)",
+                       problem or "")
+
+
+_KEY_LIKE = re.compile(r"^[A-Za-z0-9_+.=-]{1,64}$")  # case keys, adapter names, list indices
+
+
+def _field_text(loc: tuple) -> str | None:
+    """A field path for an error line, each part as written when it has the form of a key
+    (``tolerance.adapters.torch-cpu``) and ``?`` when not: an unknown "key" of a file that is
+    no case file (``root:*:20228:0:99999:7::`` of a password file) is not quoted."""
+    return ".".join(str(p) if _KEY_LIKE.match(str(p)) else "?" for p in loc) or None
 
 
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")  # 017; not 0, 0x1f or 0o17
@@ -372,11 +387,7 @@ def load_cases(path: str | Path) -> list[Case]:
         values = dict(zip(keys, combo, strict=True))
         expanded = {**data, **values}
         if isinstance(base_name, str) and "{" in base_name:
-            try:
-                expanded["name"] = base_name.format(**values)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise CaseError(f"name template cannot be filled: {exc}", file=file, field="name",
-                                line=_line_of(node, ("name",))) from None
+            expanded["name"] = _fill_template(base_name, values, file, node)
         else:
             expanded["name"] = "-".join([str(base_name)]
                                         + [_suffix(k, v) for k, v in values.items()])
@@ -387,6 +398,25 @@ def load_cases(path: str | Path) -> list[Case]:
         names.add(case.name)
         cases.append(case)
     return _apply_when(cases, file, node)
+
+
+def _fill_template(template: str, values: dict, file: str, node: yaml.Node | None) -> str:
+    """The name of one matrix entry from its template (checked by :func:`_check_template`).
+    A field takes a number, string or boolean: a list or mapping value (``seq_lengths``,
+    ``expected``) has no format of its own, and is refused naming the template's field."""
+    used = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    for key in used:
+        if isinstance(values.get(key), list | dict):
+            kind = "list" if isinstance(values[key], list) else "mapping"
+            raise CaseError(f"name template cannot be filled: {{{key}}} takes a number, string "
+                            f"or boolean, but matrix.{key} gives a {kind}; name the entries "
+                            "without it", file=file, field="name",
+                            line=_line_of(node, ("name",)))
+    try:
+        return template.format(**values)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise CaseError(f"name template cannot be filled: {str(exc)[:200]}", file=file,
+                        field="name", line=_line_of(node, ("name",))) from None
 
 
 def _check_template(template: str, keys: list[str], file: str, line: int | None) -> None:
@@ -440,6 +470,25 @@ def _case_files(folder: Path) -> list[Path]:
     return sorted(found)
 
 
+def _links_outside(path: Path) -> bool:
+    """A link (at any step) to a file outside the folder the path names."""
+    return path.is_symlink() and not path.resolve().is_relative_to(path.parent.resolve())
+
+
+def _load_named(path: Path) -> list[Case]:
+    """:func:`load_cases` of a file named on the command line. One that is a link to a file
+    outside its folder (``x.yaml`` -> ``/etc/shadow``) is read, as the user asked, but an error
+    in it quotes nothing of it: only that it is no case file."""
+    if not _links_outside(path):
+        return load_cases(path)
+    try:
+        return load_cases(path)
+    except CaseError:
+        raise CaseError("not a valid case file; it is a link to a file outside its folder, so "
+                        "nothing of it is quoted (give the file itself to see where)",
+                        file=path) from None
+
+
 def discover(paths: list[str | Path]) -> list[Case]:
     """Cases from files and folders (``*.yaml``/``*.yml``, sorted), names unique across all."""
     files: list[Path] = []
@@ -455,7 +504,7 @@ def discover(paths: list[str | Path]) -> list[Case]:
     cases: list[Case] = []
     seen: dict[str, str] = {}
     for f in files:
-        for case in load_cases(f):
+        for case in _load_named(f):
             if case.name in seen:
                 raise CaseError(f"case name {case.name!r} is already used in {seen[case.name]}",
                                 file=f, field="name")

@@ -176,6 +176,24 @@ def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None,
     return status, ""
 
 
+def pair_status(rows: pd.DataFrame, case: Case, adapter: str, floor_factor: float | None,
+                reason: str = "", expected: bool = True, weights: Weights | None = None,
+                unexplained: Callable[[], str | None] | None = None) -> tuple[str, str]:
+    """(status, reason) of a compared pair from its divergence rows (free-running and
+    step-local: :func:`pair_verdict`) and its case (what is known of the adapter's upstream
+    bugs: :func:`as_expected`, with ``weights`` and, for a DIVERGED pair, ``unexplained()``;
+    ``expected`` False: the plain verdict, as an attribution's reruns are judged). ``reason``:
+    the run's notes on the pair, which the verdict's reason follows. The one function that
+    says what a pair's status is: the run calls it on the rows it computed, ``merge`` on the
+    rows a shard recorded."""
+    status, why = pair_verdict(of_mode(rows, FREE), of_mode(rows, STEP), floor_factor)
+    reason = _join(reason, why)
+    if not expected:
+        return status, reason
+    return as_expected(status, reason, case, adapter, weights,
+                       unexplained() if unexplained is not None and status == DIVERGED else None)
+
+
 def as_expected(status: str, reason: str, case: Case, adapter: str,
                 weights: Weights | None, unexplained: str | None = None) -> tuple[str, str]:
     """A compared pair's (status, reason) read against what is known of the adapter's upstream
@@ -217,9 +235,19 @@ STATE_NOT_CELL = ("every one-step error within tolerance: the cell is right, the
 tolerance (:func:`pair_verdict`)."""
 
 
+READ_BACK_ROUNDING = 1e-5
+"""divergence.csv keeps the ratios to 6 significant digits: a row read back whose ratio lies
+this close to its bound is judged by the verdict written beside it."""
+
+
 def _rows_within(rows: pd.DataFrame, floor_factor: float | None) -> np.ndarray:
     floor = rows["floor_ratio"] if "floor_ratio" in rows.columns else None
-    return np.asarray(within(rows["tol_ratio"], floor, floor_factor))
+    ok = np.asarray(within(rows["tol_ratio"], floor, floor_factor))
+    if "verdict" in rows.columns and len(rows):
+        at_bound = np.abs(effective_ratio(rows["tol_ratio"], floor, floor_factor) - 1.0) \
+            <= READ_BACK_ROUNDING
+        ok = np.where(at_bound, rows["verdict"].to_numpy() != DIVERGED, ok)
+    return ok
 
 
 def tol_ratios(a: np.ndarray, r: np.ndarray, tol: Tolerance) -> np.ndarray:

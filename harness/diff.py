@@ -36,7 +36,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from harness import compare
-from harness.errors import HarnessError
+from harness.errors import HarnessError, printable_lines
 from harness.report.folder import read_report
 from harness.report.record import PairRecord, RunRecord
 
@@ -328,4 +328,6 @@ def diff_markdown(d: Diff) -> str:
     if d.environment:
         section("Environment changes (adapters, versions, flags)",
                 tabulate(d.environment, headers=["what", "old", "new"], tablefmt="github"))
-    return "\n".join(lines) + "\n"
+    # reasons, versions and platform come from the reports' run.json: no escape sequence of
+    # theirs reaches the terminal or diff.md
+    return printable_lines("\n".join(lines)) + "\n"

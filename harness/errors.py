@@ -35,6 +35,14 @@ def whole_sentences(text: str, limit: int = 300) -> str:
     return kept
 
 
+def printable_lines(text: str) -> str:
+    """``text`` with its lines kept and every other control character escaped (``\\x1b``): a
+    Markdown document (summary.md, ``diff``) whose cells come from a run.json that may have
+    been edited (reasons, versions, platform, upstream ids), for the terminal and for files
+    that are read on one."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
 class HarnessError(Exception):
     """Bad input. The CLI prints ``str(err)`` as one line and exits with code 2."""
 

@@ -16,7 +16,10 @@ The shards are read, and the merged folder written, by :mod:`harness.report.fold
 record validated there: a shard count beyond the bound, a newer schema, a malformed field).
 Refused here (HarnessError, exit 2): a folder that is not a shard, shards of different runs
 (other cases or adapters), a pair in two folders, a shard given twice, an incomplete set of
-shards, a pair whose case has no recorded spec, and an OUT_DIR that would replace a shard;
+shards, a pair whose case has no recorded spec (or another case's), a pair whose status in
+run.json is not the one its divergence.csv rows and recorded spec give (the run's own verdict
+function, :func:`harness.compare.pair_status`: verdicts are derived, never taken on trust), and
+an OUT_DIR that would replace a shard;
 ``allow_partial`` accepts all but the overlaps, and the report says what is missing.
 """
 
@@ -26,12 +29,13 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from harness import blind
+from harness import blind, compare, known_bugs
 from harness.adapters import ADAPTERS, Adapter
-from harness.errors import HarnessError
+from harness.errors import HarnessError, printable_lines
 from harness.npz import write_text
 from harness.report import folder as report_folder
 from harness.report.folder import ReportFolder, read_report
@@ -39,6 +43,9 @@ from harness.report.record import SCHEMA_VERSION, CaseRecord, RunRecord
 from harness.results import PairResult, RunResult
 from harness.shard import pair_id
 from harness.spec import Case
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ENVIRONMENT = ("versions", "precision_flags")  # per shard; a difference is warned about
 
@@ -132,10 +139,77 @@ def _case(name: str, entry: CaseRecord | None, folder: Path) -> Case:
                            f"{name[:80]}.spec): merge renders cases from it", file=folder /
                            "run.json", field="pairs")
     try:
-        return Case.model_validate({**entry.spec, "source": entry.file})
+        case = Case.model_validate({**entry.spec, "source": entry.file})
     except ValidationError as exc:
         raise HarnessError(f"case {name[:80]!r}: recorded spec does not validate "
                            f"({exc.error_count()} error(s))", file=folder / "run.json") from None
+    if case.name != name:
+        raise HarnessError(f"case {name[:80]!r}: its recorded spec is of another case, "
+                           f"{case.name[:80]!r}", file=folder / "run.json",
+                           field=f"cases.{name[:80]}.spec.name")
+    return case
+
+
+def _check_statuses(reports: list[ReportFolder], cases: dict[str, Case],
+                    rows_of: dict[tuple[str, str], pd.DataFrame]) -> None:
+    """Each pair's status in a shard's run.json is the one its recorded rows and spec give
+    (:func:`harness.compare.pair_status`, as the run judged it): a pair with rows compared
+    something, a compared pair has rows, and the verdict and the case's ``expected:`` reading
+    of its rows is its status. Anything else is a shard edited or corrupted since it ran: an
+    error naming the shard, never a verdict taken on trust."""
+    weights_of: dict[str, dict | None] = {}  # case -> its weights where the spec gives them
+    for r in reports:
+        for p in r.run.pairs:
+            rows = rows_of.get((p.case, p.adapter))
+            pid = pair_id(p.case, p.adapter)[:160]
+            compared = p.status in compare.COMPARED
+            if rows is None or rows.empty:
+                if compared:
+                    raise HarnessError(f"pair {pid} is {p.status!r} in run.json but has no rows "
+                                       "in divergence.csv", file=r.folder / "run.json",
+                                       field="pairs")
+                continue
+            if not compared:
+                raise HarnessError(f"pair {pid} is {p.status[:40]!r} in run.json but has "
+                                   "divergence.csv rows: it compared outputs",
+                                   file=r.folder / "run.json", field="pairs")
+            case = cases[p.case]
+            if "sqnr_db" in rows.columns and rows["sqnr_db"].notna().any():
+                continue  # judged in quantization steps against the model's own grids, which
+                # the rows do not hold (harness.quantization): not derived again here
+            floor_factor = compare.tolerance_for(case, p.adapter).floor_factor
+            if p.case not in weights_of:
+                weights_of[p.case] = _weights(case)
+            weights = weights_of[p.case]
+            if p.status not in _statuses_of(rows, case, p.adapter, floor_factor, weights):
+                derived, _ = compare.pair_status(rows, case, p.adapter, floor_factor,
+                                                 weights=weights)
+                raise HarnessError(f"pair {pid} is {p.status!r} in run.json, but its "
+                                   f"divergence.csv rows and the case's recorded spec give "
+                                   f"{derived!r}: the shard was changed after it ran",
+                                   file=r.folder / "run.json", field="pairs")
+
+
+def _weights(case: Case) -> dict | None:
+    """The case's weights where the spec alone gives them (drawn from its seed), else None:
+    a weights file of another job is not read."""
+    from harness import params
+
+    return params.generate(case).tensors if case.weights is None else None
+
+
+def _statuses_of(rows: pd.DataFrame, case: Case, adapter: str, floor_factor: float | None,
+                 weights: dict | None) -> set[str]:
+    """The statuses the run may have given these rows. One, except where a registry entry's
+    condition reads the weights or the outputs that merge does not have (a weights file; the
+    check that the entry explains a divergence, harness.runner): then the plain verdict or the
+    known-bug reading."""
+    derived, _ = compare.pair_status(rows, case, adapter, floor_factor, weights=weights)
+    statuses = {derived}
+    entry = None if adapter in case.expected else known_bugs.known_bug(case, adapter, weights)
+    if entry is not None and (weights is None or entry.reading is not None):
+        statuses.add(compare.pair_status(rows, case, adapter, floor_factor, expected=False)[0])
+    return statuses
 
 
 def _differences(reports: list[ReportFolder]) -> tuple[dict[str, dict], list[str]]:
@@ -262,6 +336,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
     numbers = pd.concat([r.rows for r in reports], ignore_index=True)
     rows_of = {key: part.reset_index(drop=True)
                for key, part in numbers.groupby(["case", "adapter"], sort=False)}
+    _check_statuses(reports, cases, rows_of)
 
     details: dict[str, str] = {}
     entries = []
@@ -354,4 +429,5 @@ def _with_note(summary: str, reports: list[ReportFolder], warnings: list[str]) -
     note += [f"**Warning**: {w}." for w in warnings]
     lines = summary.split("\n")
     at = 3 if len(lines) > 2 and lines[0].startswith("# ") else 0
-    return "\n".join(lines[:at] + [""] + note + lines[at:])
+    # the warnings quote the shards' run.json (versions, platforms): no escape sequences
+    return printable_lines("\n".join(lines[:at] + [""] + note + lines[at:]))

@@ -84,6 +84,27 @@ class RunResult:
             return pd.DataFrame(columns=compare.COLUMNS)
         return pd.concat(frames, ignore_index=True)
 
+    def passes_by_construction(self, pair: PairResult) -> bool:
+        """A pair of the noise-floor reference (``Adapter.is_the_noise_floor``) judged by the
+        noise floor: its error is the floor itself (floor ratio 1), and in a float64 case the
+        floor is the reference (error 0). It could not have failed, and tested no framework."""
+        adapter = next((a for a in self.adapters if a.name == pair.adapter), None)
+        case = next((c for c in self.cases if c.name == pair.case), None)
+        if adapter is None or case is None or not adapter.is_the_noise_floor:
+            return False
+        tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
+        return case.dtype == "float64" or tol.floor_factor is not None
+
+    @property
+    def compared_no_framework(self) -> bool:
+        """Pairs compared, but every one of them passes by construction
+        (:meth:`passes_by_construction`, e.g. ``--adapters reference,noise-floor``): no framework
+        was tested, the run is vacuous."""
+        if self.shard is not None:  # a part of a run: the whole run (merged) is judged
+            return False
+        compared = [p for p in self.pairs if p.status in compare.COMPARED]
+        return bool(compared) and all(self.passes_by_construction(p) for p in compared)
+
     @property
     def failed(self) -> bool:
         return bool(self.case_errors) or any(

@@ -134,20 +134,21 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
                                                   prep.canonical.tensors)
         return r
     d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
-    r.outputs, r.rows, r.status = out, d.rows, d.verdict
-    r.reason = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "", out.note,
-                     out.absent_note())
+    r.outputs, r.rows = out, d.rows
+    notes = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "", out.note,
+                  out.absent_note())
     if adapter.baseline:  # the NumPy reference beside a baseline computed on the GPU
-        r.reason = _join(r.reason, f"judged against the float64 reference on {prep.baseline_on}")
+        notes = _join(notes, f"judged against the float64 reference on {prep.baseline_on}")
     if wants_step_mode(step_mode, case, d.passed):
-        _add_step_rows(prep, adapter, executor, r, tol)
-    if attribute and r.status == compare.DIVERGED and adapter.device == "gpu" and adapter.reruns:
+        notes = _join(notes, _add_step_rows(prep, adapter, executor, r, tol))
+    # the status from the rows and the case, as merge derives it from a shard's rows; an
+    # attribution's reruns (attribute False) are judged as plain pairs
+    r.status, r.reason = compare.pair_status(
+        r.rows, case, adapter.name, tol.floor_factor, notes, expected=attribute,
+        weights=prep.canonical.tensors, unexplained=lambda: _unexplained(prep, adapter, out, tol))
+    if (attribute and r.status in (compare.DIVERGED, compare.KNOWN_BUG)
+            and adapter.device == "gpu" and adapter.reruns):
         r.attribution = _attribution(prep, adapter, executor)
-    if attribute:  # not for an attribution's reruns, judged as plain pairs
-        unexplained = _unexplained(prep, adapter, out, tol) if r.status == compare.DIVERGED \
-            else None
-        r.status, r.reason = compare.as_expected(r.status, r.reason, case, adapter.name,
-                                                  prep.canonical.tensors, unexplained)
     return r
 
 
@@ -191,36 +192,31 @@ def _join(*reasons: str) -> str:
 
 
 def _add_step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executor,
-                   r: PairResult, tol: compare.Tolerance) -> None:
+                   r: PairResult, tol: compare.Tolerance) -> str:
     """Run the adapter on each layer's derived step case (:mod:`harness.steplocal`) through the
-    pair's executor, add the step rows and say what they show
-    (:func:`harness.compare.pair_verdict`: they never change the verdict). An adapter that
-    cannot run a derived case (no initial states, ...) or fails on it says why."""
+    pair's executor and add the step rows to the pair's (what they show is said by
+    :func:`harness.compare.pair_verdict`: they never change the verdict). An adapter that
+    cannot run a derived case (no initial states, ...) or fails on it adds none: the note
+    returned says why."""
     case = prep.case
     B, T = case.batch, case.seq_len
     frames = []
     for sc in steplocal.step_cases(prep):
         reason = adapter.not_applicable_reason(sc.case)
         if reason:
-            r.reason = _join(r.reason, f"step mode not applicable: {reason}")
-            return
+            return f"step mode not applicable: {reason}"
         try:
             out, _ = executor.call(adapter, sc.case, sc.canonical, sc.inputs, check_finite=False)
         except NotApplicable as exc:
-            r.reason = _join(r.reason, f"step mode not applicable: {exc}")
-            return
+            return f"step mode not applicable: {exc}"
         except Exception as exc:  # PairFailure (timeout, dead worker) or a crash: one note
-            r.reason = _join(r.reason, "step mode failed: "
-                             + f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
-            return
+            return "step mode failed: " + f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         rows = compare.step_divergence(case, adapter.name, sc.layer, sc.scatter(out.y, B, T),
                                        prep.reference.y_layers[sc.layer],
                                        sc.scatter(sc.floor.y, B, T), tol).rows
         frames.append(rows)
-    step = pd.concat(frames, ignore_index=True)
-    r.status, why = compare.pair_verdict(r.rows, step, tol.floor_factor)
-    r.rows = pd.concat([r.rows, step], ignore_index=True)
-    r.reason = _join(r.reason, why)
+    r.rows = pd.concat([r.rows, *frames], ignore_index=True)
+    return ""
 
 
 def _attribution(prep: Prepared, adapter: Adapter, executor: isolation.Executor) -> str:

@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from harness.errors import HarnessError
 
 SEPARATOR = "::"
+# the most shards a run is split into (run.json's bound too: merge lists missing shards one by
+# one)
+MAX_SHARDS = 10_000
 
 
 def pair_id(case: str, adapter: str) -> str:
@@ -69,6 +72,8 @@ def parse_shard(text: str, option: str = "--shard") -> Shard:
         raise HarnessError(f"expected N >= 1 in K/N, got {text!r}", field=option)
     if not 1 <= index <= count:
         raise HarnessError(f"expected 1 <= K <= N in K/N, got {text!r}", field=option)
+    if count > MAX_SHARDS:
+        raise HarnessError(f"expected N <= {MAX_SHARDS} in K/N, got {text!r}", field=option)
     return Shard(index, count)
 
 

@@ -123,8 +123,17 @@ class Expected(_Strict):
                     "of the file")
 
     def holds_for(self, case: Case) -> bool:
-        """Whether this expectation applies to ``case`` (every key of ``when`` matches)."""
-        return all(getattr(case, key) == value for key, value in (self.when or {}).items())
+        """Whether this expectation applies to ``case`` (every key of ``when`` matches, type
+        and value: ``seed: true`` is not ``seed: 1``, as Python's ``True == 1`` would have it)."""
+        return all(_same(getattr(case, key), value) for key, value in (self.when or {}).items())
+
+
+def _same(actual: object, wanted: object) -> bool:
+    """A case key's value equal to a ``when`` value: a boolean matches only a boolean; numbers
+    match numbers by value (``seq_len: 4.0`` is 4)."""
+    if isinstance(actual, bool) or isinstance(wanted, bool):
+        return type(actual) is type(wanted) and actual == wanted
+    return actual == wanted
 
 
 class Case(_Strict):

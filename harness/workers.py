@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 STOP = ("stop",)
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+INTERRUPTS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                   if hasattr(signal, name))
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.adapters._xla import check_xla_flags
 from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
@@ -313,6 +314,7 @@ class FlaxAdapter(Adapter):
         return handed(case, native, inputs, api=self.flax_api, cell=self.cell_names[case.cell])
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        check_xla_flags()  # before the first computation, which an unknown flag would end
         import_flax()
         out = run(case, native, inputs, family=self.name,
                   run_layer=self.make_run_layer(case, self.cell_names[case.cell]),

@@ -168,6 +168,9 @@ class Adapter:
     capabilities: Capabilities = Capabilities()
     tolerances: dict[str, Tol] = {}  # per-dtype defaults of this adapter (e.g. TF32)
     baseline: bool = False  # the float64 reference itself: compared with nothing
+    # True for the noise-floor reference: its outputs are the noise floor itself, so its pair
+    # passes by construction wherever the floor judges it (RunResult.passes_by_construction)
+    is_the_noise_floor: bool = False
     # (kind, adapter name) variants a DIVERGED GPU pair is rerun with to find its cause
     # (harness/attribution.py: kinds tf32_off, deterministic, cpu)
     reruns: tuple[tuple[str, str], ...] = ()

@@ -35,6 +35,7 @@ from harness.adapters._keras import (
     set_native,
     short_name,
 )
+from harness.adapters._xla import check_xla_flags
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
@@ -103,6 +104,7 @@ class Keras3Jax(Adapter):
         import_keras_jax()
 
     def versions(self) -> dict[str, str]:
+        check_xla_flags()  # default_backend() starts XLA, which an unknown flag would end
         jax, keras = import_keras_jax()
         import jaxlib
 
@@ -111,6 +113,7 @@ class Keras3Jax(Adapter):
                 "jax_platform": jax.default_backend()}
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        check_xla_flags()
         jax, keras = import_keras_jax()
         return run_keras_jax(jax, keras, case, native, inputs,
                              activation=ACTIVATIONS[case.recurrent_activation],

@@ -61,6 +61,7 @@ class NoiseFloor(Reference):
     name = "noise-floor"
     title = "NumPy reference in the case dtype's arithmetic (noise floor)"
     baseline = False
+    is_the_noise_floor = True
     tolerances = {}  # the case dtype's, not the float64 reference's 1e-12
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:

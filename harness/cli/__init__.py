@@ -75,12 +75,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Terminated(BaseException):
-    """SIGTERM, turned into an exception so that the run unwinds like Ctrl-C: worker processes
-    stopped, the partial report folder removed, the previous report left as it was."""
+    """SIGTERM or SIGHUP (a closed terminal), turned into an exception so that the command
+    unwinds like Ctrl-C: worker processes stopped, the partial report folder and the scratch
+    folder removed, the previous report left as it was."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# the signals that end a command as Terminated (SIGHUP: not on Windows)
+TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                    if hasattr(signal, name))
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated
+    raise Terminated(signum)
 
 
 class OutputError(Exception):
@@ -122,11 +132,13 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    previous = None
-    # an inherited "ignore" (nohup-style wrappers) is kept, as Python keeps an ignored SIGINT
-    if (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGTERM) != signal.SIG_IGN):
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {}
+    # an inherited "ignore" (nohup: SIGHUP; wrappers: SIGTERM) is kept, as Python keeps an
+    # ignored SIGINT
+    if threading.current_thread() is threading.main_thread():
+        for sig in TERMINATING:
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, _on_sigterm)
     stdout = sys.stdout
     sys.stdout = _Stdout(stdout)
     try:
@@ -134,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             return _main(args)
     finally:
         sys.stdout = stdout
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _interrupted(how: str) -> str:
@@ -168,9 +180,9 @@ def _main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(_interrupted("SIGINT"), file=sys.stderr)
         return 130
-    except Terminated:
-        print(_interrupted("SIGTERM"), file=sys.stderr)
-        return 143
+    except Terminated as exc:
+        print(_interrupted(signal.Signals(exc.signum).name), file=sys.stderr)
+        return 128 + exc.signum
     except OSError as exc:  # a path that cannot be written (read-only, under a file, disk full)
         where = f"{exc.filename}: " if exc.filename else ""
         print(printable(f"rnn-harness: error: {where}{exc.strerror or exc}"), file=sys.stderr)
@@ -183,12 +195,16 @@ def entry() -> None:
     thread, the process ends with ``os._exit`` once its output is flushed: interpreter shutdown
     with framework code running in a thread can abort the process (SIGABRT, exit 134) after the
     report was written."""
-    code = main()
-    from harness.isolation import abandoned_calls
-
+    try:
+        code = main()
+    except KeyboardInterrupt:  # before the command began (its imports, the parser): no traceback
+        print(_interrupted("SIGINT"), file=sys.stderr)
+        code = 130
+    # not imported: no adapter call was made, none abandoned
+    isolation = sys.modules.get("harness.isolation")
     # a standard output that failed would fail again at interpreter shutdown ("Exception
     # ignored", exit 120): end without flushing it
-    if abandoned_calls() or _OUTPUT_FAILED:
+    if (isolation is not None and isolation.abandoned_calls()) or _OUTPUT_FAILED:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from harness.cli.options import plots_option
-from harness.cli.outcome import compared_anything, counts
+from harness.cli.outcome import compared_anything, counts, tested_a_framework
+from harness.errors import printable
 
 
 def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.ArgumentParser:
@@ -41,9 +42,10 @@ def handle(args: argparse.Namespace) -> int:
     out, option, shards = merge_folders(args.folders, args.out)
     merged = merge_reports(out, shards, allow_partial=args.allow_partial, plots=args.plots,
                            option=option)
-    for line in merged.warnings:
-        print(f"rnn-harness: warning: {line}", file=sys.stderr)
-    print(f"merged {len(shards)} report(s) ({', '.join(merged.shards) or 'not shards'}): "
-          + counts(merged.result.pairs) + f"; report in {merged.out}/")
-    # a merge that compared nothing tested nothing, as a run that compared nothing
-    return 1 if merged.result.failed or not compared_anything(merged.result.pairs) else 0
+    for line in merged.warnings:  # versions and platforms read from the shards' run.json
+        print(printable(f"rnn-harness: warning: {line}"), file=sys.stderr)
+    print(printable(f"merged {len(shards)} report(s) ({', '.join(merged.shards) or 'not shards'}"
+                    f"): " + counts(merged.result.pairs) + f"; report in {merged.out}/"))
+    # a merge that compared nothing (or no framework) tested nothing, as such a run
+    return 1 if merged.result.failed or not (compared_anything(merged.result.pairs)
+                                             and tested_a_framework(merged.result)) else 0

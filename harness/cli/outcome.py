@@ -1,5 +1,5 @@
 """How ``run`` and ``merge`` end: the pairs counted by status, and exit 1 for a run that
-compared nothing."""
+compared nothing or no framework."""
 
 from __future__ import annotations
 
@@ -25,4 +25,17 @@ def compared_anything(pairs: list) -> bool:
           + (f", all {' or '.join(statuses)}" if statuses else "")
           + "; choose adapters (--adapters, --device, the cases' adapters/exclude) that can run "
             "here", file=sys.stderr)
+    return False
+
+
+def tested_a_framework(result) -> bool:
+    """A run whose only compared pairs are of the harness's own references tested no framework
+    (:attr:`harness.results.RunResult.compared_no_framework`): vacuous, it says so and exits 1
+    as a vacuous case does."""
+    from harness.report.summary import NO_FRAMEWORK
+
+    if not result.compared_no_framework:
+        return True
+    print(f"rnn-harness: vacuous: {NO_FRAMEWORK}; add a framework's adapter (--adapters)",
+          file=sys.stderr)
     return False

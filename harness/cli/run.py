@@ -10,7 +10,7 @@ import time
 
 from harness.cli.checks import check_adapters
 from harness.cli.options import plots_option
-from harness.cli.outcome import compared_anything, counts
+from harness.cli.outcome import compared_anything, counts, tested_a_framework
 from harness.errors import HarnessError, printable
 from harness.run_options import STEP_MODES, RunOptions
 
@@ -146,7 +146,7 @@ def handle(args: argparse.Namespace) -> int:
                     f"{_process_seconds():.1f} s in all)"))
     if result.failed:
         return 1
-    if shard is None and not compared_anything(result.pairs):
+    if shard is None and not (compared_anything(result.pairs) and tested_a_framework(result)):
         return 1
     return 0
 
@@ -203,7 +203,8 @@ def _case_problems(result) -> str:
     vacuous = sum(1 for n in result.case_errors if n in result.blind and result.blind[n].error)
     other = len(result.case_errors) - vacuous
     parts = ([f"{vacuous} vacuous case{'s' if vacuous > 1 else ''}"] if vacuous else []) + (
-        [f"{other} case error{'s' if other > 1 else ''}"] if other else [])
+        [f"{other} case error{'s' if other > 1 else ''}"] if other else []) + (
+        ["vacuous: no framework compared"] if result.compared_no_framework else [])
     return "; " + ", ".join(parts) if parts else ""
 
 

@@ -19,6 +19,9 @@ report is complete is it swapped in: the previous folder is renamed aside
 (``.NAME.old-PID-RANDOM/report``), the new one renamed to NAME, the previous folder's other
 entries moved across, the aside folder removed. An interrupted run (Ctrl-C, SIGTERM, an
 exception) removes its partial folder and puts the previous report back if it was already aside.
+A run holds an OS file lock (``flock``) on ``.NAME.lock-PID-RANDOM`` while its hidden folders
+exist: another run tells a live run's folders from a killed one's by that lock, not by the PID,
+which names no process across PID namespaces (two containers sharing a workspace).
 A SIGKILL cannot be caught: the next run into the same folder (:func:`recover`, called before
 anything runs) removes a killed run's partial folder and **restores** a killed run's aside
 folder: renamed back to NAME when the swap stopped between its renames, its other entries moved
@@ -34,9 +37,11 @@ input, found in a second, not after the whole run.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -49,6 +54,11 @@ from pydantic import ValidationError
 from harness.errors import HarnessError
 from harness.report.record import SCHEMA_VERSION, RunRecord
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; a PID tells whether a run is alive
+    fcntl = None
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -58,6 +68,12 @@ FILES = ("divergence.csv", "summary.md", "layouts.md", "run.json", "errors.log",
 FOLDERS = ("plots", "outputs", "repro")
 PLOT_SUFFIXES = ("", "-layers", "-grad", "-grad-blocks")  # harness.report.html's plots per pair
 MAX_RUN_JSON = 64 * 2**20  # bytes; a run of 1000 cases with their specs is a few MB
+MAX_MARKER = 64 * 2**20  # the marker lists the files of outputs/ too: a line per pair and file
+# bytes of the other files read back from a report folder (merge, diff: folders of other jobs);
+# the bundled cases' divergence.csv is about 1 MB with every CPU adapter, and pandas holds a
+# file of this size in a few times as much memory
+MAX_DIVERGENCE_CSV = 256 * 2**20
+MAX_ERRORS_LOG = 64 * 2**20  # tracebacks, a few kB each
 
 _TOOL = "rnn-harness"
 
@@ -90,16 +106,8 @@ def _plain(name: object) -> bool:
 
 def _marker_entries(folder: Path) -> set[str] | None:
     """The entries the marker lists, or None when there is no marker of this tool."""
-    marker = folder / MARKER
-    if marker.is_symlink() or not marker.is_file():
-        return None
-    try:
-        if marker.stat().st_size > 2**20:
-            return None
-        doc = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or doc.get("tool") != _TOOL:
+    doc = _marker_doc(folder)
+    if doc is None:
         return None
     entries = doc.get("entries")
     return {e for e in entries if _plain(e)} if isinstance(entries, list) else set()
@@ -137,12 +145,50 @@ def owned_entries(folder: Path, option: str = "--out") -> set[str]:
 
 
 def write_marker(folder: Path) -> None:
-    """The marker, listing every entry now in ``folder`` (called last, before the swap)."""
+    """The marker, listing every entry now in ``folder`` and every file this tool wrote in its
+    outputs/ (called last, before the swap): a user's files put in outputs/ later are told
+    apart from them, and kept by the next report (:func:`_carry`)."""
     from harness.npz import write_text
 
     names = sorted({p.name for p in folder.iterdir() if not p.name.endswith(".tmp")} | {MARKER})
-    write_text(folder / MARKER, json.dumps({"tool": _TOOL, "schema_version": SCHEMA_VERSION,
-                                            "entries": names}, indent=1) + "\n")
+    doc = {"tool": _TOOL, "schema_version": SCHEMA_VERSION, "entries": names}
+    top = folder / "outputs"
+    if top.is_dir() and not top.is_symlink():
+        doc["outputs"] = sorted(p.relative_to(top).as_posix() for p in top.rglob("*")
+                                if p.is_file() and not p.name.endswith(".tmp"))
+    write_text(folder / MARKER, json.dumps(doc, indent=1) + "\n")
+
+
+def _marker_doc(folder: Path) -> dict | None:
+    marker = folder / MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return None
+    try:
+        if marker.stat().st_size > MAX_MARKER:
+            return None
+        doc = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("tool") == _TOOL else None
+
+
+def written_outputs(folder: Path) -> set[str] | None:
+    """The files (paths relative to outputs/) this tool wrote in ``folder``'s outputs/: as its
+    marker lists them; for a report from before that list, the paths ``--save-outputs`` gives
+    the pairs its run.json names (outputs/CASE/ADAPTER.*). None: nothing says which they are
+    (no marker, no readable run.json): then outputs/ is left to the user, kept whole."""
+    doc = _marker_doc(folder)
+    listed = doc.get("outputs") if doc is not None else None
+    if isinstance(listed, list):
+        return {p for p in listed if isinstance(p, str)}
+    try:
+        run = read_run(folder / "run.json")
+    except HarnessError:
+        return None
+    top = folder / "outputs"
+    pairs = {(p.case, p.adapter) for p in run.pairs}
+    return {f.relative_to(top).as_posix() for f in top.glob("*/*")
+            if (f.parent.name, f.name.split(".")[0]) in pairs}
 
 
 def add_entry(path: str | Path) -> None:
@@ -172,7 +218,52 @@ def add_entry(path: str | Path) -> None:
 # Hidden folders of a swap, and their recovery ---------------------------------------------------
 
 def _hidden(out: Path, kind: str) -> re.Pattern[str]:
-    return re.compile(rf"^\.{re.escape(out.name)}\.{kind}-(\d+)-[A-Za-z0-9_]+$")
+    """``.NAME.KIND-TOKEN``; TOKEN ``PID-RANDOM`` (group 1), PID (group 2)."""
+    return re.compile(rf"^\.{re.escape(out.name)}\.{kind}-((\d+)-[A-Za-z0-9_]+)$")
+
+
+def _lock_path(out: Path, token: str) -> Path:
+    return out.parent / f".{out.name}.lock-{token}"
+
+
+@contextlib.contextmanager
+def _owner_lock(out: Path) -> Iterator[str]:
+    """Hold an OS file lock (``flock``) on ``.NAME.lock-TOKEN`` beside ``out`` for the block,
+    and yield TOKEN (``PID-RANDOM``), which names the block's hidden folders. Another run
+    tells whether their owner is alive by the lock, not the PID: a PID says nothing across PID
+    namespaces (two containers sharing a workspace), a lock held by a live process does, and
+    the kernel releases it when that process dies, however it dies. The lock file is made
+    under a temporary name and renamed once locked, so it is never seen unlocked."""
+    token = f"{os.getpid()}-{secrets.token_hex(4)}"
+    path = _lock_path(out, token)
+    fd = None
+    if fcntl is not None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.locking-", dir=out.parent)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.replace(tmp, path)
+        except OSError:  # a file system without locks: the PID check alone, as before
+            os.close(fd)
+            fd = None
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    try:
+        yield token
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            os.close(fd)
+
+
+def _owner_alive(out: Path, token: str, pid: int) -> bool:
+    """Whether the run that made the hidden folder of ``token`` is still going: its lock file
+    is locked (:func:`_owner_lock`). A folder without one (a run of an earlier rnn-harness, or
+    a file system without locks): its PID is alive."""
+    path = _lock_path(out, token)
+    if fcntl is None or path.is_symlink() or not path.is_file():
+        return _pid_alive(pid)
+    return _locked(path)  # held: its owner is alive, in whatever PID namespace
 
 
 def _pid_alive(pid: int) -> bool:
@@ -197,12 +288,41 @@ def _carry(previous: Path, out: Path) -> bool:
     left = False
     for entry in previous.iterdir():
         if entry.name in owned:
+            if entry.name == "outputs":
+                left |= not _carry_outputs(previous, out)
             continue
         target = out / entry.name
         if target.exists() or target.is_symlink():
             left = True  # never replace what is there; keep the previous folder instead
             continue
         os.replace(entry, target)
+    return not left
+
+
+def _carry_outputs(previous: Path, out: Path) -> bool:
+    """Move the files and links in the previous report's outputs/ that this tool did not
+    write (:func:`written_outputs`: a user's notes, a model kept for later) into ``out``'s
+    outputs/, as they are. True when nothing of the user's is left behind."""
+    top = previous / "outputs"
+    if top.is_symlink() or not top.is_dir():
+        return True
+    written = written_outputs(previous)
+    left = False
+    for where, dirs, files in os.walk(top):
+        here = Path(where)
+        links = [d for d in dirs if (here / d).is_symlink()]  # moved as links, never entered
+        dirs[:] = [d for d in dirs if d not in links]
+        for name in [*files, *links]:
+            src = here / name
+            rel = src.relative_to(top)
+            if written is not None and rel.as_posix() in written and not src.is_symlink():
+                continue
+            target = out / "outputs" / rel
+            if target.exists() or target.is_symlink():
+                left = True  # never replace what is there; keep the previous folder instead
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, target)
     return not left
 
 
@@ -219,7 +339,8 @@ def recover(out: Path) -> list[str]:
     partial, old = _hidden(out, "partial"), _hidden(out, "old")
     for entry in sorted(parent.iterdir(), key=lambda p: p.name):
         m = partial.match(entry.name) or old.match(entry.name)
-        if not m or _pid_alive(int(m.group(1))) or not entry.is_dir() or entry.is_symlink():
+        if (not m or _owner_alive(out, m.group(1), int(m.group(2))) or not entry.is_dir()
+                or entry.is_symlink()):
             continue
         previous = entry / "report"
         if m.re is partial or not (previous.exists() or previous.is_symlink()):
@@ -234,7 +355,46 @@ def recover(out: Path) -> list[str]:
         else:
             done.append(f"moved the rest of {entry.name} into {out.name}")
         shutil.rmtree(entry, ignore_errors=True)
+    _remove_dead_locks(out)
     return done
+
+
+def _remove_dead_locks(out: Path) -> None:
+    """Remove the lock files of killed runs (nothing holds them) whose folders are gone, and
+    the half-made lock files of runs killed while making one."""
+    lock = _hidden(out, "lock")
+    making = re.compile(rf"^\.{re.escape(out.name)}\.locking-[A-Za-z0-9_]+$")
+    for entry in out.parent.iterdir():
+        m = lock.match(entry.name)
+        if m:
+            token = m.group(1)
+            if _owner_alive(out, token, int(m.group(2))) or any(
+                    (out.parent / f".{out.name}.{kind}-{token}").exists()
+                    for kind in ("partial", "old")):
+                continue
+        elif not making.match(entry.name) or _locked(entry):
+            continue
+        with contextlib.suppress(OSError):
+            entry.unlink()
+
+
+def _locked(path: Path) -> bool:
+    """Whether another open file holds a lock on ``path`` (False where locks are unknown)."""
+    if fcntl is None or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 # The state an interrupted command leaves -------------------------------------------------------
@@ -391,28 +551,30 @@ def staged(out: str | Path, option: str = "--out") -> Iterator[Path]:
         raise HarnessError("exists and is not a folder", file=out, field=option)
     owned_entries(out, option)  # refused before anything is written
     _note(out, "kept" if out.exists() else "absent")
-    pid = os.getpid()
-    try:
-        partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{pid}-", dir=out.parent))
-    except OSError as exc:
-        raise HarnessError(f"cannot write a report here: {_what(exc)}", file=out) from None
-    try:
-        os.chmod(partial, 0o755)  # mkdtemp makes 0700; reports are for people and web servers
-        yield partial
-        write_marker(partial)
-        _swap(partial, out)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    with _owner_lock(out) as token:  # held until the swap is done: another run sees it alive
+        partial = out.parent / f".{out.name}.partial-{token}"
+        try:
+            os.mkdir(partial, 0o700)
+        except OSError as exc:
+            raise HarnessError(f"cannot write a report here: {_what(exc)}", file=out) from None
+        try:
+            os.chmod(partial, 0o755)  # reports are for people and web servers
+            yield partial
+            write_marker(partial)
+            _swap(partial, out, token)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
 
 
-def _swap(partial: Path, out: Path) -> None:
+def _swap(partial: Path, out: Path, token: str) -> None:
     """Put ``partial`` in the place of ``out``: the previous folder aside, the new one in its
     place, the previous folder's entries this tool did not write moved across, the rest removed.
     A kill at any point leaves what :func:`recover` puts right."""
     old = None
     if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
+        old = out.parent / f".{out.name}.old-{token}"
+        os.mkdir(old, 0o700)
         os.replace(out, old / "report")
         _note(out, "aside", old)
     try:
@@ -535,12 +697,32 @@ def read_run(path: str | Path) -> RunRecord:
                            field=where.replace(".[", "[") or None) from None
 
 
+def _capped(path: Path, limit: int) -> Path:
+    """``path``, refused when larger than ``limit`` bytes: a file of another job's report
+    folder is read whole, so its size is checked first."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise HarnessError(f"cannot read: {_what(exc)}", file=path) from None
+    if size > limit:
+        raise HarnessError(f"larger than {limit // 2**20} MiB ({size} bytes); not read (a "
+                           "report's file is far smaller)", file=path)
+    return path
+
+
 def read_errors(path: Path) -> dict[str, str]:
-    """errors.log as :func:`write_errors` writes it (a link to elsewhere is not read)."""
+    """errors.log as :func:`write_errors` writes it (a link to elsewhere is not read; one
+    larger than :data:`MAX_ERRORS_LOG` is refused)."""
     if path.is_symlink() or not path.is_file():
         return {}
-    # tracebacks from anywhere: undecodable bytes are shown, not fatal
-    parts = re.split(r"(?m)^== (.+)\n", path.read_text(encoding="utf-8", errors="replace"))
+    _capped(path, MAX_ERRORS_LOG)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        # tracebacks from anywhere: undecodable bytes are shown, not fatal; read no more than
+        # the cap even where the file grew since
+        text = f.read(MAX_ERRORS_LOG + 1)
+    if len(text) > MAX_ERRORS_LOG:
+        raise HarnessError(f"larger than {MAX_ERRORS_LOG // 2**20} MiB; not read", file=path)
+    parts = re.split(r"(?m)^== (.+)\n", text)
     details = {}
     for k in range(1, len(parts), 2):
         text = parts[k + 1]
@@ -572,12 +754,19 @@ def read_report(folder: str | Path) -> ReportFolder:
     folder = Path(folder)
     if not folder.is_dir():
         raise HarnessError("report folder not found", file=folder)
-    csv = _regular(folder / "divergence.csv", "divergence.csv")
+    csv = _capped(_regular(folder / "divergence.csv", "divergence.csv"), MAX_DIVERGENCE_CSV)
     run = read_run(_regular(folder / "run.json", "run.json"))
     try:
-        text = pd.read_csv(csv, dtype=str, keep_default_na=False)
-        rows = pd.read_csv(csv, dtype={"case": str, "adapter": str, "output": str,
-                                       "verdict": str})
+        with open(csv, "rb") as f:  # read once, no more than the cap (the file may grow)
+            data = f.read(MAX_DIVERGENCE_CSV + 1)
+        if len(data) > MAX_DIVERGENCE_CSV:
+            raise HarnessError(f"larger than {MAX_DIVERGENCE_CSV // 2**20} MiB; not read",
+                               file=csv)
+        text = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+        rows = pd.read_csv(io.BytesIO(data), dtype={"case": str, "adapter": str,
+                                                    "output": str, "verdict": str})
+    except OSError as exc:
+        raise HarnessError(f"cannot read: {_what(exc)}", file=csv) from None
     except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise HarnessError(f"unreadable ({str(exc).splitlines()[0][:200]})", file=csv) from None
     if not {"case", "adapter"} <= set(text.columns):

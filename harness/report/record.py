@@ -18,10 +18,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.shard import MAX_SHARDS  # `run --shard K/N` refuses N above it too
+
 SCHEMA_VERSION = 2
-# `run --shard K/N` refuses N above the number of pairs; a run.json is bounded the same way, and
-# absolutely where it names no whole run (merge lists the missing shards, one string each)
-MAX_SHARDS = 10_000
 
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 _SHARD = re.compile(r"^([1-9][0-9]{0,5})/([1-9][0-9]{0,5})$")

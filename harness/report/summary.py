@@ -12,6 +12,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from harness import blind, compare
+from harness.errors import printable_lines
 from harness.results import RunResult
 
 
@@ -127,11 +128,17 @@ def headers(gradients: bool = False) -> list[str]:
     return HEADERS[:5] + ["worst gradient"] + HEADERS[5:] if gradients else list(HEADERS)
 
 
+NO_FRAMEWORK = ("no framework was compared: only the harness's own references (reference, "
+                "noise-floor), whose pairs pass by construction")
+
+
 def summary_markdown(result: RunResult) -> str:
     counts = pd.Series([p.status for p in result.pairs]).value_counts().to_dict()
     lines = ["# Conformance summary", ""]
     lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                  + f" — {result.seconds:.1f} s")
+    if result.compared_no_framework:
+        lines += ["", f"**Vacuous**: {NO_FRAMEWORK}."]
     if result.case_errors:
         lines += ["", "## Case errors", ""]
         lines += [f"- `{name}`: {err}" for name, err in result.case_errors.items()]
@@ -160,7 +167,8 @@ def summary_markdown(result: RunResult) -> str:
                  "Step-local: the one-step error of each layer run one step at a time from "
                  "the reference's own states (docs/equations.md, Step-local divergence); it "
                  "explains a verdict (cell or state carrying), never changes it.")
-    return "\n".join(lines) + "\n"
+    # reasons and upstream ids may come from a merged shard's run.json: no escape sequences
+    return printable_lines("\n".join(lines)) + "\n"
 
 
 def _case_line(case) -> str:

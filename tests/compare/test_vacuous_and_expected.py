@@ -124,3 +124,51 @@ def test_expected_when_with_an_unknown_key_is_exit_2_with_the_line(tmp_path, cap
     err = capsys.readouterr().err
     assert "bad-when.yaml:5: expected.noise-floor.when.cel: not a case key" in err
     assert "did you mean 'cell'?" in err
+
+
+def test_expected_when_compares_booleans_type_strictly(tmp_path):
+    import pytest
+
+    from harness.cases import load_cases
+    from harness.errors import CaseError
+
+    path = tmp_path / "when-bool.yaml"
+    path.write_text("name: wb\ncell: lstm\ninput_size: 3\nhidden_size: 4\nmatrix:\n"
+                    "  seed: [0, 1]\nexpected:\n  noise-floor: {verdict: DIVERGED, "
+                    "upstream: example/fw#1, when: {seed: true}}\n")
+    # `seed: true` is not `seed: 1` (Python's True == 1): it matches none of the cases
+    with pytest.raises(CaseError, match=r"when-bool.yaml:8: expected.noise-floor.when: matches "
+                                        r"none of the file's cases"):
+        load_cases(path)
+    path.write_text(path.read_text().replace("seed: true", "seed: 1"))
+    assert {c.seed: set(c.expected) for c in load_cases(path)} == {0: set(), 1: {"noise-floor"}}
+
+
+def test_the_references_alone_are_a_vacuous_run(tmp_path, capsys):
+    # the noise floor is within its own floor by construction: no framework was tested
+    code, out = _run(tmp_path, "alone", "")
+    assert code == 1
+    captured = capsys.readouterr()
+    assert "vacuous: no framework compared" in captured.out.strip().splitlines()[-1]
+    assert "rnn-harness: vacuous: no framework was compared" in captured.err
+    assert "**Vacuous**: no framework was compared" in (out / "summary.md").read_text()
+    # merged shards of such a run: the same
+    case = tmp_path / "alone.yaml"
+    shards = [str(tmp_path / f"s{k}") for k in (1, 2)]
+    for k, shard in enumerate(shards, 1):
+        assert main(["run", str(case), "--adapters", "reference,noise-floor", "--out", shard,
+                     "--quiet", "--shard", f"{k}/2"]) == 0
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "merged"), *shards]) == 1
+    assert "rnn-harness: vacuous" in capsys.readouterr().err
+
+
+def test_an_upstream_id_with_escape_sequences_is_written_escaped(tmp_path):
+    # YAML's "\e" is ESC: a window title and a cleared screen for whoever cats summary.md
+    code, out = _run(tmp_path, "esc", "tolerance: {adapters: {noise-floor: {atol: 0, rtol: 0}}}\n"
+                     "expected: {noise-floor: {verdict: DIVERGED, "
+                     'upstream: "x#1\\e]0;t\\a\\e[2J"}}\n')
+    assert code == 0
+    summary = (out / "summary.md").read_text()
+    assert "known upstream bug x#1\\x1b]0;t\\x07\\x1b[2J" in summary
+    assert "\x1b" not in summary and "\x07" not in summary

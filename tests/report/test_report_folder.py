@@ -148,6 +148,76 @@ def test_a_report_is_replaced_but_the_users_entries_in_it_are_kept(tmp_path, cap
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
 
 
+def _report_with_outputs(out: Path) -> Path:
+    write_report(runner.run(CASES, [Reference(), Correct()], RunOptions(keep_outputs=True)), out,
+                 outputs=True)
+    return out
+
+
+@pytest.mark.parametrize("before_the_list", [False, True], ids=["listed", "before-the-list"])
+def test_the_users_files_in_outputs_are_kept_by_the_next_report(tmp_path, before_the_list):
+    out = _report_with_outputs(tmp_path / "report")
+    ours = sorted(str(p.relative_to(out / "outputs")) for p in (out / "outputs").rglob("*.npz"))
+    assert ours == ["a/fault-none.npz", "a/reference.npz", "b/fault-none.npz", "b/reference.npz"]
+    if before_the_list:  # a report written before the marker listed outputs/
+        doc = json.loads((out / MARKER).read_text())
+        del doc["outputs"]
+        (out / MARKER).write_text(json.dumps(doc))
+    (out / "outputs" / "NOTES.txt").write_text("mine")
+    (out / "outputs" / "prev").mkdir()
+    (out / "outputs" / "prev" / "my-model.tflite").write_bytes(b"model")
+    (out / "outputs" / "a" / "keep.txt").write_text("mine too")
+    (out / "outputs" / "a" / "fault-none.npz").write_bytes(b"stale")  # ours: replaced
+    _report_with_outputs(out)
+    assert (out / "outputs" / "NOTES.txt").read_text() == "mine"
+    assert (out / "outputs" / "prev" / "my-model.tflite").read_bytes() == b"model"
+    assert (out / "outputs" / "a" / "keep.txt").read_text() == "mine too"
+    assert (out / "outputs" / "a" / "fault-none.npz").read_bytes() != b"stale"
+    assert "NOTES.txt" not in json.loads((out / MARKER).read_text())["outputs"]
+    _report(out)  # without --save-outputs: the user's files stay, ours go
+    left = sorted(str(p.relative_to(out / "outputs")) for p in (out / "outputs").rglob("*")
+                  if p.is_file())
+    assert left == ["NOTES.txt", "a/keep.txt", "prev/my-model.tflite"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
+
+
+_OTHER_NAMESPACE = """
+import os, sys
+from pathlib import Path
+os.getpid = lambda: int(sys.argv[2])  # the PID another PID namespace sees: not this process
+from harness.report.folder import staged
+with staged(Path(sys.argv[1])) as partial:
+    print(partial.name, flush=True)
+    sys.stdin.readline()  # writing its report until told to stop (or killed)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_a_live_run_is_seen_alive_by_its_lock_whatever_its_pid(tmp_path):
+    """Two runs into one --out from different PID namespaces: the PID in the other run's
+    hidden folder names no process here (a dead one's, below), but the run holds its lock, so
+    its partial folder is left alone until it ends."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "report"
+    other = subprocess.Popen([sys.executable, "-c", _OTHER_NAMESPACE, str(out), str(dead.pid)],
+                             cwd=Path(__file__).parents[2], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        name = other.stdout.readline().strip()
+        assert name.startswith(f".report.partial-{dead.pid}-"), name
+        assert report_folder.recover(out) == []
+        _report(out)  # a whole report into the same folder meanwhile
+        assert (tmp_path / name).is_dir(), "a live run's partial folder was swept"
+    finally:
+        other.kill()
+        other.wait(30)
+    # killed: the kernel released its lock, the next run clears what it left
+    assert report_folder.recover(out) == [f"removed {name}, left by a killed run"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
+    assert read_report(out).run.pairs
+
+
 def test_a_report_from_before_the_marker_is_recognised_read_and_replaced(tmp_path, capsys):
     old = _report(tmp_path / "old")
     (old / MARKER).unlink()

@@ -125,13 +125,15 @@ def test_parse_shard(text, index, count):
     assert str(parse_shard(text)) == f"{index}/{count}"
 
 
-@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1", "1/0", "-1/3", "1/2/3", ""])
+@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1", "1/0", "-1/3", "1/2/3", "", "1/20000",
+                                  "10001/10001"])
 def test_parse_shard_refuses(text):
     with pytest.raises(HarnessError, match="--shard"):
         parse_shard(text)
 
 
-@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1/3", "1/99999999999999999999"])
+@pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "1/3", "1/99999999999999999999",
+                                  "1/20000"])  # N above run.json's bound, refused at the start
 def test_run_refuses_a_bad_shard_with_exit_2(text, tmp_path, capsys):
     case = tmp_path / "c.yaml"
     case.write_text(PEEPHOLES)
@@ -434,3 +436,106 @@ def test_a_merge_of_reports_from_before_the_recorded_checks_carries_their_warnin
     assert "Blind to (recorded by an older rnn-harness): something." in summary
     assert "Blind to (recorded by an older rnn-harness): something." in \
         (out / "index.html").read_text()
+
+
+# Shards edited after they ran (issue 46) -------------------------------------------------------
+
+def _copies(runs: dict[str, Path], tmp_path: Path) -> dict[str, Path]:
+    return {f"s{k}": Path(shutil.copytree(runs[f"s{k}"], tmp_path / f"s{k}")) for k in (1, 2, 3)}
+
+
+def _edit_pair(shards: dict[str, Path], case: str, adapter: str, **changes) -> Path:
+    """Change a pair's entry in the run.json of the shard that holds it; that shard's folder."""
+    for folder in shards.values():
+        doc = _run(folder)
+        for p in doc["pairs"]:
+            if (p["case"], p["adapter"]) == (case, adapter):
+                p.update(changes)
+                (folder / "run.json").write_text(json.dumps(doc))
+                return folder
+    raise AssertionError(f"no shard holds {case}::{adapter}")
+
+
+def _merge_error(shards: dict[str, Path], tmp_path: Path, capsys) -> str:
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "merged"), *map(str, shards.values())]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert not (tmp_path / "merged").exists()
+    return err[0]
+
+
+@pytest.mark.parametrize("case, adapter, status, derived", [
+    ("strict", "torch-cpu", "pass", "DIVERGED"),  # its rows are still beyond tolerance
+    # the case's recorded spec declares no expected divergence
+    ("strict", "torch-cpu", "known upstream bug", "DIVERGED"),
+    ("tiny-lstm", "torch-cpu", "known upstream bug", "pass"),
+])
+def test_merge_derives_each_pairs_status_from_its_rows_and_spec(runs, tmp_path, capsys, case,
+                                                                 adapter, status, derived):
+    shards = _copies(runs, tmp_path)
+    edited = _edit_pair(shards, case, adapter, status=status)
+    err = _merge_error(shards, tmp_path, capsys)
+    assert err.startswith(f"rnn-harness: error: {edited / 'run.json'}: pairs: pair "
+                          f"{case}::{adapter} is {status!r} in run.json, but its divergence.csv "
+                          f"rows and the case's recorded spec give {derived!r}"), err
+
+
+def test_merge_refuses_rows_of_a_pair_that_compared_nothing(runs, tmp_path, capsys):
+    shards = _copies(runs, tmp_path)
+    edited = _edit_pair(shards, "strict", "torch-cpu", status="not applicable")
+    err = _merge_error(shards, tmp_path, capsys)
+    assert f"{edited / 'run.json'}: pairs: pair strict::torch-cpu is 'not applicable'" in err
+
+
+def test_merge_refuses_a_recorded_spec_of_another_case(runs, tmp_path, capsys):
+    shards = _copies(runs, tmp_path)
+    for folder in shards.values():  # every shard records the spec of each case it ran
+        doc = _run(folder)
+        if "peep" in doc["cases"]:
+            doc["cases"]["peep"]["spec"]["name"] = "ghost"
+            (folder / "run.json").write_text(json.dumps(doc))
+    err = _merge_error(shards, tmp_path, capsys)
+    assert "run.json: cases.peep.spec.name: case 'peep': its recorded spec is of another case, " \
+           "'ghost'" in err
+
+
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J"  # sets the window title, clears the screen
+
+
+def test_escape_sequences_from_a_shard_reach_no_terminal_and_no_markdown(runs, tmp_path, capsys):
+    shards = _copies(runs, tmp_path)
+    doc = _run(shards["s2"])
+    doc["versions"] = {k: f"{v}{ESCAPES}" for k, v in doc["versions"].items()}
+    doc["platform"] = f"Linux{ESCAPES}"
+    (shards["s2"] / "run.json").write_text(json.dumps(doc))
+    _edit_pair(shards, "strict", "torch-cpu", reason=f"odd{ESCAPES}")
+    capsys.readouterr()
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *map(str, shards.values())]) == 1
+    captured = capsys.readouterr()
+    assert "the shards ran with different versions" in captured.err
+    assert "\\x1b]0;pwned\\x07" in captured.err  # shown, escaped
+    for text in (captured.out, captured.err, (out / "summary.md").read_text()):
+        assert "\x1b" not in text and "\x07" not in text
+    assert main(["diff", str(runs["whole"]), str(out), "--out", str(tmp_path / "d.md")]) == 0
+    captured = capsys.readouterr()
+    assert "\\x1b[2J" in captured.out  # the platform and versions changed: shown, escaped
+    for text in (captured.out, captured.err, (tmp_path / "d.md").read_text()):
+        assert "\x1b" not in text and "\x07" not in text
+
+
+@pytest.mark.parametrize("name, cap", [("divergence.csv", "MAX_DIVERGENCE_CSV"),
+                                       ("errors.log", "MAX_ERRORS_LOG")])
+def test_files_of_other_jobs_reports_are_read_with_a_size_cap(runs, tmp_path, capsys,
+                                                              monkeypatch, name, cap):
+    from harness.report import folder as report_folder
+
+    shards = _copies(runs, tmp_path)
+    path = shards["s1"] / name
+    path.write_text(path.read_text() if path.exists() else "== tiny-lstm::torch-cpu\nx\n")
+    monkeypatch.setattr(report_folder, cap, path.stat().st_size - 1)  # a byte too many
+    err = _merge_error(shards, tmp_path, capsys)
+    assert err.startswith(f"rnn-harness: error: {path}: larger than "), err
+    assert main(["diff", str(shards["s1"]), str(shards["s2"])]) == 2
+    assert capsys.readouterr().err.startswith(f"rnn-harness: error: {path}: larger than ")

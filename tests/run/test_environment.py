@@ -67,3 +67,29 @@ def test_torch_flags_never_read_the_legacy_tf32_flag_where_fp32_precision_exists
     assert torch_precision_flags(_fake_torch(new_api=False)) == {
         "torch.deterministic_algorithms": False, "torch.backends.cudnn.allow_tf32": True,
         "torch.backends.cuda.matmul.allow_tf32": True}
+
+
+def test_an_unknown_xla_flag_makes_the_jax_pairs_error_rows_not_the_end_of_the_run(tmp_path):
+    """XLA ends a process at its first computation on a flag it does not know (one fatal log
+    line, no exception): checked before, the JAX adapters' pairs are error rows naming
+    XLA_FLAGS, and the report is written."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("flax")
+    case = tmp_path / "c.yaml"
+    case.write_text("name: c\ncell: gru\ninput_size: 2\nhidden_size: 3\nbatch: 2\nseq_len: 3\n")
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(case), "--adapters",
+                           "reference,flax-linen", "--out", str(tmp_path / "r"), "--quiet",
+                           "--plots", "none"], cwd=Path(__file__).parents[2],
+                          env={**os.environ, "XLA_FLAGS": "--xla_no_such_flag_46"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    pair = next(p for p in json.loads((tmp_path / "r" / "run.json").read_text())["pairs"]
+                if p["adapter"] == "flax-linen")
+    assert pair["status"] == "error"
+    assert pair["reason"].startswith("XlaFlagsError: XLA_FLAGS='--xla_no_such_flag_46' is "
+                                     "refused by XLA"), pair["reason"]
+    assert "Unknown flag in XLA_FLAGS: --xla_no_such_flag_46" in pair["reason"]

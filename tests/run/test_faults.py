@@ -380,11 +380,15 @@ def test_an_inherited_sigterm_ignore_is_kept(monkeypatch):
 
 
 _START_INTERRUPTED = """
-import os, signal, sys, time
+import gc, multiprocessing, os, signal, sys
 import multiprocessing.popen_spawn_posix as popen
 from harness.adapters.reference import Reference
 from harness.isolation import _AdapterJob
 from harness.workers import Worker
+
+# Ctrl-C raises KeyboardInterrupt here even where the test run ignores SIGINT (nohup, a
+# background job): a child inherits the ignore, and Python then installs no handler of its own
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def interrupted_open(*args, **kwargs):  # the child exists; its start-up data is sent next
     os.kill(os.getpid(), signal.SIGINT)
@@ -392,12 +396,20 @@ def interrupted_open(*args, **kwargs):  # the child exists; its start-up data is
         pass
     return open(*args, **kwargs)
 popen.open = interrupted_open
+interrupted = False
 try:
     w = Worker(_AdapterJob, (Reference(),), name="w")
     print("no interrupt")
 except KeyboardInterrupt:
-    print("interrupted")
-    time.sleep(3)  # what a run's clean-up takes: a half-started worker reads EOF meanwhile
+    print("interrupted", flush=True)
+    interrupted = True
+if interrupted:
+    # the half-made Worker goes, and its end of the pipe with it: the worker process reads EOF
+    # and ends; waited for (not a sleep), so whatever it would print on a half start is seen
+    gc.collect()
+    for child in multiprocessing.active_children():
+        child.join(100)
+        print("worker ended" if not child.is_alive() else "worker still running", flush=True)
     sys.exit(0)
 del popen.open
 print("ready:", w.receive(60)[0])
@@ -413,7 +425,78 @@ def test_a_ctrl_c_while_a_worker_starts_waits_for_the_start_to_be_whole():
     proc = subprocess.run([sys.executable, "-c", _START_INTERRUPTED], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert "EOFError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert proc.stdout.splitlines()[0] == "interrupted", proc.stdout
+    assert proc.stdout.splitlines() == ["interrupted", "worker ended"], proc.stdout
+
+
+_INTERRUPTED_IMPORT = """
+import importlib.abc, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the test run ignores
+
+MODULE = sys.argv[1]
+
+class CtrlC(importlib.abc.MetaPathFinder):  # one Ctrl-C exactly while MODULE is imported
+    def find_spec(self, name, path, target=None):
+        if name == MODULE and self in sys.meta_path:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["rnn-harness", "schema"]
+import runpy
+runpy.run_module("harness", run_name="__main__")
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals")
+@pytest.mark.parametrize("module", ["harness.cli.run", "harness.scratch"])
+def test_a_ctrl_c_while_the_command_is_imported_is_one_line(module):
+    """``python -m harness``: a Ctrl-C while the commands are imported (harness.cli.run) or
+    while main() imports what it needs (harness.scratch) ends as a later one does."""
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT, module], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "rnn-harness: interrupted (SIGINT): nothing of this run was written"], proc.stderr[-2000:]
+
+
+_SLEEPING_RUN = """
+import sys
+sys.path.insert(0, "tests")
+from support.fault_adapters import Sleeps
+from harness.adapters import ADAPTERS
+ADAPTERS[Sleeps.name] = Sleeps()
+sys.argv = ["rnn-harness", "run", sys.argv[1], "--adapters", "reference,fault-sleeps",
+            "--out", sys.argv[2], "--verbose"]
+from harness.cli import entry
+entry()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals")
+def test_a_closed_terminal_sighup_cleans_up_as_sigterm_does(tmp_path):
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        pytest.skip("SIGHUP is ignored in this test run (nohup): a run started so keeps it")
+    case = tmp_path / "c.yaml"
+    case.write_text("name: c\ncell: lstm\ninput_size: 2\nhidden_size: 3\n")
+    tmp = tmp_path / "tmp"  # the run's $TMPDIR: its scratch folder is made there
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _SLEEPING_RUN, str(case), str(tmp_path / "r")],
+                            cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)},
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        _wait_for(proc, "[1/2]")  # the reference's pair is done; fault-sleeps hangs
+        assert [p.name for p in tmp.iterdir() if p.name.startswith("rnn-harness-")]
+        proc.send_signal(signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 129, stderr[-2000:]
+    assert stderr.splitlines()[-1].startswith("rnn-harness: interrupted (SIGHUP): nothing of "
+                                              "this run was written"), stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert list(tmp.iterdir()) == [], "the scratch folder was left behind"
+    assert not (tmp_path / "r").exists() and _hidden_leftovers(tmp_path / "r") == []
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolate"])

@@ -111,7 +111,7 @@ def test_run_json_records_the_limits(machine, tmp_path):
     out = tmp_path / "r"
     code = main(["run", str(ROOT / "cases" / "forget-bias.yaml"), "--adapters", "noise-floor",
                  "--device", "cpu", "--out", str(out), "--quiet"])
-    assert code == 0
+    assert code == 1  # the noise floor alone tests no framework: vacuous, exit 1
     limits = json.loads((out / "run.json").read_text())["memory_limits"]
     assert limits["host_bytes"] == 8 * GiB and "50 % of RAM 16 GiB" in limits["host"]
 
