@@ -26,3 +26,13 @@ def _memory_limit_of_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.memory import MAX_MEMORY_ENV
 
     monkeypatch.setenv(MAX_MEMORY_ENV, "4GiB")
+
+
+@pytest.fixture(autouse=True)
+def _cases_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's cases go to one worker per CPU by default (``--jobs``); the tests run them in
+    the test's own process, where what a test plants (a patched adapter) is seen, unless a test
+    asks for workers (tests/run/test_jobs.py)."""
+    from harness.cli.run import JOBS_ENV
+
+    monkeypatch.setenv(JOBS_ENV, "1")

@@ -13,6 +13,8 @@ from harness.adapters.base import Capabilities
 
 class FlaxLinenOptimized(FlaxAdapter):
     name = "flax-linen-optimized"
+    named_only = ("a jit compile per case (about 0.3 s) of flax-linen's fused-gate LSTM "
+                  "variant, whose layout and equations flax-linen covers by default")
     title = "Flax linen OptimizedLSTMCell under nn.RNN, JAX (CPU)"
     make_run_layer = staticmethod(linen_layer)
     cell_names = {"lstm": "OptimizedLSTMCell"}

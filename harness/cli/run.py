@@ -60,13 +60,14 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
                         "whatever the order of cases and adapters; the report folder holds only "
                         "this shard's pairs (run.json says which); combine the N folders with "
                         "`rnn-harness merge`")
-    r.add_argument("--jobs", "-j", type=int, default=RunOptions.jobs, metavar="N",
-                   help="run cases in N worker processes side by side (default 1: all in this "
-                        "process; 0: one per CPU); each worker prepares a case and runs its "
-                        "pairs, importing each framework once (about 7 s and its memory per "
-                        "worker); thread pools are left as they are, since their size changes "
-                        "results in the last bits; the report is the same as with --jobs 1, in "
-                        "the same order")
+    r.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="run cases in N worker processes side by side (default: one per CPU, "
+                        "or $RNN_HARNESS_JOBS; 1: all in this process; 0: one per CPU; a run "
+                        "of one case runs in this process); each worker prepares a case and "
+                        "runs its pairs, importing each framework once (about 7 s and its "
+                        "memory per worker); thread pools are left as they are, since their "
+                        "size changes results in the last bits; the report is the same as with "
+                        "--jobs 1, in the same order")
     r.add_argument("--step-mode", choices=STEP_MODES, default=RunOptions.step_mode,
                    help="also run each layer one step at a time from the reference's own "
                         "states and report the one-step error (rows with mode step; "
@@ -212,8 +213,18 @@ def _report_progress(line: str) -> None:
     print(f"report: writing {line}", file=sys.stderr, flush=True)
 
 
-def _jobs(value: int) -> int:
-    """--jobs: 0 means one worker per CPU."""
+JOBS_ENV = "RNN_HARNESS_JOBS"  # the default of --jobs (e.g. 1 in the harness's own tests)
+
+
+def _jobs(value: int | None) -> int:
+    """--jobs: 0 means one worker per CPU; not given: $RNN_HARNESS_JOBS, else one per CPU."""
+    if value is None:
+        text = os.environ.get(JOBS_ENV, "0").strip() or "0"
+        try:
+            value = int(text)
+        except ValueError:
+            raise HarnessError(f"expected a number of worker processes >= 0, got {text!r}",
+                               field=JOBS_ENV) from None
     if value < 0:
         raise HarnessError(f"expected a number of worker processes >= 0 (0: one per CPU), "
                            f"got {value}", field="--jobs")
