@@ -28,3 +28,19 @@ def test_report_folder_uploads_keep_the_hidden_marker():
     assert folders, "no report folder is uploaded: the workflow changed, update this test"
     missing = [where for where, w in folders if w.get("include-hidden-files") is not True]
     assert missing == []
+
+
+def test_the_nightly_names_every_adapter_left_out_of_the_default_selection():
+    """An adapter that runs only when named (Adapter.named_only) is run by the nightly, where
+    its cost is paid once: the workflow names each CPU one, or runs a case folder whose cases
+    name it in their ``adapters:``."""
+    from harness.adapters import ADAPTERS
+    from harness.cases import load_cases
+
+    text = (WORKFLOWS / "nightly.yml").read_text(encoding="utf-8")
+    root = WORKFLOWS.parents[1]
+    named = {n for folder in root.glob("cases*") if f"run {folder.name}" in text
+             for f in folder.rglob("*.yaml") for c in load_cases(f) for n in c.adapters}
+    missing = [a.name for a in ADAPTERS.values() if a.named_only is not None
+               and a.device == "cpu" and a.name not in text and a.name not in named]
+    assert missing == [], f"named-only adapters the nightly never runs: {missing}"
