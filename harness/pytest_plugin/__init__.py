@@ -55,7 +55,7 @@ PLUGIN_NAME = "rnn_harness"  # the entry point's name in pyproject.toml
 # FRAMEWORK_MARKERS names every adapter's framework (tests/project/test_pytest_plugin.py checks
 # it against the registry, which is not imported here: it costs a second at start-up).
 FRAMEWORK_MARKERS = ("reference", "torch", "tensorflow", "keras", "onnx", "cupy", "litert",
-                     "openvino", "jax")
+                     "openvino", "jax", "mlx")
 MARKERS = {"conformance": "a case x adapter conformance item (rnn-harness)",
            "gpu": "needs a CUDA GPU",
            **{f: f"rnn-harness adapters of the {f} framework" for f in FRAMEWORK_MARKERS}}
@@ -83,7 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("rnn_adapters"):  # an unknown name is a usage error, up front
         try:
-            chosen_adapters(config)
+            chosen_adapters(config, [])
         except HarnessError as exc:
             raise pytest.UsageError(f"{spelled(config, '--rnn-adapters', '--adapters')}: "
                                     f"{exc}") from None
