@@ -28,6 +28,8 @@ from harness.adapters.base import Capabilities
 
 class Keras3Torch(Keras3BackendAdapter):
     name = "keras3-torch"
+    named_only = ("runs in a Keras-on-torch worker process of its own, which takes 5-40 s to "
+                  "start, more than its pairs")
     title = "Keras 3 LSTM/GRU, torch backend (CPU)"
     framework = "torch"
     requires = ("torch", "keras")

@@ -21,7 +21,7 @@ from harness.spec import Case
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("ai_edge_litert")
-pytestmark = pytest.mark.litert
+pytestmark = [pytest.mark.litert, pytest.mark.roads]  # conversions: the nightly's
 
 TINY = dict(input_size=2, hidden_size=3, batch=2, seq_len=4, seed=5, dtype="float32",
             initial_state="random", weights={"init": "normal", "scale": 2.0},

@@ -48,6 +48,7 @@ def int8(prep):
 
 
 @pytest.mark.litert
+@pytest.mark.roads  # a conversion in a process of its own: the nightly's
 def test_int8_kernel_passes_within_steps_with_its_cost(int8):
     assert int8.status == compare.PASS, (int8.reason, int8.detail)
     assert "QUANTIZE, UNIDIRECTIONAL_SEQUENCE_LSTM, DEQUANTIZE" in int8.reason
@@ -59,6 +60,7 @@ def test_int8_kernel_passes_within_steps_with_its_cost(int8):
 
 
 @pytest.mark.litert
+@pytest.mark.roads  # a conversion in a process of its own: the nightly's
 def test_int8_ref_runs_the_reference_kernels_and_is_reported_in_steps(prep, int8):
     ref = run_pair(prep, runnable("litert-int8-ref"))
     assert ref.status == compare.PASS, (ref.reason, ref.detail)
@@ -71,6 +73,7 @@ def test_int8_ref_runs_the_reference_kernels_and_is_reported_in_steps(prep, int8
 
 
 @pytest.mark.litert
+@pytest.mark.roads  # a conversion in a process of its own: the nightly's
 @pytest.mark.parametrize("bug", [b for b in CATALOGUE if b != "h-unquantized"])
 def test_planted_quantization_bugs_diverge(prep, int8, bug):
     """Each with the clean adapter's conversion: only the kernel's reading is wrong."""
@@ -79,6 +82,7 @@ def test_planted_quantization_bugs_diverge(prep, int8, bug):
 
 
 @pytest.mark.litert
+@pytest.mark.roads  # a conversion in a process of its own: the nightly's
 def test_nothing_quantized_is_an_error_row(prep):
     """executorch PR#14893's trap: the dynamic-range converter leaves a weight tensor of fewer
     than 1024 elements float, so this model has no integer tensor in its LSTM."""

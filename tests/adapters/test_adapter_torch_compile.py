@@ -26,7 +26,7 @@ from harness.prepare import prepare
 from harness.runner import run_pair
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.roads]  # a compile per test: the nightly's
 
 make = case_maker(seed=5, dtype="float32", input_size=2, hidden_size=3, batch=2, seq_len=4,
                   initial_state="random")

@@ -598,6 +598,7 @@ print("CODE", main(["run", f"{w}/c.yaml", "--out", f"{out}/r", "--quiet", "--sav
 """
 
 
+@pytest.mark.roads  # a compile: the nightly's
 def test_the_compiling_roads_leave_home_cache_and_tmpdir_unchanged(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("keras")
