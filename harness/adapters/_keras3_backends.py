@@ -30,12 +30,13 @@ import numpy as np
 
 from harness.adapters._keras import (
     direction_layers,
+    layer_reasons,
     make_layers,
     native_prefix,
     run_stack,
     set_native,
 )
-from harness.adapters.base import Adapter
+from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
 from harness.spec import Case
@@ -174,10 +175,16 @@ def run_keras_ops(keras: Any, case: Case, native: dict[str, np.ndarray], inputs:
 class Keras3BackendAdapter(Adapter):
     """Keras 3 ``LSTM``/``GRU``/``Bidirectional`` on ``backend`` in a worker of its own; an
     adapter sets its name, ``backend``, ``own_process`` environment, ``fused_form`` (what the
-    backend's fused function computes) and capabilities."""
+    backend's fused function computes); the capabilities are the same on every such backend."""
 
     layout_name = "keras"
     native_in_case_dtype = True
+    capabilities = Capabilities(
+        directions=frozenset({"forward", "reverse", "bidirectional"}),
+        dtypes=frozenset({"float32", "float16", "bfloat16"}),
+        recurrent_activations=frozenset(ACTIVATIONS),
+        reasons=layer_reasons("Keras 3") | {"dtypes": FLOAT64_REASON},
+    )
     backend = ""
     fused_form = ""
     blocked_modules: tuple[str, ...] = ()  # kept from being imported in the worker

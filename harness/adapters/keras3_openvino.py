@@ -15,13 +15,9 @@ eager op is compiled by OpenVINO's CPU plugin when it runs, so a case costs seco
 
 from __future__ import annotations
 
-from harness.adapters._keras import layer_reasons
 from harness.adapters._keras3_backends import (
-    ACTIVATIONS,
-    FLOAT64_REASON,
     Keras3BackendAdapter,
 )
-from harness.adapters.base import Capabilities
 
 
 class Keras3OpenVINO(Keras3BackendAdapter):
@@ -38,12 +34,6 @@ class Keras3OpenVINO(Keras3BackendAdapter):
     named_only = ("each eager Keras op is compiled by OpenVINO's CPU plugin when it runs: "
                   "seconds a case")
     fused_form = "one OpenVINO sequence node (LSTMSequence for lstm, GRUSequence for gru)"
-    capabilities = Capabilities(
-        directions=frozenset({"forward", "reverse", "bidirectional"}),
-        dtypes=frozenset({"float32", "float16", "bfloat16"}),
-        recurrent_activations=frozenset(ACTIVATIONS),
-        reasons=layer_reasons("Keras 3") | {"dtypes": FLOAT64_REASON},
-    )
 
     def versions(self) -> dict[str, str]:
         keras = self.import_keras()

@@ -12,18 +12,15 @@ user's ``keras.json`` or ``KERAS_BACKEND`` cannot change it. Forward only.
 
 Speed (keras#22275 reports a very slow LSTM on this backend): measured in the worker, eager,
 on 2 shared cores, the bundled cases' layer runs are milliseconds to a few tenths of a second
-(docs/deployment.md has the figures); the adapter stays in the default selection.
+(docs/deployment.md has the figures); its worker's start costs more than its pairs, so it runs
+when named.
 """
 
 from __future__ import annotations
 
-from harness.adapters._keras import layer_reasons
 from harness.adapters._keras3_backends import (
-    ACTIVATIONS,
-    FLOAT64_REASON,
     Keras3BackendAdapter,
 )
-from harness.adapters.base import Capabilities
 
 
 class Keras3Torch(Keras3BackendAdapter):
@@ -36,12 +33,6 @@ class Keras3Torch(Keras3BackendAdapter):
     backend = "torch"
     own_process = {"KERAS_BACKEND": "torch", "KERAS_TORCH_DEVICE": "cpu"}
     fused_form = "a loop of torch ops over the steps (input projections precomputed)"
-    capabilities = Capabilities(
-        directions=frozenset({"forward", "reverse", "bidirectional"}),
-        dtypes=frozenset({"float32", "float16", "bfloat16"}),
-        recurrent_activations=frozenset(ACTIVATIONS),
-        reasons=layer_reasons("Keras 3") | {"dtypes": FLOAT64_REASON},
-    )
 
     def versions(self) -> dict[str, str]:
         keras = self.import_keras()
