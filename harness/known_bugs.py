@@ -66,19 +66,21 @@ class KnownBug:
         return weights is None or self.shows(case, weights)
 
 
-def _separate_bias_set(case: Case, weights: Weights) -> bool:
-    """Some layer and direction has a non-zero recurrent bias on a gate where it cannot be
-    summed into the input bias (a GRU's candidate with ``reset_after``)."""
+def _separate_bias_keys(case: Case) -> set[str]:
+    """The recurrent biases that cannot be summed into the input bias, in every layer and
+    direction (a GRU's candidate with ``reset_after``; none otherwise)."""
     gates = case.cell_kind.separate_biases(case.reset_after)
-    return any(np.any(np.asarray(weights[params.key(layer, d, f"bR_{g}")]) != 0)
-               for layer, d in params.layer_dirs(case) for g in gates)
+    return {params.key(layer, d, f"bR_{g}") for layer, d in params.layer_dirs(case) for g in gates}
+
+
+def _separate_bias_set(case: Case, weights: Weights) -> bool:
+    """Some layer and direction has one of :func:`_separate_bias_keys` non-zero."""
+    return any(np.any(np.asarray(weights[k]) != 0) for k in _separate_bias_keys(case))
 
 
 def _without_separate_biases(case: Case, weights: Weights) -> dict[str, np.ndarray]:
-    """The weights with the recurrent biases that :func:`_separate_bias_set` tests at zero."""
-    gates = case.cell_kind.separate_biases(case.reset_after)
-    dropped = {params.key(layer, d, f"bR_{g}")
-               for layer, d in params.layer_dirs(case) for g in gates}
+    """The weights with :func:`_separate_bias_keys` at zero."""
+    dropped = _separate_bias_keys(case)
     return {k: np.zeros_like(v) if k in dropped else v for k, v in weights.items()}
 
 
