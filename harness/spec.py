@@ -181,6 +181,10 @@ class Case(_Strict):
         description="zeros (given to every adapter as zero tensors), random h0 (and c0) drawn "
                     "from the seed, or none: zeros, omitted by the adapters that can omit "
                     "an initial state (the framework's own zero-state branch runs)")
+    export_seq_len: PositiveInt | None = Field(None,
+        description="the exporting adapters (the ONNX exporters, ExecuTorch, litert-torch) "
+                    "export the model at this sequence length, then run it at seq_len; "
+                    "absent: they export at seq_len")
     dtype: Literal["float64", "float32", "float16", "bfloat16"] = Field("float32",
         description="the precision every adapter computes in; the reference is float64")
     seed: NonNegativeInt = Field(0,
