@@ -29,6 +29,7 @@ from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
+from harness.adapters.onnxruntime_dynamic import OnnxRuntimeDynamicInt8
 from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
@@ -51,6 +52,7 @@ ADAPTERS: dict[str, Adapter] = {
         TorchCPU(),
         TorchCompile(),
         OnnxRuntime(),
+        OnnxRuntimeDynamicInt8(),
         OpenVINO(), OpenVINOBatchMajor(),
         OnnxReference(),
         TorchOnnxDynamo(),
