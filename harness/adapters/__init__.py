@@ -39,6 +39,7 @@ from harness.adapters.tf_legacy import TFLegacy
 from harness.adapters.torch_compile import TorchCompile
 from harness.adapters.torch_cpu import TorchCPU
 from harness.adapters.torch_cudnn import TorchCuDNN, TorchCuDNNTF32
+from harness.adapters.torch_dynamic import TorchDynamicInt8
 from harness.adapters.torch_onnx_dynamo import TorchOnnxDynamo
 from harness.adapters.torch_onnx_torchscript import TorchOnnxTorchScript
 from harness.errors import HarnessError
@@ -51,6 +52,7 @@ ADAPTERS: dict[str, Adapter] = {
         NoiseFloor(),
         TorchCPU(),
         TorchCompile(),
+        TorchDynamicInt8(),
         OnnxRuntime(),
         OnnxRuntimeDynamicInt8(),
         OpenVINO(), OpenVINOBatchMajor(),
