@@ -154,6 +154,9 @@ class QuantizedModel:
     # a dynamic kernel's run-time quantization of each product's activation operand (None:
     # the products read float activations, as the model stores none of their grids)
     activations: DynamicActivation | None = None
+    # the weights' integer range, ±weight_qmax: 127 for int8; a kernel that keeps a bit free
+    # (ONNX Runtime's reduce_range) stores 7-bit weights, ±64, and its ideal does too
+    weight_qmax: int = 127
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,8 @@ def calibration_inputs(case: Case) -> np.ndarray:
                      for k in range(n)])
 
 
-def ideal_model(case: Case, canonical: Canonical, scheme: str) -> QuantizedModel:
+def ideal_model(case: Case, canonical: Canonical, scheme: str, weight_qmax: int = 127
+                ) -> QuantizedModel:
     """An ideal quantization of the same ``scheme`` by the harness itself: each gate's weights
     on a symmetric int8 grid over their own range; for int8, the activations on the grids TFLite
     derives from their ranges over the calibration batches (:func:`calibration_inputs`) run
@@ -233,7 +237,7 @@ def ideal_model(case: Case, canonical: Canonical, scheme: str) -> QuantizedModel
         for name, block in canonical.block(layer, d).items():
             k = key(layer, d, name)
             if name[0] in "WR":
-                s = float(np.max(np.abs(block))) / 127.0 or 1.0
+                s = float(np.max(np.abs(block))) / weight_qmax or 1.0
                 weights[k] = np.rint(block / s) * s
             else:
                 weights[k] = block
@@ -313,7 +317,8 @@ def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs:
         rows.loc[ys.to_numpy(), name] = cost[name]
     total = float(sqnr_db(out.y, reference.y))
     # the same scheme: a dynamic kernel's run-time activation quantization is part of it
-    ideal = replace(ideal_model(case, canonical, model.scheme), activations=model.activations)
+    ideal = replace(ideal_model(case, canonical, model.scheme, model.weight_qmax),
+                    activations=model.activations)
     ideal_total = float(sqnr_db(integer_reference(case, ideal, inputs).y, reference.y))
     worst = float(rows["tol_ratio"].max()) * K_STEPS if not rows.empty else 0.0
     parts = [f"{model.scheme}: within {worst:.3g} output steps (step {step:.3g}) of the "

@@ -99,7 +99,8 @@ def dequantized(q: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarra
     return values.transpose(0, 2, 1)
 
 
-def quantized_model(case: Case, native: dict[str, np.ndarray], model) -> QuantizedModel:
+def quantized_model(case: Case, native: dict[str, np.ndarray], model, *,
+                    reduce_range: bool = True) -> QuantizedModel:
     """The weights as stored in the quantized ``model`` (dequantized, canonical keys): each
     ``DynamicQuantizeLSTM`` node's ``W``/``R`` from its int8 initializers, scales and zero
     points (inputs 1, 2 and 8..11), the rest as the float graph holds them."""
@@ -116,7 +117,13 @@ def quantized_model(case: Case, native: dict[str, np.ndarray], model) -> Quantiz
         stored[f"{prefix}W"] = dequantized(W, w_scale, w_zero)
         stored[f"{prefix}R"] = dequantized(R, r_scale, r_zero)
     canonical = get_layout("onnx").from_native(stored, case)
-    return QuantizedModel("dynamic", canonical.tensors, activations=ORT_ACTIVATIONS)
+    import onnx
+    from onnxruntime.quantization.quant_utils import get_qmin_qmax_for_qType
+
+    _, qmax = get_qmin_qmax_for_qType(onnx.TensorProto.INT8, reduce_range=reduce_range,
+                                      symmetric=True)  # the quantizer's own weight range
+    return QuantizedModel("dynamic", canonical.tensors, activations=ORT_ACTIVATIONS,
+                          weight_qmax=int(qmax))
 
 
 class OnnxRuntimeDynamicInt8(Adapter):
@@ -181,7 +188,7 @@ class OnnxRuntimeDynamicInt8(Adapter):
                                     f"int8")
             raise AdapterFault(f"nothing was quantized: no integer tensor in the recurrent ops "
                                f"(quantized graph: {', '.join(ops)})")
-        stored = quantized_model(case, native, model)
+        stored = quantized_model(case, native, model, reduce_range=self.reduce_range)
         options = ort.SessionOptions()
         options.log_severity_level = 3
         options.intra_op_num_threads = 1  # the recurrent product's range per tensor
