@@ -68,6 +68,10 @@ def stored_weights(module) -> dict[str, np.ndarray]:
 class TorchDynamicInt8(TorchRNN):
     name = "torch-dynamic-int8"
     title = "PyTorch quantize_dynamic qint8 LSTM/GRU (torch.ao.nn.quantized.dynamic, CPU)"
+    # cheap (well under a second a pair), but it runs only the cases with a quantization: key,
+    # all in cases-quantized/, whose adapters: list names it: in the default selection it would
+    # add a not-applicable row to every other case
+    named_only = "runs only cases with a quantization: key (cases-quantized/ names it)"
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
