@@ -30,11 +30,17 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.adapters._onnx import HARNESS_GRAPH, build_model, feeds, handed, read_outputs
+from harness.adapters._onnx import (
+    HARNESS_GRAPH,
+    ONNX_REASONS,
+    build_model,
+    feeds,
+    handed,
+    read_outputs,
+)
 from harness.adapters.base import Adapter, AdapterFault, Capabilities
-from harness.adapters.onnxruntime import OnnxRuntime, import_onnxruntime
 from harness.data import Inputs, Outputs
-from harness.errors import NotApplicable
+from harness.errors import NotApplicable, Unavailable
 from harness.layouts import get_layout
 from harness.quantization import DynamicActivation, QuantizedModel
 from harness.spec import Case
@@ -46,6 +52,17 @@ NOT_QUANTIZED_CASE = "not a quantized case (it has no quantization: key; docs/qu
 # all steps, the recurrent one each step's [B, H] (one thread)
 ORT_ACTIVATIONS = DynamicActivation(qmin=0, qmax=255)
 INTEGER_TYPES = frozenset({2, 3, 6})  # onnx TensorProto UINT8, INT8, INT32
+
+
+def import_onnxruntime():
+    try:
+        import onnx
+        import onnxruntime
+        import onnxruntime.quantization  # noqa: F401
+    except ImportError as exc:
+        raise Unavailable(f"onnx/onnxruntime is not installed ({exc}); pip install onnx "
+                          f"onnxruntime") from None
+    return onnx, onnxruntime
 
 
 def quantize(model, *, reduce_range: bool = True, weight_symmetric: bool = True):
@@ -144,7 +161,7 @@ class OnnxRuntimeDynamicInt8(Adapter):
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
         variable_lengths=False,
-        reasons=OnnxRuntime.capabilities.reasons | {
+        reasons=ONNX_REASONS | {
             "dtypes": "quantize_dynamic quantizes a float32 graph",
             "variable_lengths": "with sequence_lens the recurrent product reads finished rows as "
                                 "the kernel leaves them, which the harness's integer-aware "
@@ -163,7 +180,6 @@ class OnnxRuntimeDynamicInt8(Adapter):
 
     def check_available(self) -> None:
         import_onnxruntime()
-        import onnxruntime.quantization  # noqa: F401
 
     def versions(self) -> dict[str, str]:
         onnx, ort = import_onnxruntime()

@@ -1,5 +1,6 @@
-"""``torch-dynamic-int8``: ``nn.LSTM`` / ``nn.GRU`` through ``torch.ao.quantization.quantize_dynamic``
-(qint8) into ``torch.ao.nn.quantized.dynamic.LSTM`` / ``GRU``, run on CPU.
+"""``torch-dynamic-int8``: ``nn.LSTM`` / ``nn.GRU`` through
+``torch.ao.quantization.quantize_dynamic`` (qint8) into ``torch.ao.nn.quantized.dynamic.LSTM`` /
+``GRU``, run on CPU.
 
 The module must really be quantized. On torch 2.13 ``quantize_dynamic`` called on a bare
 ``nn.LSTM`` returns it unchanged, a float module (it swaps submodules, and a bare module has
@@ -105,6 +106,11 @@ class TorchDynamicInt8(TorchRNN):
         return {"torch": torch.__version__, "torch_threads": str(torch.get_num_threads()),
                 "quantized_engine": str(torch.backends.quantized.engine),
                 "deprecation": DEPRECATED}
+
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs):
+        handed = super().hand(case, native, inputs)
+        handed.call["quantize_dynamic"] = "torch.qint8, the module inside a container"
+        return handed
 
     def build(self, case: Case, native: dict[str, np.ndarray]):
         return quantized_module(import_torch(), super().build(case, native))

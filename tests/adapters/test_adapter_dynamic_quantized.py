@@ -10,8 +10,8 @@ from support.dynamic_mutants import CATALOGUE, AffineWeights, PlantedDynamic, sk
 from support.runnable import runnable
 
 from harness import compare, quantization
-from harness.adapters.torch_dynamic import quantized_module, stored_weights
 from harness.adapters.base import AdapterFault
+from harness.adapters.torch_dynamic import quantized_module, stored_weights
 from harness.prepare import prepare
 from harness.runner import run_pair
 from harness.spec import Case
