@@ -74,7 +74,7 @@ def test_onnxruntime_dynamic_gru_is_not_applicable_with_the_measured_reason():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("cell", ["lstm", pytest.param("gru", marks=pytest.mark.roads)])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_torch_dynamic_passes_with_packed_int8_weights(cell):
     prep = prepare(Case(name=f"dq-{cell}", cell=cell, adapters=["torch-dynamic-int8"], **TINY))
     r = run_pair(prep, runnable("torch-dynamic-int8"))
@@ -89,3 +89,12 @@ def test_a_float_module_is_nothing_quantized():
     assert type(quantized_module(torch, bare)).__module__.startswith("torch.ao.nn.quantized")
     with pytest.raises(AdapterFault, match="nothing was quantized"):
         stored_weights(bare)
+
+
+@pytest.mark.onnx
+def test_an_lstm_the_quantizer_left_float_is_nothing_quantized(lstm, monkeypatch):
+    from harness.adapters import onnxruntime_dynamic
+
+    monkeypatch.setattr(onnxruntime_dynamic, "quantize", lambda model, **_: model)
+    r = run_pair(lstm, runnable("onnxruntime-dynamic-int8"))
+    assert r.status == compare.ERROR and "nothing was quantized" in r.reason, r.reason
