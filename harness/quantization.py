@@ -19,7 +19,7 @@ file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -78,6 +78,59 @@ def int16_pow2_grid(bound: float) -> Grid:
 
 
 @dataclass(frozen=True)
+class DynamicActivation:
+    """How a dynamic-quantization kernel quantizes the activation operand ``a`` of a product
+    ``a @ Wᵀ`` at run time, from ``a``'s own range (docs/quantization.md, "Dynamic
+    quantization"). The reference's products are the layer's input over all steps at once
+    (``x @ Wᵀ``) and the hidden state once per step (``h @ Rᵀ``), each one call.
+
+    - ``rows``: the rows of ``a`` that share one range: None, the whole operand (per tensor);
+      1, each row its own (per row);
+    - ``qmin``..``qmax``: the integer range, e.g. uint8 0..255, or 0..127 where the kernel
+      keeps a bit free (``reduce_range``) so that the int16 sums of u8 x s8 pairs cannot
+      saturate;
+    - ``symmetric``: scale max|a| / qmax, zero point 0; else affine: the range with 0 in it,
+      scale (max − min) / (qmax − qmin) in float32, zero point qmin − min / scale rounded to
+      the nearest integer (ties to even) and clamped to qmin..qmax.
+
+    The product then is exact integer arithmetic times the two scales: the reference computes
+    it in float64 from ``a`` on its grid and the weights as stored, dequantized."""
+
+    qmin: int = 0
+    qmax: int = 255
+    symmetric: bool = False
+    rows: int | None = None
+
+    def extent(self, block: Array) -> tuple[float, float]:
+        """(min, max) of one block of rows: the range its grid covers."""
+        return float(block.min()), float(block.max())
+
+    def grid(self, lo: float, hi: float) -> Grid:
+        """The grid of one block with values in [lo, hi]."""
+        if self.symmetric:
+            bound = max(abs(lo), abs(hi))
+            scale = float(np.float32(bound) / np.float32(self.qmax)) or 1.0
+            return Grid(scale, 0, self.qmin, self.qmax)
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+        scale = float((np.float32(hi) - np.float32(lo)) / np.float32(self.qmax - self.qmin)) \
+            or 1.0  # an all-zero operand: any scale gives 0 (ORT takes 1)
+        zero = int(np.rint(np.clip(self.qmin - lo / scale, self.qmin, self.qmax)))
+        return Grid(scale, zero, self.qmin, self.qmax)
+
+    def round(self, a: Array) -> Array:
+        """``a`` [rows, K] as the kernel reads it: each block of rows on its own grid."""
+        n = a.shape[0] if self.rows is None else self.rows
+        return np.concatenate([self.grid(*self.extent(a[r:r + n])).round(a[r:r + n])
+                               for r in range(0, a.shape[0], n)])
+
+    def describe(self) -> str:
+        kind = "symmetric" if self.symmetric else "affine"
+        per = "per tensor" if self.rows is None else (
+            "per row" if self.rows == 1 else f"per {self.rows} rows")
+        return f"activations {kind} {self.qmin}..{self.qmax} {per}, from their run-time range"
+
+
+@dataclass(frozen=True)
 class LayerGrids:
     """The grids of one layer and direction: its input ``x``, hidden state ``h``, cell state
     ``c`` (None: not quantized, as activations of a dynamic-range model)."""
@@ -98,6 +151,12 @@ class QuantizedModel:
     weights: dict[str, np.ndarray]
     grids: dict[str, LayerGrids] = field(default_factory=dict)
     output: Grid | None = None
+    # a dynamic kernel's run-time quantization of each product's activation operand (None:
+    # the products read float activations, as the model stores none of their grids)
+    activations: DynamicActivation | None = None
+    # the weights' integer range, ±weight_qmax: 127 for int8; a kernel that keeps a bit free
+    # (ONNX Runtime's reduce_range) stores 7-bit weights, ±64, and its ideal does too
+    weight_qmax: int = 127
 
 
 @dataclass(frozen=True)
@@ -117,9 +176,32 @@ class Quantized(Precision):
         return a if grid is None or a is None else grid.round(a)
 
 
+@dataclass(frozen=True)
+class DynamicQuantized(Quantized):
+    """:class:`Quantized` whose products read their activation operand as a dynamic kernel
+    does (:class:`DynamicActivation`): ``a`` rounded to the grid of its own range, times the
+    weights as stored."""
+
+    activations: DynamicActivation = field(default_factory=DynamicActivation, hash=False,
+                                           compare=False)
+
+    def at(self, layer: int, direction: int) -> DynamicQuantized:
+        return replace(self, where=f"{layer}/{direction}")
+
+    def matmul(self, a: Array, b: Array) -> Array:
+        return self.activations.round(a) @ b
+
+
+def precision_of(model: QuantizedModel) -> Quantized:
+    """The float64 reference's arithmetic with ``model``'s quantization."""
+    if model.activations is not None:
+        return DynamicQuantized("float64", model.grids, activations=model.activations)
+    return Quantized("float64", model.grids)
+
+
 def integer_reference(case: Case, model: QuantizedModel, inputs: Inputs) -> Outputs:
     """The float64 reference with ``model``'s quantization (the module text's first question)."""
-    out = forward(case, Canonical(model.weights), inputs, Quantized("float64", model.grids))
+    out = forward(case, Canonical(model.weights), inputs, precision_of(model))
     if model.output is not None:
         out.y = model.output.round(out.y)
         out.y_layers = None
@@ -143,7 +225,8 @@ def calibration_inputs(case: Case) -> np.ndarray:
                      for k in range(n)])
 
 
-def ideal_model(case: Case, canonical: Canonical, scheme: str) -> QuantizedModel:
+def ideal_model(case: Case, canonical: Canonical, scheme: str, weight_qmax: int = 127
+                ) -> QuantizedModel:
     """An ideal quantization of the same ``scheme`` by the harness itself: each gate's weights
     on a symmetric int8 grid over their own range; for int8, the activations on the grids TFLite
     derives from their ranges over the calibration batches (:func:`calibration_inputs`) run
@@ -154,7 +237,7 @@ def ideal_model(case: Case, canonical: Canonical, scheme: str) -> QuantizedModel
         for name, block in canonical.block(layer, d).items():
             k = key(layer, d, name)
             if name[0] in "WR":
-                s = float(np.max(np.abs(block))) / 127.0 or 1.0
+                s = float(np.max(np.abs(block))) / weight_qmax or 1.0
                 weights[k] = np.rint(block / s) * s
             else:
                 weights[k] = block
@@ -233,7 +316,9 @@ def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs:
     for name in COST_COLUMNS:
         rows.loc[ys.to_numpy(), name] = cost[name]
     total = float(sqnr_db(out.y, reference.y))
-    ideal = ideal_model(case, canonical, model.scheme)
+    # the same scheme: a dynamic kernel's run-time activation quantization is part of it
+    ideal = replace(ideal_model(case, canonical, model.scheme, model.weight_qmax),
+                    activations=model.activations)
     ideal_total = float(sqnr_db(integer_reference(case, ideal, inputs).y, reference.y))
     worst = float(rows["tol_ratio"].max()) * K_STEPS if not rows.empty else 0.0
     parts = [f"{model.scheme}: within {worst:.3g} output steps (step {step:.3g}) of the "

@@ -29,6 +29,7 @@ from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
+from harness.adapters.onnxruntime_dynamic import OnnxRuntimeDynamicInt8
 from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
@@ -38,6 +39,7 @@ from harness.adapters.tf_legacy import TFLegacy
 from harness.adapters.torch_compile import TorchCompile
 from harness.adapters.torch_cpu import TorchCPU
 from harness.adapters.torch_cudnn import TorchCuDNN, TorchCuDNNTF32
+from harness.adapters.torch_dynamic import TorchDynamicInt8
 from harness.adapters.torch_onnx_dynamo import TorchOnnxDynamo
 from harness.adapters.torch_onnx_torchscript import TorchOnnxTorchScript
 from harness.errors import HarnessError
@@ -50,7 +52,9 @@ ADAPTERS: dict[str, Adapter] = {
         NoiseFloor(),
         TorchCPU(),
         TorchCompile(),
+        TorchDynamicInt8(),
         OnnxRuntime(),
+        OnnxRuntimeDynamicInt8(),
         OpenVINO(), OpenVINOBatchMajor(),
         OnnxReference(),
         TorchOnnxDynamo(),
