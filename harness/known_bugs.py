@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import params, versions
+from harness import cpu_flags, params, versions
 from harness.spec import Case
 
 Weights = Mapping[str, np.ndarray]  # canonical parameters (harness/params.py keys)
@@ -99,6 +99,14 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         since={"openvino": "2026.4.1"},
         where="every case it runs (sizes where batch, steps and directions agree; elsewhere "
               "OpenVINO refuses the model and the adapter is unavailable)"),
+    KnownBug(
+        adapter="onnxruntime-dynamic-int8-full-range", upstream="microsoft/onnxruntime#5849",
+        summary="on a CPU without VNNI the u8 x s8 kernel sums pairs of products in saturating "
+                "16-bit arithmetic (vpmaddubsw), so 8-bit weights give wrong gate "
+                "pre-activations; quantize_dynamic's reduce_range avoids it",
+        since={"onnxruntime": "1.32.0"},
+        shows=lambda case, weights: cpu_flags.cpu_flags().get("vnni") is False,
+        where="every case it runs on a CPU without VNNI (with VNNI the products are exact)"),
 )
 """Every known upstream bug, one entry each (docs/adapters.md, Known upstream bugs)."""
 

@@ -29,7 +29,10 @@ from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
-from harness.adapters.onnxruntime_dynamic import OnnxRuntimeDynamicInt8
+from harness.adapters.onnxruntime_dynamic import (
+    OnnxRuntimeDynamicInt8,
+    OnnxRuntimeDynamicInt8FullRange,
+)
 from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
@@ -55,6 +58,7 @@ ADAPTERS: dict[str, Adapter] = {
         TorchDynamicInt8(),
         OnnxRuntime(),
         OnnxRuntimeDynamicInt8(),
+        OnnxRuntimeDynamicInt8FullRange(),
         OpenVINO(), OpenVINOBatchMajor(),
         OnnxReference(),
         TorchOnnxDynamo(),

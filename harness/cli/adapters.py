@@ -90,11 +90,9 @@ def _text(adapters: dict, reasons: dict[str, str | None], checked: bool) -> str:
         caps = a.capabilities.table()
         what.append([a.name, caps["cells"], _short(caps["directions"]), _short(caps["dtypes"]),
                      _features(a.capabilities).replace(",", ", ")])
-    parts = [tabulate(where, headers=["adapter", "device", "available" if checked else "installed",
-                                      "layout"], tablefmt="github", maxcolwidths=[None, None, 62,
-                                                                                   None]),
-             tabulate(what, headers=["adapter", "cells", "directions", "dtypes", "features"],
-                      tablefmt="github", maxcolwidths=[None, None, None, None, 48])]
+    parts = [_fit(where, ["adapter", "device", "available" if checked else "installed",
+                          "layout"], wrapped=2),
+             _fit(what, ["adapter", "cells", "directions", "dtypes", "features"], wrapped=4)]
     if not checked:
         parts.append("From the installed packages; --check imports each framework and checks "
                      "that it can run here.")
@@ -120,3 +118,16 @@ def _text(adapters: dict, reasons: dict[str, str | None], checked: bool) -> str:
 
 def _wrap(line: str) -> str:
     return textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ")
+
+
+def _fit(rows: list[list[str]], headers: list[str], wrapped: int) -> str:
+    """The table with column ``wrapped`` wrapped as wide as :data:`WIDTH` leaves it (the other
+    columns as wide as their longest cell)."""
+    other = sum(max(len(str(r[k])) for r in [headers, *rows]) for k in range(len(headers))
+                if k != wrapped)
+    width = max(WIDTH - other - 3 * len(headers) - 1, 16)
+    limits: list[int | None] = [None] * len(headers)
+    limits[wrapped] = width
+    from tabulate import tabulate
+
+    return tabulate(rows, headers=headers, tablefmt="github", maxcolwidths=limits)

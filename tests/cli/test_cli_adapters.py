@@ -4,6 +4,7 @@ an adapter's backward pass is not compared for (``Capabilities.gradient_reasons`
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -12,11 +13,13 @@ from harness.cli import main
 from harness.cli.adapters import _features
 
 
-def table_rows(out: str, header: str = "| adapter                | cells") -> dict[str, list[str]]:
-    """adapter name -> its cells, from the github-format table that starts with ``header``
-    (default: the capabilities table), a wrapped cell's lines joined with a space."""
+def table_rows(out: str, second: str = "cells") -> dict[str, list[str]]:
+    """adapter name -> its cells, from the github-format table whose header's second column
+    is ``second`` (default: the capabilities table), a wrapped cell's lines joined with a
+    space."""
     rows: dict[str, list[str]] = {}
-    table = out.split(header, 1)[1].split("\n\n", 1)[0]
+    header = re.search(rf"^\| adapter +\| {second} ", out, re.M)
+    table = out[header.start():].split("\n\n", 1)[0]
     for line in table.splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells[0]:
