@@ -6,6 +6,7 @@ report is written. A run killed midway leaves no half-written report file.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -174,21 +175,30 @@ def _wait_for(proc: subprocess.Popen, text: str, limit: float = 120) -> str:
     return seen
 
 
-def _after_an_earlier_report(out: Path) -> tuple[list[str], dict]:
+@pytest.fixture(scope="module")
+def earlier_report(tmp_path_factory) -> Path:
+    """A complete report of one case, written once for the module's killed runs to copy."""
+    out = tmp_path_factory.mktemp("earlier") / "report"
+    subprocess.run([sys.executable, "-m", "harness", "run", "cases/projection.yaml",
+                    "--adapters", "reference,torch-cpu", "--out", str(out)], cwd=ROOT,
+                   check=True, capture_output=True, timeout=300)
+    return out
+
+
+def _after_an_earlier_report(out: Path, earlier: Path) -> tuple[list[str], dict]:
     """The command of a whole-suite run into ``out``, and the files of an earlier, complete
-    report (one case) already there."""
+    report (one case, a copy of ``earlier``) already there."""
     cmd = [sys.executable, "-m", "harness", "run", "cases", "--adapters", "reference,torch-cpu",
            "--out", str(out), "--verbose"]  # a line per pair: the test waits for the third
-    subprocess.run([*cmd[:4], "cases/projection.yaml", *cmd[5:]], cwd=ROOT, check=True,
-                   capture_output=True, timeout=300)
+    shutil.copytree(earlier, out)
     return cmd, _files(out)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL and /proc")
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
-def test_killed_run_leaves_no_partial_report(tmp_path, isolate):
+def test_killed_run_leaves_no_partial_report(tmp_path, isolate, earlier_report):
     out = tmp_path / "report"
-    cmd, before = _after_an_earlier_report(out)
+    cmd, before = _after_an_earlier_report(out, earlier_report)
     assert {"divergence.csv", "summary.md", "run.json"} <= set(before)
     marker = uuid.uuid4().hex  # finds this run's processes, workers included
     env = {**os.environ, "RNN_HARNESS_TEST_RUN": marker}
@@ -263,14 +273,15 @@ def _hidden_leftovers(folder: Path) -> list[str]:
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)],
                          ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
-def test_an_interrupted_run_leaves_the_previous_report_intact(tmp_path, sig, code, isolate):
+def test_an_interrupted_run_leaves_the_previous_report_intact(tmp_path, sig, code, isolate,
+                                                              earlier_report):
     if signal.getsignal(sig) == signal.SIG_IGN:
         # nohup, a background job, some CI wrappers: the run inherits the "ignore" and rightly
         # keeps it (harness/cli.py), so the signal cannot interrupt it
         pytest.skip(f"{sig.name} is ignored in this test run (inherited at start); a run "
                     f"started so keeps ignoring it")
     out = tmp_path / "report"
-    cmd, before = _after_an_earlier_report(out)
+    cmd, before = _after_an_earlier_report(out, earlier_report)
     marker = uuid.uuid4().hex
     env = {**os.environ, "RNN_HARNESS_TEST_RUN": marker}
     proc = subprocess.Popen(cmd + (["--isolate"] if isolate else []), cwd=ROOT, env=env,
