@@ -39,7 +39,12 @@ from harness.adapters._keras import (
     import_tf_keras,
     layer_reasons,
 )
-from harness.adapters._litert import DTYPE_REASON, import_litert, litert_version
+from harness.adapters._litert import (
+    DTYPE_REASON,
+    import_litert,
+    litert_version,
+    quiet_converter,
+)
 from harness.adapters._litert_deployed import (
     deployed_model,
     feeds,
@@ -145,7 +150,8 @@ class QuantizedLiteRT(KerasLibraryAdapter):
             with tf.device("/CPU:0"):
                 model = deployed_model(K, tf, case, native, activation=self.activations[
                     case.recurrent_activation], states=False)
-                model.save(folder / "saved_model", save_format="tf")
+                with quiet_converter(tf):  # "Compiled the loaded model, but ..." per save
+                    model.save(folder / "saved_model", save_format="tf")
             np.savez(folder / "calibration.npz", x=calibration_inputs(case).astype(np.float32))
             (folder / "scheme").write_text(self.scheme)
             try:
