@@ -20,7 +20,7 @@ from support.quantized_mutants import CATALOGUE, PlantedInt8
 from support.runnable import runnable
 
 from harness import compare, known_bugs, quantization
-from harness.adapters import _litert_convert, get_adapter, litert_quantized
+from harness.adapters import _litert_convert, _litert_flatbuffer, get_adapter, litert_quantized
 from harness.adapters.litert_quantized import LiteRTInt16x8
 from harness.errors import KnownCrashGone, KnownUpstreamCrash, NotApplicable
 from harness.params import Canonical
@@ -195,3 +195,25 @@ def test_grids_round_as_tflite_declares_them():
     assert g.round(np.array([9.0]))[0] == pytest.approx((127 - g.zero_point) * g.scale)
     c = quantization.int16_pow2_grid(0.7)
     assert c.scale == 2.0 ** -15  # a range of 1: the power of two over 0.7
+
+
+@pytest.mark.litert
+@pytest.mark.roads  # a conversion in a process of its own: the nightly's
+def test_bidirectional_int8_names_the_converters_conflicting_grids(capfd):
+    """The bidirectional int8 model gives the concatenation's grid to a REVERSE_V2 output (which
+    copies bytes) and to the forward LSTM's output: the pair's reason says where, read from the
+    file (docs/quantization.md). The conversion prints nothing on the terminal."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("ai_edge_litert")
+    case = Case(name="q-bi", **{**TINY, "bidirectional": True, "hidden_size": 4})
+    bi = prepare(case)
+    capfd.readouterr()
+    r = run_pair(bi, runnable("litert-int8"))
+    said = capfd.readouterr()
+    assert said.out == "" and said.err == "", said
+    assert r.status in compare.COMPARED, (r.reason, r.detail)
+    assert "REVERSE_V2" in r.reason and "CONCATENATION" in r.reason
+    conflicts = _litert_flatbuffer.grid_conflicts(r.outputs.models["tflite"])
+    for line in conflicts:
+        assert line in r.reason
+    assert any("REVERSE_V2 copies bytes" in line for line in conflicts), conflicts
