@@ -127,11 +127,19 @@ def test_the_gru_conversion_crash_is_a_registry_entry_of_each_adapter_it_kills(m
 
 
 class _NoTf:
+    """What the adapter asks of TensorFlow around a save (no TensorFlow import)."""
+
     @staticmethod
     def device(name):
         import contextlib
 
         return contextlib.nullcontext()
+
+    @staticmethod
+    def get_logger():
+        import logging
+
+        return logging.getLogger("tensorflow")
 
 
 class _Saveable:
