@@ -8,6 +8,11 @@ that passes reads "looks fixed", which does, so that the entry is revisited. A c
 ``expected:`` entries (harness/spec.py, :class:`~harness.spec.Expected`) work the same way for
 what a case declares of itself; they take precedence over the registry.
 
+An entry with a ``crash`` is a bug that kills the adapter's framework (a converter's process
+dying by a signal) before anything is compared: the adapter asks :func:`known_crash` where it
+sees that death, and the pair is a known upstream bug's error row naming the signal, never a
+dead run; where the entry applies and the death does not come, the pair "looks fixed".
+
 Each entry's versions are a lower bound: the earliest release the divergence was measured on.
 An older install is not claimed (its pair is judged plainly), and a fixed release shows up as
 "looks fixed" rather than being hidden behind a guessed upper bound.
