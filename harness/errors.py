@@ -86,6 +86,11 @@ class KnownUpstreamCrash(Exception):
         self.upstream = upstream
 
 
+class KnownCrashGone(KnownUpstreamCrash):
+    """A crash declared as an upstream bug did not come (the converter converted the model):
+    the pair "looks fixed", which fails a run, so that the declaration is revisited."""
+
+
 class NotApplicable(Exception):
     """A case needs a capability the adapter lacks; ``str(err)`` is the reason shown in reports."""
 

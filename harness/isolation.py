@@ -51,7 +51,7 @@ from typing import Any
 
 from harness.adapters.base import Adapter
 from harness.data import Inputs, Outputs
-from harness.errors import KnownUpstreamCrash, NotApplicable, Unavailable
+from harness.errors import KnownCrashGone, KnownUpstreamCrash, NotApplicable, Unavailable
 from harness.params import Canonical
 from harness.scratch import make_folders
 from harness.spec import Case
@@ -228,7 +228,9 @@ class _AdapterJob:
         except NotApplicable as exc:
             reply = ("raised", "not applicable", type(exc).__name__, str(exc), "")
         except KnownUpstreamCrash as exc:  # the upstream bug travels in the message
-            reply = ("raised", "known upstream bug", exc.upstream, str(exc), "")
+            gone = isinstance(exc, KnownCrashGone)
+            reply = ("raised", "looks fixed" if gone else "known upstream bug", exc.upstream,
+                     str(exc), "")
         except Unavailable as exc:
             reply = ("raised", "unavailable", type(exc).__name__, str(exc), "")
         except BaseException as exc:  # SystemExit too: a worker runs until the parent says stop
@@ -344,6 +346,8 @@ class Isolated:
             raise Unavailable(message)
         if kind == "known upstream bug":
             raise KnownUpstreamCrash(message, type_name)
+        if kind == "looks fixed":
+            raise KnownCrashGone(message, type_name)
         reason = f"{type_name}: {message}".splitlines()[0][:500] if message else type_name
         raise PairFailure(reason, detail or f"{reason} (after {time.perf_counter() - start:.2f} s)")
 

@@ -8,6 +8,11 @@ that passes reads "looks fixed", which does, so that the entry is revisited. A c
 ``expected:`` entries (harness/spec.py, :class:`~harness.spec.Expected`) work the same way for
 what a case declares of itself; they take precedence over the registry.
 
+An entry with a ``crash`` is a bug that kills the adapter's framework (a converter's process
+dying by a signal) before anything is compared: the adapter asks :func:`known_crash` where it
+sees that death, and the pair is a known upstream bug's error row naming the signal, never a
+dead run; where the entry applies and the death does not come, the pair "looks fixed".
+
 Each entry's versions are a lower bound: the earliest release the divergence was measured on.
 An older install is not claimed (its pair is judged plainly), and a fixed release shows up as
 "looks fixed" rather than being hidden behind a guessed upper bound.
@@ -43,6 +48,10 @@ class KnownBug:
     # pair (a gate order, a state carried wrong). None: the entry cannot be checked this way,
     # and it covers any divergence of the pair (said in :attr:`where`).
     reading: Callable[[Case, Weights], dict[str, np.ndarray]] | None = None
+    # where the bug is a crash rather than a divergence: the signal the process dies with
+    # (e.g. SIGSEGV). The adapter asks the registry where it sees that crash (a known upstream
+    # bug's error row, never a dead run) and where the crash does not come (looks fixed).
+    crash: str | None = None
 
     def installed_versions(self) -> str:
         """The installed releases of :attr:`since`'s distributions, e.g. ``flax 0.12.8``."""
@@ -64,6 +73,17 @@ class KnownBug:
         if adapter != self.adapter or not self.installed_applies():
             return False
         return weights is None or self.shows(case, weights)
+
+
+def _reset_gate(case: Case, weights: Weights) -> bool:
+    """The case's cell has a reset gate (the GRU): TFLite has no fused op for it, so its
+    quantizing converter works on the cell's loop."""
+    return case.cell_kind.reset_gate is not None
+
+
+GRU_INT8_CRASH = ("the full-integer (and 16x8) converter's process dies with SIGSEGV "
+                  "quantizing a GRU (its WHILE loop: TFLite has no fused GRU op)")
+GRU_INT8_WHERE = "GRU cases (the cell with a reset gate), at their conversion"
 
 
 def _separate_bias_keys(case: Case) -> set[str]:
@@ -107,6 +127,12 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         since={"onnxruntime": "1.32.0"},
         shows=lambda case, weights: cpu_flags.cpu_flags().get("vnni") is False,
         where="every case it runs on a CPU without VNNI (with VNNI the products are exact)"),
+    # measured with TensorFlow 2.21.0 (tf_keras 2.21.0, ai-edge-litert 2.3.0); one entry per
+    # adapter whose conversion it kills (litert-int8-ref runs the model litert-int8 converts)
+    *(KnownBug(adapter=name, upstream="tensorflow/tensorflow#87468", summary=GRU_INT8_CRASH,
+               since={"tensorflow": "2.21.0"}, shows=_reset_gate, where=GRU_INT8_WHERE,
+               crash="SIGSEGV")
+      for name in ("litert-int8", "litert-int8-ref", "litert-int16x8")),
 )
 """Every known upstream bug, one entry each (docs/adapters.md, Known upstream bugs)."""
 
@@ -125,6 +151,14 @@ def link(upstream: str) -> str | None:
 def known_bug(case: Case, adapter: str, weights: Weights | None) -> KnownBug | None:
     """The registry's entry for this pair, or None."""
     return next((b for b in KNOWN_BUGS if b.applies(case, adapter, weights)), None)
+
+
+def known_crash(case: Case, adapter: str, signal: str | None) -> KnownBug | None:
+    """The registry's crash entry for this pair and this signal (None: any signal), or None.
+    A crash comes before any weights are read: its condition is on the case (``shows`` is
+    asked with no weights)."""
+    return next((b for b in KNOWN_BUGS if b.crash is not None and b.applies(case, adapter, {})
+                 and (signal is None or b.crash == signal)), None)
 
 
 def for_adapter(adapter: str) -> list[KnownBug]:

@@ -18,7 +18,13 @@ from harness.adapters import Adapter, get_adapter, left_out
 from harness.adapters.base import not_installed
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
-from harness.errors import HarnessError, KnownUpstreamCrash, NotApplicable, Unavailable
+from harness.errors import (
+    HarnessError,
+    KnownCrashGone,
+    KnownUpstreamCrash,
+    NotApplicable,
+    Unavailable,
+)
 from harness.memory import MemoryLimit
 from harness.params import Canonical
 from harness.prepare import Prepared, prepare, reference_and_floor
@@ -112,6 +118,9 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
             return r
         except Unavailable as exc:
             r.status, r.reason = compare.UNAVAILABLE, str(exc)
+            return r
+        except KnownCrashGone as exc:  # a declared crash that did not come
+            r.status, r.reason = compare.LOOKS_FIXED, str(exc)
             return r
         except KnownUpstreamCrash as exc:  # declared by the adapter: a finding, not a failure
             r.status, r.reason = compare.KNOWN_BUG, f"known upstream bug {exc.upstream}: {exc}"

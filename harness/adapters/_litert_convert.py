@@ -56,6 +56,10 @@ def main(folder: Path) -> int:
     from harness.adapters._tf import import_tf
 
     tf = import_tf()
+    # the saved model's loading and the converter's passes log at INFO and WARNING ("Compiled
+    # the loaded model, but ..."); the parent reads the last stderr line of a failed child as
+    # its reason, which must be the error
+    tf.get_logger().setLevel("ERROR")
     scheme = (folder / "scheme").read_text().strip()
     calibration = np.load(folder / "calibration.npz")["x"].astype(np.float32)
     converter = tf.lite.TFLiteConverter.from_saved_model(str(folder / "saved_model"))

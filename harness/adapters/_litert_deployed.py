@@ -111,10 +111,12 @@ def invoke(Interpreter: Any, model: bytes, feeds: dict[str, np.ndarray], *,
     """Run the model's one signature on ``feeds``; its one output (float64). ``op_resolver``:
     an ``ai_edge_litert`` ``OpResolverType`` (default: the interpreter's own, ``AUTO``)."""
     kwargs = {} if op_resolver is None else {"experimental_op_resolver_type": op_resolver}
-    with native_stderr_to_scratch():  # its "Created ... XNNPACK delegate" line
+    # its "Created ... XNNPACK delegate" line, which it writes where the delegate is applied
+    # (at the first allocation, not at construction); errors still raise
+    with native_stderr_to_scratch():
         interpreter = Interpreter(model_content=model, **kwargs)
-    runner = interpreter.get_signature_runner()
-    got = runner(**feeds)
+        runner = interpreter.get_signature_runner()
+        got = runner(**feeds)
     if len(got) != 1:
         raise AdapterFault(f"the converted model has outputs {sorted(got)}, expected y only")
     return np.asarray(next(iter(got.values())), dtype=np.float64)

@@ -11,7 +11,7 @@ recurrent weights, 9-11 peepholes, 12-15 the gate biases, 16-17 projection, 18 t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,13 @@ from harness.spec import Case
 FUSED_LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 GATE_INPUTS = {"W": (1, 2, 3, 4), "R": (5, 6, 7, 8), "bW": (12, 13, 14, 15)}
 H_STATE, C_STATE = 18, 19
+# the fused LSTM op's intermediate tensor whose grid the integer kernel writes h on (TFLite's
+# ``effective_hidden_scale_intermediate``); the h-state input's grid is the one it reads h back on
+HIDDEN_INTERMEDIATE = 4
+# ops whose integer kernel copies its input's bytes without requantizing (measured for
+# REVERSE_V2, TensorFlow 2.21: its output's bytes are its input's, reversed), so that an output
+# grid other than the input's changes what the bytes mean
+BYTE_COPYING = ("REVERSE_V2",)
 
 # TFLite TensorType -> (NumPy type, the integer range of its grid)
 INTEGER_TYPES = {"INT8": (np.int8, -128, 127), "UINT8": (np.uint8, 0, 255),
@@ -35,6 +42,7 @@ class Op:
     name: str
     inputs: list[int]
     outputs: list[int]
+    intermediates: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -94,7 +102,9 @@ def read(model: bytes, subgraph: int = 0) -> Flat:
     for op in sg.operators:
         code = m.operatorCodes[op.opcodeIndex]
         ops.append(Op(op_names[max(code.builtinCode, code.deprecatedBuiltinCode)],
-                      [int(i) for i in op.inputs], [int(i) for i in op.outputs]))
+                      [int(i) for i in op.inputs], [int(i) for i in op.outputs],
+                      [int(i) for i in op.intermediates] if op.intermediates is not None
+                      else []))
     return Flat(m, model, sg, ops, op_names, type_names)
 
 
@@ -152,3 +162,39 @@ def quantized_model(case: Case, model: bytes, scheme: str) -> QuantizedModel:
     output = (flat.grid(producer.inputs[0]) if producer is not None
               and producer.name == "DEQUANTIZE" else None)
     return QuantizedModel(scheme, weights, grids, output)
+
+
+def _same(a: Grid | None, b: Grid | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.zero_point == b.zero_point and abs(a.scale - b.scale) <= 1e-6 * abs(b.scale)
+
+
+def _words(g: Grid | None) -> str:
+    return "float" if g is None else f"scale {g.scale:.5g} zero point {g.zero_point}"
+
+
+def grid_conflicts(model: bytes) -> list[str]:
+    """Where the converted model declares two grids for one set of integers, at ops that do not
+    requantize between them, in words: a fused LSTM whose hidden state is written on one grid
+    (its hidden-scale intermediate's), read back on another (its h-state input's) or read
+    downstream on a third (its output's; the integer kernel writes h's integers to the output
+    unchanged), and a byte-copying op (:data:`BYTE_COPYING`) whose output declares a grid
+    other than its input's. Empty for a float model or consistent grids."""
+    flat = read(model)
+    found = []
+    for n, op in enumerate(flat.ops):
+        if op.name == FUSED_LSTM and len(op.intermediates) > HIDDEN_INTERMEDIATE:
+            written = flat.grid(op.intermediates[HIDDEN_INTERMEDIATE])
+            read_back = flat.grid(op.inputs[H_STATE])
+            out = flat.grid(op.outputs[0])
+            if written is None or (_same(written, read_back) and _same(written, out)):
+                continue
+            found.append(f"op {n} {op.name} writes h on {_words(written)}, reads it back on "
+                         f"{_words(read_back)}, and its output declares {_words(out)}")
+        elif op.name in BYTE_COPYING and op.outputs:
+            a, b = flat.grid(op.inputs[0]), flat.grid(op.outputs[0])
+            if a is not None and not _same(a, b):
+                found.append(f"op {n} {op.name} copies bytes of {_words(a)} into an output "
+                             f"that declares {_words(b)}")
+    return found

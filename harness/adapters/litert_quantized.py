@@ -12,10 +12,14 @@ interpreter on CPU, float input and output kept (``QUANTIZE`` / ``DEQUANTIZE`` i
 They run the cases with a ``quantization:`` key; calibration uses the case's own input
 distribution at its batch and sequence length (:func:`harness.quantization.calibration_inputs`).
 Each conversion runs in a process of its own (:mod:`._litert_convert`): a converter that dies
-is an error row naming the signal, or, for a crash declared in :attr:`known_crashes`, a known
-upstream bug. A model none of whose recurrent ops reads an integer tensor is an error row
-("nothing was quantized"): a quantized pair that passes on a float model tests nothing.
-The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md).
+is an error row naming the signal, or, for a crash the known-bug registry declares of the
+adapter (:data:`harness.known_bugs.KNOWN_BUGS`, an entry with a ``crash``), a known upstream bug;
+where such an entry applies and the converter converts the model, the pair "looks fixed". A
+model none of whose recurrent ops reads an integer tensor is an error row ("nothing was
+quantized"): a quantized pair that passes on a float model tests nothing. The pair is judged by
+:func:`harness.quantization.judge` (docs/quantization.md); where the converted model declares
+two grids for one set of integers (:func:`._litert_flatbuffer.grid_conflicts`), the pair's
+reason says where.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import known_bugs
 from harness.adapters import _litert_convert, _litert_flatbuffer
 from harness.adapters._keras import (
     TF_KERAS_ACTIVATIONS,
@@ -34,7 +39,12 @@ from harness.adapters._keras import (
     import_tf_keras,
     layer_reasons,
 )
-from harness.adapters._litert import DTYPE_REASON, import_litert, litert_version
+from harness.adapters._litert import (
+    DTYPE_REASON,
+    import_litert,
+    litert_version,
+    quiet_converter,
+)
 from harness.adapters._litert_deployed import (
     deployed_model,
     feeds,
@@ -45,7 +55,7 @@ from harness.adapters._litert_deployed import (
 )
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
-from harness.errors import KnownUpstreamCrash, NotApplicable
+from harness.errors import KnownCrashGone, KnownUpstreamCrash, NotApplicable
 from harness.quantization import QuantizedModel, calibration_inputs
 from harness.spec import Case
 
@@ -78,8 +88,6 @@ class QuantizedLiteRT(KerasLibraryAdapter):
     # another op resolver the same model also runs under: the pair's reason gives how many
     # output steps the two kernels are apart (tensorflow#53763 is such a difference)
     beside: str | None = None
-    # signal of the converter's process -> the upstream bug it is known as (not a dead run)
-    known_crashes: dict[str, str] = {}
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
@@ -126,6 +134,13 @@ class QuantizedLiteRT(KerasLibraryAdapter):
         got = _CONVERTED[key]
         if isinstance(got, Exception):
             raise got
+        declared = known_bugs.known_crash(case, self.name, None)
+        if declared is not None:  # converted where the registry says the converter dies
+            raise KnownCrashGone(
+                f"expected the converter to die with {declared.crash} (known upstream bug "
+                f"{declared.upstream}) but it converted the model: the bug looks fixed; revisit "
+                f"its entry in harness/known_bugs.py ({declared.installed_versions()})",
+                declared.upstream)
         return got
 
     def _convert(self, case: Case, native: dict[str, np.ndarray]) -> bytes:
@@ -135,16 +150,17 @@ class QuantizedLiteRT(KerasLibraryAdapter):
             with tf.device("/CPU:0"):
                 model = deployed_model(K, tf, case, native, activation=self.activations[
                     case.recurrent_activation], states=False)
-                model.save(folder / "saved_model", save_format="tf")
+                with quiet_converter(tf):  # "Compiled the loaded model, but ..." per save
+                    model.save(folder / "saved_model", save_format="tf")
             np.savez(folder / "calibration.npz", x=calibration_inputs(case).astype(np.float32))
             (folder / "scheme").write_text(self.scheme)
             try:
                 return _litert_convert.convert_in_child(folder)
             except _litert_convert.ConversionDied as exc:
-                upstream = self.known_crashes.get(exc.signal_name or "")
-                if upstream is not None:
-                    raise KnownUpstreamCrash(f"{exc} converting to {self.scheme}", upstream
-                                             ) from None
+                declared = known_bugs.known_crash(case, self.name, exc.signal_name)
+                if declared is not None:  # the row names the signal and the upstream bug
+                    raise KnownUpstreamCrash(f"{exc} converting to {self.scheme}",
+                                             declared.upstream) from None
                 raise AdapterFault(f"{exc} converting to {self.scheme}") from None
 
     def kernel_model(self, model: bytes) -> bytes:
@@ -181,6 +197,10 @@ class QuantizedLiteRT(KerasLibraryAdapter):
         kinds = sorted({t.rsplit("(", 1)[1].rstrip(")") for t in integer})
         note = (f"{ops_note(ops)} under the {self.op_resolver or 'default'} op resolver; "
                 f"integer tensors in the recurrent ops: {', '.join(kinds)}")
+        conflicts = _litert_flatbuffer.grid_conflicts(model)
+        if conflicts:  # the converter's file, not the kernel (docs/quantization.md)
+            note += (f"; the converter declared two grids for one set of integers where no op "
+                     f"requantizes: {'; '.join(conflicts)}")
         if self.beside is not None and quantized.output is not None:
             other = invoke(Interpreter, self.kernel_model(model),
                            self.kernel_feeds(feeds(case, inputs, False), quantized),
@@ -216,7 +236,6 @@ def first_line(exc: Exception) -> str:
 class LiteRTInt8(QuantizedLiteRT):
     name = "litert-int8"
     title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN kernels, CPU)"
-    known_crashes = {"SIGSEGV": "tensorflow/tensorflow#87468"}
 
 
 class LiteRTInt8Ref(QuantizedLiteRT):
@@ -224,7 +243,6 @@ class LiteRTInt8Ref(QuantizedLiteRT):
     title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN_REF reference kernels, CPU)"
     op_resolver = "BUILTIN_REF"
     beside = "BUILTIN"
-    known_crashes = {"SIGSEGV": "tensorflow/tensorflow#87468"}
 
 
 class LiteRTDynamic(QuantizedLiteRT):
@@ -243,9 +261,6 @@ class LiteRTInt16x8(QuantizedLiteRT):
     name = "litert-int16x8"
     title = "tf_keras LSTM/GRU -> 16-bit activations, 8-bit weights LiteRT (CPU)"
     scheme = "16x8"
-    # measured (TensorFlow 2.21): the GRU's 16x8 conversion dies with SIGSEGV as its int8 one
-    # does, on the same path (the GRU's loop quantized); declared under that report
-    known_crashes = {"SIGSEGV": "tensorflow/tensorflow#87468"}
 
     def refused(self, exc: Exception) -> Exception:
         return NotApplicable(f"the converter refuses 16x8: \"{first_line(exc)}\" "

@@ -19,10 +19,10 @@ import pytest
 from support.quantized_mutants import CATALOGUE, PlantedInt8
 from support.runnable import runnable
 
-from harness import compare, quantization
-from harness.adapters import _litert_convert, get_adapter
+from harness import compare, known_bugs, quantization
+from harness.adapters import _litert_convert, _litert_flatbuffer, get_adapter, litert_quantized
 from harness.adapters.litert_quantized import LiteRTInt16x8
-from harness.errors import NotApplicable
+from harness.errors import KnownCrashGone, KnownUpstreamCrash, NotApplicable
 from harness.params import Canonical
 from harness.prepare import prepare
 from harness.reference import run as reference_run
@@ -98,9 +98,53 @@ def test_a_converter_killed_by_a_signal_is_named(tmp_path):
     assert caught.value.signal_name == signal.Signals.SIGSEGV.name
 
 
-def test_the_int8_adapters_declare_the_gru_crash():
-    for name in ("litert-int8", "litert-int8-ref"):
-        assert get_adapter(name).known_crashes == {"SIGSEGV": "tensorflow/tensorflow#87468"}
+def test_the_gru_conversion_crash_is_a_registry_entry_of_each_adapter_it_kills(monkeypatch):
+    """The registry's crash entry, with the converter's death planted (no conversion): the row
+    names the signal and tensorflow#87468, status known upstream bug; where the converter
+    converts the model instead, the pair looks fixed; an LSTM is not claimed."""
+    gru = Case(name="g", **{**TINY, "cell": "gru"})
+    for name in ("litert-int8", "litert-int8-ref", "litert-int16x8"):
+        entry = known_bugs.known_crash(gru, name, "SIGSEGV")
+        assert entry is not None and entry.upstream == "tensorflow/tensorflow#87468"
+        assert entry.since == {"tensorflow": "2.21.0"}
+        assert known_bugs.known_crash(Case(name="l", **TINY), name, "SIGSEGV") is None
+    assert known_bugs.known_crash(gru, "litert-dynamic", "SIGSEGV") is None
+
+    def dies(folder, command=None):
+        raise _litert_convert.ConversionDied("the converter's process died with SIGSEGV",
+                                             "SIGSEGV")
+
+    monkeypatch.setattr(_litert_convert, "convert_in_child", dies)
+    monkeypatch.setattr(litert_quantized, "deployed_model", lambda *a, **k: _Saveable())
+    monkeypatch.setattr(litert_quantized, "import_tf_keras", lambda: (_NoTf(), None))
+    adapter = get_adapter("litert-int8")
+    with pytest.raises(KnownUpstreamCrash, match="died with SIGSEGV converting to int8") as got:
+        adapter.convert(gru, {"w": np.zeros(1)})
+    assert got.value.upstream == "tensorflow/tensorflow#87468"
+    monkeypatch.setattr(_litert_convert, "convert_in_child", lambda folder, command=None: b"m")
+    with pytest.raises(KnownCrashGone, match="looks fixed; revisit its entry"):
+        adapter.convert(gru, {"w": np.ones(1)})
+
+
+class _NoTf:
+    """What the adapter asks of TensorFlow around a save (no TensorFlow import)."""
+
+    @staticmethod
+    def device(name):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    @staticmethod
+    def get_logger():
+        import logging
+
+        return logging.getLogger("tensorflow")
+
+
+class _Saveable:
+    def save(self, *args, **kwargs) -> None:
+        pass
 
 
 def test_16x8_refusal_is_not_applicable_quoting_the_converter():
@@ -159,3 +203,25 @@ def test_grids_round_as_tflite_declares_them():
     assert g.round(np.array([9.0]))[0] == pytest.approx((127 - g.zero_point) * g.scale)
     c = quantization.int16_pow2_grid(0.7)
     assert c.scale == 2.0 ** -15  # a range of 1: the power of two over 0.7
+
+
+@pytest.mark.litert
+@pytest.mark.roads  # a conversion in a process of its own: the nightly's
+def test_bidirectional_int8_names_the_converters_conflicting_grids(capfd):
+    """The bidirectional int8 model gives the concatenation's grid to a REVERSE_V2 output (which
+    copies bytes) and to the forward LSTM's output: the pair's reason says where, read from the
+    file (docs/quantization.md). The conversion prints nothing on the terminal."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("ai_edge_litert")
+    case = Case(name="q-bi", **{**TINY, "bidirectional": True, "hidden_size": 4})
+    bi = prepare(case)
+    capfd.readouterr()
+    r = run_pair(bi, runnable("litert-int8"))
+    said = capfd.readouterr()
+    assert said.out == "" and said.err == "", said
+    assert r.status in compare.COMPARED, (r.reason, r.detail)
+    assert "REVERSE_V2" in r.reason and "CONCATENATION" in r.reason
+    conflicts = _litert_flatbuffer.grid_conflicts(r.outputs.models["tflite"])
+    for line in conflicts:
+        assert line in r.reason
+    assert any("REVERSE_V2 copies bytes" in line for line in conflicts), conflicts
