@@ -84,6 +84,11 @@ def _without_separate_biases(case: Case, weights: Weights) -> dict[str, np.ndarr
     return {k: np.zeros_like(v) if k in dropped else v for k, v in weights.items()}
 
 
+def _exported_at_another_length(case: Case, weights: Weights) -> bool:
+    """The case converts its model at one sequence length and runs it at another."""
+    return case.export_seq_len is not None and case.export_seq_len != case.seq_len
+
+
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         adapter="flax-nnx", upstream="google/flax#5594",
@@ -99,6 +104,16 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         since={"openvino": "2026.4.1"},
         where="every case it runs (sizes where batch, steps and directions agree; elsewhere "
               "OpenVINO refuses the model and the adapter is unavailable)"),
+    KnownBug(
+        adapter="litert-torch", upstream="google-ai-edge/litert-torch#1062",
+        summary="nn.LSTM/nn.GRU cannot be converted with a dynamic sequence length: "
+                "torch.export specializes the time axis to the length converted at, and the "
+                "fixed-shape model runs only that many steps",
+        since={"litert-torch": "0.10.0"},
+        shows=_exported_at_another_length,
+        where="cases whose export_seq_len differs from seq_len (the row is the refused "
+              "conversion, an error the adapter declares; a conversion that succeeds and "
+              "passes looks fixed)"),
 )
 """Every known upstream bug, one entry each (docs/adapters.md, Known upstream bugs)."""
 

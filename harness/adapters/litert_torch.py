@@ -22,10 +22,12 @@ with ``x`` alone (the module's own zero state, the form of #808's report). Its o
 is converted dynamic (``torch.export.Dim``), as a user wanting another length must; with 0.10.0
 ``torch.export`` refuses that, the LSTM's decomposition having specialized the axis to the
 length converted at (litert-torch#1062, open). The adapter then converts at the fixed length and
-runs that model at ``seq_len`` (the interpreter resizes the input), and the row is an error
-naming the issue and what the fixed-shape model returned: its unrolled steps ignore the steps
-past the length converted at (``y`` of that many steps), a silently shorter answer a caller
-reading ``h_n`` would not see.
+runs that model at ``seq_len`` (the interpreter resizes the input), and the row says what the
+fixed-shape model returned: its unrolled steps ignore the steps past the length converted at
+(``y`` of that many steps), a silently shorter answer a caller reading ``h_n`` would not see.
+The registry (:mod:`harness.known_bugs`) declares #1062 from litert-torch 0.10.0: the row is
+that known upstream bug (:class:`~harness.errors.KnownUpstreamCrash`), an error on an older
+release, and a release that converts the dynamic axis and passes "looks fixed".
 
 Costly: a conversion per case (3-11 s on 2 shared cores: ``torch.export``, MLIR lowering and
 the TFLite converter; docs/deployment.md), so the adapter is left out of the default selection
@@ -55,10 +57,9 @@ from harness.adapters._litert import form_of, import_litert, litert_version
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
+from harness.errors import KnownUpstreamCrash, Unavailable
+from harness.known_bugs import known_bug
 from harness.spec import Case
-
-DYNAMIC_LENGTH_BUG = "google-ai-edge/litert-torch#1062"
 
 # measured by converting the bundled cases' shapes (litert-torch 0.10.0, torch 2.13)
 DTYPE_REASON = ("litert-torch 0.10.0: a float64 nn.LSTM/nn.GRU fails in the converter's passes "
@@ -204,11 +205,14 @@ class LiteRTTorch(TorchRNN):
                 refusal = why_refused(exc)
                 fixed = self.convert(case, module, at, dynamic_length=False)
                 got = self.invoke(Interpreter, fixed, call(x), lstm, omit)[0]
-                raise FixedLength(
-                    f"{DYNAMIC_LENGTH_BUG}: litert-torch cannot convert nn.{type(module).__name__} "
-                    f"with a dynamic sequence length ({refusal}); converted at export_seq_len "
-                    f"{length}, the fixed-shape model run at seq_len {case.seq_len} returned y "
-                    f"of {got.shape[1]} step(s) (its unrolled steps)") from None
+                said = (f"litert-torch cannot convert nn.{type(module).__name__} with a "
+                        f"dynamic sequence length ({refusal}); converted at export_seq_len "
+                        f"{length}, the fixed-shape model run at seq_len {case.seq_len} returned "
+                        f"y of {got.shape[1]} step(s) (its unrolled steps)")
+                entry = known_bug(case, self.name, None)  # the registry's, for these versions
+                if entry is not None:
+                    raise KnownUpstreamCrash(said, entry.upstream) from None
+                raise FixedLength(said) from None
         seconds = time.perf_counter() - start
         with quiet():  # the interpreter's "Created ... XNNPACK delegate" line
             ops = [op["op_name"] for op in Interpreter(model_content=model)._get_ops_details()]
