@@ -66,6 +66,11 @@ DTYPE_REASON = ("litert-torch 0.10.0: a float64 nn.LSTM/nn.GRU fails in the conv
                 "(\"failed to legalize operation 'tfl.transpose' that was explicitly marked "
                 "illegal\" on a f64 tensor), a bfloat16 one with \"Got unsupported ScalarType "
                 "BFloat16\"; float32 and float16 convert")
+# measured on cases/low-precision.yaml: the reverse direction's REVERSE_V2 has no float16 form
+FLOAT16_BIDIRECTIONAL_REASON = (
+    "litert-torch 0.10.0: a float16 bidirectional nn.LSTM/nn.GRU fails in the converter's "
+    "passes (\"failed to legalize operation 'tfl.reverse_v2' that was explicitly marked "
+    "illegal\"); float16 converts one direction only")
 PACKED_REASON = ("nn.LSTM/nn.GRU take lengths only as a PackedSequence, which litert-torch 0.10.0 "
                  "does not convert: pack_padded_sequence fails in torch.export (\"zeros(): "
                  "argument 'size' failed to unpack the object ... got FakeTensor\")")
@@ -144,6 +149,14 @@ class LiteRTTorch(TorchRNN):
             "gradients": "a converted LiteRT model is inference only (no backward pass)",
         },
     )
+
+    def not_applicable_reason(self, case: Case) -> str | None:
+        """The capabilities' reason, or float16 with two directions (a pair of capabilities
+        the declaration cannot express alone)."""
+        reason = super().not_applicable_reason(case)
+        if reason is None and case.dtype == "float16" and case.num_directions == 2:
+            return FLOAT16_BIDIRECTIONAL_REASON
+        return reason
 
     def check_available(self) -> None:
         import importlib.util
