@@ -12,7 +12,7 @@ upstream reports about it, with litert-torch 0.10.0, torch 2.13 and ai-edge-lite
   run at another is that known upstream bug (harness/known_bugs.py), with what the fixed-shape
   model returned.
 
-Each conversion costs 3-11 s on 2 shared cores: these tests are the nightly's (``roads``) but
+Each conversion costs 5-25 s on 2 shared cores: these tests are the nightly's (``roads``) but
 the planted conversion failure, which converts nothing.
 """
 
