@@ -42,6 +42,8 @@ descriptor 2) are not for the user's terminal (:func:`quiet`).
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import importlib.util
 import io
 import os
 import sys
@@ -160,8 +162,6 @@ class LiteRTTorch(TorchRNN):
         return reason
 
     def check_available(self) -> None:
-        import importlib.util
-
         import_torch()
         import_litert()
         # found, not imported: litert_torch's import (TensorFlow's MLIR, torchao) takes seconds,
@@ -170,8 +170,6 @@ class LiteRTTorch(TorchRNN):
             raise Unavailable("litert-torch is not installed; pip install litert-torch==0.10.0")
 
     def versions(self) -> dict[str, str]:
-        import importlib.metadata
-
         torch = import_torch()
         return {"torch": torch.__version__, "litert_torch": importlib.metadata.version(
                     "litert-torch"), "ai_edge_litert": litert_version(),
@@ -231,8 +229,6 @@ class LiteRTTorch(TorchRNN):
         with quiet():  # the interpreter's "Created ... XNNPACK delegate" line
             ops = [op["op_name"] for op in Interpreter(model_content=model)._get_ops_details()]
         y, h_n, c_n = self.invoke(Interpreter, model, call(x), lstm, omit)
-        import importlib.metadata
-
         at_length = (f"converted at T={length} with the time axis dynamic, run at T="
                      f"{case.seq_len}" if length != case.seq_len else f"converted at T={length}")
         note = (f"LiteRT ran the {form_of(ops)} form litert-torch "
@@ -259,7 +255,8 @@ class LiteRTTorch(TorchRNN):
                                f"{', c0' if lstm and not omit else ''})")
         with quiet():  # the XNNPACK delegate's "Created ..." line, at the first call
             runner = interpreter.get_signature_runner()
-            got = runner(**{name: a.numpy() for name, a in zip(sorted(names["inputs"]), flat)})
+            feeds = zip(sorted(names["inputs"]), flat, strict=True)
+            got = runner(**{name: a.numpy() for name, a in feeds})
         expected = ["output_0", "output_1"] + (["output_2"] if lstm else [])
         if sorted(got) != expected:
             raise AdapterFault(f"the converted model's outputs are {sorted(got)}, expected "

@@ -81,7 +81,7 @@ def test_808_does_not_reproduce():
         got = litert_torch.convert(lstm, (text,))(text)
     with torch.no_grad():
         y, (h, c) = lstm(text)
-    for a, b in zip(got, (y, h, c)):
+    for a, b in zip(got, (y, h, c), strict=True):
         np.testing.assert_allclose(np.asarray(a), b.numpy(), atol=1e-5, rtol=1e-5)
     r = run_pair(prepare(make(name="omitted", initial_state="none")), runnable("litert-torch"))
     assert r.status == compare.PASS, r.reason
