@@ -41,6 +41,10 @@ class KnownBug:
     summary: str  # what the bug does, in one clause
     since: dict[str, str]  # distribution -> earliest release the divergence was measured on
     shows: Callable[[Case, Weights], bool] = lambda case, weights: True
+    # the part of the condition the case alone decides (its spec, no weights): checked with or
+    # without the weights at hand, so that a recorded report read again (weights None) is not
+    # claimed where the case itself rules the bug out
+    on_case: Callable[[Case], bool] = lambda case: True
     where: str = "every case it runs"  # ``shows`` in words, for docs and the adapters table
     # the weights as the buggy framework reads them, where the bug is a misreading of the
     # weights: a DIVERGED pair is a known bug only where the reference on these weights
@@ -70,7 +74,7 @@ class KnownBug:
         """Whether this entry speaks for ``adapter`` on ``case`` with these weights (None: the
         weights are not at hand, as when a recorded report is read again: the condition on the
         case alone)."""
-        if adapter != self.adapter or not self.installed_applies():
+        if adapter != self.adapter or not self.installed_applies() or not self.on_case(case):
             return False
         return weights is None or self.shows(case, weights)
 
@@ -104,6 +108,11 @@ def _without_separate_biases(case: Case, weights: Weights) -> dict[str, np.ndarr
     return {k: np.zeros_like(v) if k in dropped else v for k, v in weights.items()}
 
 
+def _exported_at_another_length(case: Case) -> bool:
+    """The case converts its model at one sequence length and runs it at another."""
+    return case.export_seq_len is not None and case.export_seq_len != case.seq_len
+
+
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         adapter="flax-nnx", upstream="google/flax#5594",
@@ -133,6 +142,16 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
                since={"tensorflow": "2.21.0"}, shows=_reset_gate, where=GRU_INT8_WHERE,
                crash="SIGSEGV")
       for name in ("litert-int8", "litert-int8-ref", "litert-int16x8")),
+    KnownBug(
+        adapter="litert-torch", upstream="google-ai-edge/litert-torch#1062",
+        summary="nn.LSTM/nn.GRU cannot be converted with a dynamic sequence length: "
+                "torch.export specializes the time axis to the length converted at, and the "
+                "fixed-shape model runs only that many steps",
+        since={"litert-torch": "0.10.0"},
+        on_case=_exported_at_another_length,
+        where="cases whose export_seq_len differs from seq_len (the row is the refused "
+              "conversion, an error the adapter declares; a conversion that succeeds and "
+              "passes looks fixed)"),
 )
 """Every known upstream bug, one entry each (docs/adapters.md, Known upstream bugs)."""
 

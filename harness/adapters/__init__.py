@@ -26,6 +26,7 @@ from harness.adapters.litert_quantized import (
     LiteRTInt16x8,
 )
 from harness.adapters.litert_tf_keras import LiteRTTfKeras
+from harness.adapters.litert_torch import LiteRTTorch
 from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
@@ -68,6 +69,7 @@ ADAPTERS: dict[str, Adapter] = {
         Keras(), Keras3(), Keras3Jax(), Keras3Torch(), Keras3OpenVINO(),
         LiteRTTfKeras(), LiteRTKeras3(), LiteRTFused(),
         LiteRTInt8(), LiteRTInt8Ref(), LiteRTDynamic(), LiteRTInt16x8(),
+        LiteRTTorch(),
         FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
         MLX(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),

@@ -11,6 +11,16 @@ generation by the captured graph itself (``compile_graph``); the side-effect tes
 - A ``PackedSequence`` (variable lengths) is not captured at all: checked here, so the
   capability is added when a release captures it.
 - ``allow_rnn`` and Inductor's cache folder are the adapter's call's only: restored after.
+- pytorch#175830 (CUDA, 2026-02: nn.LSTM compiled with shape padding 2.4e-4 off eager in
+  relative L2): not taken on the CPU with torch 2.13 (Inductor pads matmuls of CUDA/XPU tensors
+  only, and leaves comprehensive padding off on the CPU); compiled with every padding switch on,
+  cases/forget-bias.yaml is bit-identical to eager. Its outcome is planted (the compiled outputs
+  2.4e-4 off in relative L2) and must come out DIVERGED.
+- pytorch#181690 (2026-04: heap corruption, glibc aborting the process, when a model with
+  nn.LSTM/nn.GRU is compiled; a duplicate of #181618, closed): does not reproduce on torch
+  2.13.0 CPU (the report's model compiled twice, and the bundled cases, run to the end). Its
+  outcome is planted (the compiled code aborts the process): with ``--isolate`` the pair is an
+  error row naming SIGABRT and the run goes on.
 """
 
 from __future__ import annotations
@@ -86,3 +96,28 @@ def test_left_out_of_the_default_selection():
 
     assert "torch-compile" not in [a.name for a in select(None, "cpu")]
     assert "torch-compile" in [a.name for a in select(["all", "torch-compile"], "cpu")]
+
+
+def test_175830_planted_outputs_off_by_padding_are_diverged():
+    """A relative L2 of 2.4e-4 is beyond float32's default tolerance: DIVERGED, not a pass."""
+    from support.compile_faults import CompiledOffByPadding
+
+    r = run_pair(prepare(make(name="padded", cell="lstm")), CompiledOffByPadding())
+    assert r.status == compare.DIVERGED, r.reason
+    assert "captured torch.lstm whole" in r.reason  # the road ran; its numbers are off
+
+
+def test_181690_planted_abort_in_the_compiled_code_is_an_error_row(tmp_path):
+    """Isolated, the aborted worker costs its pair only: an error row naming SIGABRT."""
+    from support.compile_faults import CompiledAborts
+
+    from harness.adapters.reference import Reference
+    from harness.run_options import RunOptions
+    from harness.runner import run
+
+    cases = [make(name="aborts", cell="gru")]
+    result = run(cases, [Reference(), CompiledAborts()], RunOptions(isolate=True))
+    pair = next(p for p in result.pairs if p.adapter == "torch-compile-aborts")
+    assert pair.status == compare.ERROR, pair.reason
+    assert pair.reason.startswith(
+        "the worker process of torch-compile-aborts was killed by SIGABRT"), pair.reason

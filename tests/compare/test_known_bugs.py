@@ -122,6 +122,11 @@ def test_an_entry_applies_only_from_the_release_it_was_measured_on():
     assert later.applies(case, "a", None) and not later.applies(case, "b", None)
     assert not future.applies(case, "a", None)
     assert not absent.applies(case, "a", None)
+    # the part of the condition the case decides holds with the weights not at hand too
+    longer = known_bugs.KnownBug(adapter="a", upstream="o/r#1", summary="s", since={"numpy": "1.0"},
+                                 on_case=lambda c: c.export_seq_len is not None)
+    assert not longer.applies(case, "a", None)
+    assert longer.applies(case.model_copy(update={"export_seq_len": 2}), "a", None)
 
 
 def test_the_flax_entry_shows_only_where_the_candidate_bias_is_separate_and_set():
