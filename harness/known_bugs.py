@@ -79,7 +79,7 @@ class KnownBug:
         return weights is None or self.shows(case, weights)
 
 
-def _reset_gate(case: Case, weights: Weights) -> bool:
+def _reset_gate(case: Case) -> bool:
     """The case's cell has a reset gate (the GRU): TFLite has no fused op for it, so its
     quantizing converter works on the cell's loop."""
     return case.cell_kind.reset_gate is not None
@@ -134,12 +134,12 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
                 "16-bit arithmetic (vpmaddubsw), so 8-bit weights give wrong gate "
                 "pre-activations; quantize_dynamic's reduce_range avoids it",
         since={"onnxruntime": "1.32.0"},
-        shows=lambda case, weights: cpu_flags.cpu_flags().get("vnni") is False,
+        on_case=lambda case: cpu_flags.cpu_flags().get("vnni") is False,
         where="every case it runs on a CPU without VNNI (with VNNI the products are exact)"),
     # measured with TensorFlow 2.21.0 (tf_keras 2.21.0, ai-edge-litert 2.3.0); one entry per
     # adapter whose conversion it kills (litert-int8-ref runs the model litert-int8 converts)
     *(KnownBug(adapter=name, upstream="tensorflow/tensorflow#87468", summary=GRU_INT8_CRASH,
-               since={"tensorflow": "2.21.0"}, shows=_reset_gate, where=GRU_INT8_WHERE,
+               since={"tensorflow": "2.21.0"}, on_case=_reset_gate, where=GRU_INT8_WHERE,
                crash="SIGSEGV")
       for name in ("litert-int8", "litert-int8-ref", "litert-int16x8")),
     KnownBug(
