@@ -84,6 +84,24 @@ def _without_separate_biases(case: Case, weights: Weights) -> dict[str, np.ndarr
     return {k: np.zeros_like(v) if k in dropped else v for k, v in weights.items()}
 
 
+def _exported_at_another_length(case: Case, weights: Weights) -> bool:
+    """The case exports at one sequence length and runs at another (``export_seq_len``)."""
+    return case.export_seq_len is not None and case.export_seq_len != case.seq_len
+
+
+# pytorch/executorch#8468 and #12344 report it; the failure itself is torch.export's, so torch's
+# version is the one that fixes it as much as ExecuTorch's
+_EXECUTORCH_FIXED_LENGTH = dict(
+    upstream="pytorch/executorch#8468",
+    summary="an nn.LSTM/nn.GRU cannot be exported with a dynamic sequence length (also "
+            "pytorch/executorch#12344): torch.export's decomposition of the recurrent op fixes "
+            "the time axis at the example's length",
+    since={"executorch": "1.5.1", "torch": "2.13.0"},
+    shows=_exported_at_another_length,
+    where="cases with export_seq_len other than seq_len (an error row of the export, read as "
+          "the known bug; a pass there looks fixed)")
+
+
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         adapter="flax-nnx", upstream="google/flax#5594",
@@ -99,6 +117,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         since={"openvino": "2026.4.1"},
         where="every case it runs (sizes where batch, steps and directions agree; elsewhere "
               "OpenVINO refuses the model and the adapter is unavailable)"),
+    KnownBug(adapter="executorch", **_EXECUTORCH_FIXED_LENGTH),
+    KnownBug(adapter="executorch-portable", **_EXECUTORCH_FIXED_LENGTH),
 )
 """Every known upstream bug, one entry each (docs/adapters.md, Known upstream bugs)."""
 
