@@ -173,7 +173,8 @@ class ExecuTorch(TorchRNN):
         gen = torch.Generator().manual_seed(0)
         states = case.num_layers * case.num_directions
         x = torch.randn(case.batch, steps, case.input_size, generator=gen, dtype=dtype)
-        h0 = torch.randn(states, case.batch, case.hidden_size, generator=gen, dtype=dtype)
+        h_size = case.proj_size or case.hidden_size  # h is projected where P > 0
+        h0 = torch.randn(states, case.batch, h_size, generator=gen, dtype=dtype)
         c0 = torch.randn(states, case.batch, case.hidden_size, generator=gen, dtype=dtype)
         args = (x, h0, c0) if lstm else (x, h0)
         dynamic = steps != case.seq_len
