@@ -10,6 +10,8 @@ program run by ExecuTorch's runtime. What ran decides the row, never the outputs
   row naming the fixed time axis without the entry, and "looks fixed" once such a case passes
   (a fix planted by exporting at the case's own length).
 - ``--save-outputs`` writes the .pte the runtime ran: loaded again, it gives the same outputs.
+- The layout (``torch``, nn.LSTM/nn.GRU's state_dict) is the probe's measurement through the
+  lowered program too.
 
 A lowering costs seconds to a minute on 2 cores: all but the first test are the nightly's
 (marked roads).
@@ -32,6 +34,7 @@ from harness.cases import load_cases
 from harness.cli import main
 from harness.npz import load_npz
 from harness.prepare import prepare
+from harness.probe import probe, render
 from harness.runner import run_pair
 
 make = case_maker(seed=5, dtype="float32", input_size=2, hidden_size=3, batch=2, seq_len=4,
@@ -127,3 +130,15 @@ def test_xnnpack_runs_and_the_saved_program_is_the_one_that_ran(tmp_path):
             for a in (inputs.x, inputs.h0, inputs.c0)]
     got = Runtime.get().load_program(program).load_method("forward").execute(feed)
     np.testing.assert_allclose(got[0].numpy(), saved["y"], rtol=0, atol=0)
+
+
+@pytest.mark.roads
+@pytest.mark.torch
+def test_the_probe_measures_the_declared_torch_layout():
+    """The probe (one lowering a native entry) of the portable variant on a GRU of hidden size
+    1: 16 lowerings. By hand (`rnn-harness probe --adapter executorch --case ...`), an LSTM and
+    a GRU of hidden size 1 pass for both variants."""
+    result = probe(runnable(ExecuTorchPortable()),
+                   make(name="probe", cell="gru", input_size=2, hidden_size=1))
+    assert result.ok, render(result)
+    assert all(e.measured for e in result.entries if e.declared)
