@@ -137,7 +137,7 @@ class ExecuTorch(TorchRNN):
     requires = ("torch", "executorch")
     capabilities = CAPABILITIES
     saved_models = ("pte",)  # the program the runtime ran
-    named_only = ("lowers each case to an ExecuTorch program: 15-70 s a case with XNNPACK on 2 "
+    named_only = ("lowers each case to an ExecuTorch program: 15-90 s a case with XNNPACK on 2 "
                   "cores, and ExecuTorch's import 10-16 s")
     delegate: str | None = "xnnpack"  # None: the portable kernels alone (executorch-portable)
 
