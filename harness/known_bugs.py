@@ -113,6 +113,19 @@ def _exported_at_another_length(case: Case) -> bool:
     return case.export_seq_len is not None and case.export_seq_len != case.seq_len
 
 
+# pytorch/executorch#8468 and #12344 report it; the failure itself is torch.export's, so torch's
+# version is the one that fixes it as much as ExecuTorch's
+_EXECUTORCH_FIXED_LENGTH = dict(
+    upstream="pytorch/executorch#8468",
+    summary="an nn.LSTM/nn.GRU cannot be exported with a dynamic sequence length (also "
+            "pytorch/executorch#12344): torch.export's decomposition of the recurrent op fixes "
+            "the time axis at the example's length",
+    since={"executorch": "1.5.1", "torch": "2.13.0"},
+    on_case=_exported_at_another_length,
+    where="cases with export_seq_len other than seq_len (an error row of the export, read as "
+          "the known bug; a pass there looks fixed)")
+
+
 KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         adapter="flax-nnx", upstream="google/flax#5594",
@@ -152,6 +165,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         where="cases whose export_seq_len differs from seq_len (the row is the refused "
               "conversion, an error the adapter declares; a conversion that succeeds and "
               "passes looks fixed)"),
+    KnownBug(adapter="executorch", **_EXECUTORCH_FIXED_LENGTH),
+    KnownBug(adapter="executorch-portable", **_EXECUTORCH_FIXED_LENGTH),
 )
 """Every known upstream bug, one entry each (docs/adapters.md, Known upstream bugs)."""
 

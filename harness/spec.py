@@ -184,7 +184,8 @@ class Case(_Strict):
     export_seq_len: PositiveInt | None = Field(None,
         description="the exporting adapters (the ONNX exporters, ExecuTorch, litert-torch) "
                     "export the model at this sequence length, then run it at seq_len; "
-                    "absent: they export at seq_len")
+                    "absent: each at its own (executorch at seq_len, the ONNX exporters at "
+                    "another short length)")
     dtype: Literal["float64", "float32", "float16", "bfloat16"] = Field("float32",
         description="the precision every adapter computes in; the reference is float64")
     seed: NonNegativeInt = Field(0,

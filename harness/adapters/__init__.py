@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harness.adapters.base import Adapter, AdapterFault, Capabilities
+from harness.adapters.executorch import ExecuTorch, ExecuTorchPortable
 from harness.adapters.flax_linen import FlaxLinen
 from harness.adapters.flax_linen_optimized import FlaxLinenOptimized
 from harness.adapters.flax_nnx import FlaxNnx
@@ -64,6 +65,7 @@ ADAPTERS: dict[str, Adapter] = {
         OnnxReference(),
         TorchOnnxDynamo(),
         TorchOnnxTorchScript(),
+        ExecuTorch(), ExecuTorchPortable(),
         TFBlockLSTM(), TFBlockLSTMV2(),
         TFLegacy(),
         Keras(), Keras3(), Keras3Jax(), Keras3Torch(), Keras3OpenVINO(),

@@ -4,7 +4,8 @@ it with ``torch.onnx.export`` (one exporter per adapter) and run the exported mo
 Runtime on CPU, at the case's own batch and length.
 
 The export example has a batch and a length other than the case's (:func:`example_size`: 2, or
-3 where the case has 2), and the batch and time axes are declared dynamic, so a graph that
+3 where the case has 2; the length is the case's ``export_seq_len`` where it has one), and the
+batch and time axes are declared dynamic, so a graph that
 froze either at the example's size is refused by ORT at the case's size; the adapter checks the
 graph's declared input shapes first and says which axis was frozen at what (an error row, not a
 crash of the run). pytorch#191855
@@ -54,6 +55,13 @@ def example_size(size: int) -> int:
     4.0-5.2 s of CPU time an export with an example of 14 steps, 2.8-3.5 s with 2). At least 2:
     torch.export specializes a dynamic axis whose example size is 0 or 1."""
     return 3 if size == 2 else 2
+
+def export_length(case: Case) -> int:
+    """The export example's length: the case's ``export_seq_len`` where it has one (the model
+    exported at one length and run at another, as users deploy it), else another length than
+    the case's (:func:`example_size`), so that a frozen time axis shows either way."""
+    return case.export_seq_len or example_size(case.seq_len)
+
 
 CAPABILITIES = Capabilities(
     # ORT's CPU LSTM/GRU kernels have no double (the onnxruntime adapter); a float16 export
@@ -136,13 +144,14 @@ class TorchOnnx(TorchRNN):
 
     def export(self, case: Case, native: dict[str, np.ndarray]):
         """The onnx.ModelProto of the case's module, exported with an example of another batch
-        and length (:func:`example_size`), batch and time declared dynamic."""
+        (:func:`example_size`) and the length :func:`export_length` says, batch and time
+        declared dynamic."""
         torch = import_torch()
         lstm = case.cell_kind.has_cell_state
         wrapped = with_state(self.build(case, native), lstm)
         dtype = getattr(torch, TORCH_DTYPES[case.dtype])
         gen = torch.Generator().manual_seed(0)
-        n, t = example_size(case.batch), example_size(case.seq_len)
+        n, t = example_size(case.batch), export_length(case)
         states = case.num_layers * case.num_directions
         x = torch.randn(n, t, case.input_size, generator=gen, dtype=dtype)
         h0 = torch.randn(states, n, case.hidden_size, generator=gen, dtype=dtype)
@@ -175,6 +184,9 @@ class TorchOnnx(TorchRNN):
         else:
             (y, h_n), c_n = got, None
         out = Outputs(y=y, h_n=h_n, c_n=c_n, models={"onnx": model})
+        if case.export_seq_len is not None:  # the case's own axis: said where it is asked
+            out.note = (f"exported at {case.export_seq_len} steps (time axis declared dynamic), "
+                        f"run at {case.seq_len}")
         # the exported graph as ORT ran it; its outputs are the module's (y [N, T, D*H], h_n,
         # c_n [L*D, N, H]), not one ONNX node's per layer
         out.handed = Handed("onnx", {

@@ -50,6 +50,7 @@ MINIMUM_VERSIONS = {
     "flax": "0.12.8",
     "msgpack": "1.2.4",
     "mlx": "0.32.4",
+    "executorch": "1.5.1",
 }
 
 

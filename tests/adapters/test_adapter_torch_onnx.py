@@ -132,3 +132,15 @@ def test_save_outputs_writes_the_exported_graph_that_ran(tmp_path):
     y, h_n = sess.run(None, {"x": inputs.x.astype(np.float32), "h0": inputs.h0.astype(np.float32)})
     np.testing.assert_array_equal(y, saved["y"].astype(np.float32))
     np.testing.assert_array_equal(h_n, saved["h_n"].astype(np.float32))
+
+
+@pytest.mark.roads  # a dynamo export: the nightly's (torch-onnx-dynamo runs when named)
+def test_dynamo_export_at_another_length_runs_at_the_case_length():
+    """``export_seq_len``: exported at 4 steps, the time axis declared dynamic, run at 6 (the
+    torchscript exporter does the same on cases/export-length.yaml)."""
+    adapter = runnable("torch-onnx-dynamo")
+    r = run_pair(prepare(Case(name="len", cell="lstm", **(SMALL | {"seq_len": 6,
+                                                                    "export_seq_len": 4}))),
+                 adapter)
+    assert r.status == compare.PASS, r.reason
+    assert "exported at 4 steps (time axis declared dynamic), run at 6" in r.reason

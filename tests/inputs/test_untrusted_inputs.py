@@ -589,14 +589,15 @@ def test_commands_leave_home_cache_and_tmpdir_unchanged(tmp_path):
 # The roads with caches and workers of their own: Inductor's caches and allow_rnn
 # (torch-compile, a compile of tens of seconds), Keras 3 workers on torch and OpenVINO, MLX,
 # litert-torch (torch.export, TensorFlow's MLIR converter and the LiteRT interpreter: no
-# export_dir, no cache). Named, so the named-only ones run too.
+# export_dir, no cache), ExecuTorch's lowering and runtime (its program saved with
+# --save-outputs, inside the run's folder). Named, so the named-only ones run too.
 _ROADS = """
 import sys
 from harness.cli import main
 w, out = sys.argv[1], sys.argv[2]
 print("CODE", main(["run", f"{w}/c.yaml", "--out", f"{out}/r", "--quiet", "--save-outputs",
                     "--adapters", "reference,torch-compile,keras3-torch,keras3-openvino,mlx,"
-                    "litert-torch"]))
+                    "litert-torch,executorch,executorch-portable"]))
 """
 
 
@@ -610,4 +611,5 @@ def test_the_compiling_roads_leave_home_cache_and_tmpdir_unchanged(tmp_path):
     pairs = json.loads((tmp_path / "out" / "r" / "run.json").read_text())["pairs"]
     assert {p["adapter"]: p["status"] for p in pairs} == {
         "reference": "baseline", "torch-compile": "pass", "keras3-torch": "pass",
-        "keras3-openvino": "pass", "mlx": "pass", "litert-torch": "pass"}, pairs
+        "keras3-openvino": "pass", "mlx": "pass", "litert-torch": "pass", "executorch": "pass",
+        "executorch-portable": "pass"}, pairs
