@@ -79,7 +79,8 @@ def test_every_unknown_adapter_is_named_with_its_did_you_mean(capsys):
     assert err.count("\n") == 1, err
     assert ("unknown adapters 'torch_cpu' (did you mean 'torch-cpu' or 'torch-cudnn' or "
             "'torch-compile'?), 'onnx' "
-            "(did you mean 'onnxruntime' or 'onnx-reference'?), 'zzz'; known: ") in err, err
+            "(did you mean 'onnxruntime' or 'onnxruntime-dynamic-int8' or "
+            "'onnxruntime-dynamic-int8-full-range'?), 'zzz'; known: ") in err, err
 
 
 def test_adapters_format_json(capsys):
