@@ -39,18 +39,26 @@ def _cases_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 ROADS_ENV = "RNN_HARNESS_TEST_ROADS"
+NIGHTLY_ENV = "RNN_HARNESS_TEST_NIGHTLY"
+
+# marker -> (the variable that runs its tests, why they skip without it)
+LEFT_TO_THE_NIGHTLY = {
+    "roads": (ROADS_ENV, "a road left out of the default selection for cost"),
+    "nightly": (NIGHTLY_ENV, "a smoke run of a benchmark script, seconds of whole processes"),
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests marked ``roads`` (the adapters that run only when named, each test a compile or
-    a conversion of seconds to minutes) skip, saying so, unless RNN_HARNESS_TEST_ROADS=1: the
-    nightly runs them, as it runs those adapters; the default test run stays within its budget."""
+    a conversion of seconds to minutes) and ``nightly`` (the benchmark scripts' smoke runs) skip,
+    saying so, unless their variable is 1: the nightly runs them, as it runs those adapters;
+    the default test run stays within its budget."""
     import os
 
-    if os.environ.get(ROADS_ENV) == "1":
-        return
-    skip = pytest.mark.skip(reason=f"a road left out of the default selection for cost: "
-                                   f"{ROADS_ENV}=1 runs it (the nightly does)")
-    for item in items:
-        if item.get_closest_marker("roads") is not None:
-            item.add_marker(skip)
+    for marker, (env, why) in LEFT_TO_THE_NIGHTLY.items():
+        if os.environ.get(env) == "1":
+            continue
+        skip = pytest.mark.skip(reason=f"{why}: {env}=1 runs it (the nightly does)")
+        for item in items:
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(skip)

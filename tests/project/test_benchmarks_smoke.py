@@ -27,6 +27,7 @@ SCRIPTS = {
 }
 
 
+@pytest.mark.nightly
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_benchmark_runs(script: str) -> None:
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], cwd=ROOT,
