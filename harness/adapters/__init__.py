@@ -30,6 +30,7 @@ from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
 from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
+from harness.adapters.openvino_nncf import OpenVINONNCFInt8
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
 from harness.adapters.tf_block import TFBlockLSTM, TFBlockLSTMV2
@@ -51,7 +52,7 @@ ADAPTERS: dict[str, Adapter] = {
         TorchCPU(),
         TorchCompile(),
         OnnxRuntime(),
-        OpenVINO(), OpenVINOBatchMajor(),
+        OpenVINO(), OpenVINOBatchMajor(), OpenVINONNCFInt8(),
         OnnxReference(),
         TorchOnnxDynamo(),
         TorchOnnxTorchScript(),
