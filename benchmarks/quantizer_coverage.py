@@ -73,8 +73,12 @@ def calibration_feeds(case: Case) -> list[dict[str, np.ndarray]]:
 def ort_qdq(case: Case, model, named: bool, folder: Path) -> tuple[str, str, np.ndarray]:
     import onnx
     import onnxruntime as ort
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:

@@ -29,8 +29,7 @@ from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.mlx import MLX
 from harness.adapters.onnx_reference import OnnxReference
 from harness.adapters.onnxruntime import OnnxRuntime
-from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
-from harness.adapters.openvino_nncf import OpenVINONNCFInt8
+from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor, OpenVINONNCFInt8
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
 from harness.adapters.tf_block import TFBlockLSTM, TFBlockLSTMV2
