@@ -35,7 +35,7 @@ from harness.adapters.onnxruntime_dynamic import (
     OnnxRuntimeDynamicInt8,
     OnnxRuntimeDynamicInt8FullRange,
 )
-from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor
+from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor, OpenVINONNCFInt8
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
 from harness.adapters.tf_block import TFBlockLSTM, TFBlockLSTMV2
@@ -61,7 +61,7 @@ ADAPTERS: dict[str, Adapter] = {
         OnnxRuntime(),
         OnnxRuntimeDynamicInt8(),
         OnnxRuntimeDynamicInt8FullRange(),
-        OpenVINO(), OpenVINOBatchMajor(),
+        OpenVINO(), OpenVINOBatchMajor(), OpenVINONNCFInt8(),
         OnnxReference(),
         TorchOnnxDynamo(),
         TorchOnnxTorchScript(),

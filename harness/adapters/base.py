@@ -46,6 +46,7 @@ MINIMUM_VERSIONS = {
     "onnxruntime": "1.21",
     "ai_edge_litert": "2.3",
     "openvino": "2026.4.1",
+    "nncf": "3.4.0",
     "jax": "0.10.2",
     "flax": "0.12.8",
     "msgpack": "1.2.4",

@@ -37,6 +37,17 @@ import sys
 
 import numpy as np
 
+from harness.adapters._nncf import (
+    GRU_LINEAR_BEFORE_RESET,
+    NOT_QUANTIZED_CASE,
+    RECURRENT,
+    WEIGHT_INPUTS,
+    data_fake_quantize,
+    fake_quantize_grid,
+    import_nncf,
+    source,
+    stored_weight,
+)
 from harness.adapters._onnx import (
     HARNESS_GRAPH,
     ONNX_REASONS,
@@ -46,9 +57,10 @@ from harness.adapters._onnx import (
     import_onnx,
     read_outputs,
 )
-from harness.adapters.base import Adapter, Capabilities
+from harness.adapters.base import Adapter, AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.quantization import LayerGrids, QuantizedModel, calibration_inputs
 from harness.repro.handed import Handed
 from harness.spec import Case
 
@@ -194,3 +206,102 @@ class OpenVINOBatchMajor(OpenVINO):
         if shape != ["2", "3", "1", "1"]:
             return f"{why}: a batch-major model's Y is [{', '.join(shape)}], not [2, 3, 1, 1]"
         return None
+
+
+class OpenVINONNCFInt8(OpenVINO):
+    name = "openvino-nncf-int8"
+    title = "the ONNX LSTM/GRU graph in OpenVINO, static int8 by NNCF (CPU plugin)"
+    framework = "openvino"
+    requires = ("onnx", "openvino", "nncf")
+    named_only = "NNCF's calibration and the compilation cost seconds a model"
+    capabilities = Capabilities(
+        directions=frozenset({"forward", "reverse", "bidirectional"}),
+        dtypes=frozenset({"float32"}),
+        variable_lengths=False,
+        initial_state=False,
+        reasons=CAPABILITIES.reasons | {
+            "dtypes": "NNCF quantizes a float32 model",
+            "variable_lengths": "a deployed quantized model has no lengths here (NNCF is "
+                                "calibrated on full sequences)",
+            "initial_state": "a deployed quantized model starts from zero states (NNCF "
+                             "calibrates initial_h at zero)",
+        },
+    )
+
+    def not_applicable_reason(self, case: Case) -> str | None:
+        if case.quantization is None:
+            return f"{self.name}: {NOT_QUANTIZED_CASE}"
+        return super().not_applicable_reason(case)
+
+    def check_available(self) -> None:
+        super().check_available()
+        import_nncf()
+
+    def versions(self) -> dict[str, str]:
+        return {**super().versions(), "nncf": import_nncf().__version__,
+                "scheme": "static int8 (nncf.quantize, default preset)"}
+
+    def quantize(self, case: Case, native: dict[str, np.ndarray]):
+        """The NNCF-quantized ov.Model of the case's graph."""
+        nncf = import_nncf()
+        self.core()
+        model = build_model(case, native, lengths=False)
+        ov_model = self._frontend.convert(self._frontend.load(io.BytesIO(
+            model.SerializeToString())))
+        zeros = np.zeros((case.num_layers * case.num_directions, case.batch, case.hidden_size))
+        c0 = zeros if case.cell_kind.has_cell_state else None
+        names = {port.get_any_name() for port in ov_model.inputs}
+        batches = [{k: v.astype(np.float32) for k, v in feeds(
+            case, Inputs(x=x, h0=zeros, c0=c0, seq_lengths=None)).items() if k in names}
+            for x in calibration_inputs(case)]
+        return nncf.quantize(ov_model, nncf.Dataset(batches), subset_size=len(batches))
+
+    def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
+        quantized = self.quantize(case, native)
+        ops = [op for op in quantized.get_ordered_ops() if op.get_type_name() in RECURRENT]
+        compiled = self.core().compile_model(quantized, "CPU", COMPILE_CONFIG)
+        kernels = sorted({op.get_rt_info()["runtimePrecision"].astype(str)
+                          for op in compiled.get_runtime_model().get_ordered_ops()
+                          if op.get_rt_info()["layerType"].astype(str) == "RNNSeq"})
+        stored = {}
+        for op in ops:
+            for k, name in zip(WEIGHT_INPUTS[op.get_type_name()], ("W", "R"), strict=True):
+                stored.setdefault(name, []).append(stored_weight(source(op.input(k))))
+        int8 = all(is_int for values in stored.values() for _, is_int in values)
+        fq = [data_fake_quantize(op) for op in ops]
+        what = (f"{', '.join(op.get_type_name() for op in ops)}: W, R "
+                f"{'int8' if int8 else 'float'}, X {'FakeQuantize' if all(fq) else 'float'}; "
+                f"the CPU plugin runs RNNSeq in {', '.join(kernels)}")
+        if not ops or not int8 or not all(fq) or not any(p in ("u8", "i8") for p in kernels):
+            gru_lbr = case.cell_kind.separate_biases(case.reset_after)
+            raise AdapterFault(f"nothing was quantized: {what}"
+                               + (f" ({GRU_LINEAR_BEFORE_RESET})" if gru_lbr else ""))
+        if len(ops) != case.num_layers:
+            raise AdapterFault(f"{len(ops)} recurrent ops for {case.num_layers} layers: {what}")
+        # the weights as stored, in the onnx layout's names (one op per layer, [D, G*H, .])
+        as_stored = dict(native)
+        for name, values in stored.items():
+            for layer, (value, _) in enumerate(values):
+                key = name if case.num_layers == 1 else f"layer{layer}/{name}"
+                if value.shape != native[key].shape:
+                    raise AdapterFault(f"{name} of layer {layer} stored as {value.shape}, the "
+                                       f"graph's {native[key].shape}")
+                bound = float(np.max(np.abs(native[key]))) / 127.0
+                if np.any(np.abs(value - native[key]) > bound):  # a gate order moved
+                    raise AdapterFault(f"{name} of layer {layer}: the stored weights are "
+                                       f"more than one int8 step from the graph's")
+                as_stored[key] = value
+        grids = {}
+        for layer, data_fq in enumerate(fq):
+            g = fake_quantize_grid(data_fq)
+            for d in case.directions:
+                grids[f"{layer}/{d}"] = LayerGrids(x=g, h=g)
+        weights = self.layout.from_native(as_stored, case).tensors
+        model = QuantizedModel("int8", weights, grids, output=fake_quantize_grid(fq[-1]))
+        result = compiled({k: v for k, v in feeds(case, inputs).items()
+                           if k in {p.get_any_name() for p in compiled.inputs}})
+        got = {port.get_any_name(): value for port, value in result.items()}
+        out = read_outputs(case, got)
+        out.note = what
+        out.quantized = model
+        return out
