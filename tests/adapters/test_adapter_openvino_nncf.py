@@ -57,9 +57,10 @@ def test_int8_gru_is_judged_on_the_weights_and_grid_it_stores():
 
 @pytest.mark.openvino
 @pytest.mark.roads  # NNCF's calibration and a compilation: the nightly's
-def test_lstm_with_float_weights_is_an_error_not_a_pass():
+def test_lstm_with_float_weights_is_never_a_pass():
+    """NNCF leaves LSTMSequence's weights float: nothing int8 to judge, said with what ran."""
     prep = prepare(Case(name="q-lstm", cell="lstm", **TINY))
     r = run_pair(prep, runnable("openvino-nncf-int8"))
-    assert r.status == compare.ERROR, (r.status, r.reason)
-    assert "nothing was quantized" in r.reason
+    assert r.status == compare.NOT_APPLICABLE, (r.status, r.reason)
+    assert "NNCF does not quantize this op's weights" in r.reason
     assert "LSTMSequence: W, R float" in r.reason and "RNNSeq in f32" in r.reason
