@@ -16,7 +16,9 @@ import pytest
 
 from harness.adapters import get_adapter
 
-pytestmark = pytest.mark.slow  # whole runs in fresh processes
+# three whole runs of every CPU adapter in fresh processes (a minute of two cores): the nightly
+# runs it (RNN_HARNESS_TEST_NIGHTLY=1), as its night-to-night diff of every report does
+pytestmark = [pytest.mark.slow, pytest.mark.nightly]
 
 ROOT = Path(__file__).parents[2]
 CASES = ["cases/varlen-bidirectional.yaml"]  # lengths, both cells, two directions
