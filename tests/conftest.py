@@ -52,8 +52,8 @@ LEFT_TO_THE_NIGHTLY = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests marked ``roads`` (the adapters that run only when named, each test a compile or
     a conversion of seconds to minutes) and ``nightly`` (the benchmark scripts' smoke runs,
-    the determinism of whole runs) skip, saying so, unless their variable is 1: the nightly runs them, as it runs those adapters;
-    the default test run stays within its budget."""
+    the determinism of whole runs) skip, saying so, unless their variable is 1: the nightly
+    runs them, as it runs those adapters; the default test run stays within its budget."""
     import os
 
     for marker, (env, why) in LEFT_TO_THE_NIGHTLY.items():
