@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -175,8 +175,13 @@ def _check_statuses(reports: list[ReportFolder], cases: dict[str, Case],
                                    file=r.folder / "run.json", field="pairs")
             case = cases[p.case]
             if "sqnr_db" in rows.columns and rows["sqnr_db"].notna().any():
-                continue  # judged in quantization steps against the model's own grids, which
-                # the rows do not hold (harness.quantization): not derived again here
+                statuses = _quantized_statuses(rows, case, p)
+                if p.status not in statuses:
+                    raise HarnessError(f"pair {pid} is {p.status!r} in run.json, but its "
+                                       f"divergence.csv rows and SQNR record give "
+                                       f"{statuses[0]!r}: the shard was changed after it ran",
+                                       file=r.folder / "run.json", field="pairs")
+                continue
             floor_factor = compare.tolerance_for(case, p.adapter).floor_factor
             weights = None  # drawn only for an adapter the registry holds a bug of
             if known_bugs.for_adapter(p.adapter):
@@ -189,6 +194,26 @@ def _check_statuses(reports: list[ReportFolder], cases: dict[str, Case],
                                    f"divergence.csv rows and the case's recorded spec give "
                                    f"{statuses[0]!r}: the shard was changed after it ran",
                                    file=r.folder / "run.json", field="pairs")
+
+
+def _quantized_statuses(rows: pd.DataFrame, case: Case, p: Any) -> tuple[str, ...]:
+    """The statuses a quantized pair's rows (in output steps: the kernel question) and its
+    recorded SQNR figures (the cost question) give, by the run's rule
+    (:func:`harness.quantization.cost_status`), read against the known bugs on the case alone
+    (merge has neither the weights of a weights file nor the outputs): that reading, or the
+    plain status where an entry applies."""
+    from harness import quantization
+
+    record = p.quantization
+    if not isinstance(record, dict) or "sqnr_db" not in record or "ideal_sqnr_db" not in record:
+        raise HarnessError(f"pair {pair_id(p.case, p.adapter)[:160]} has quantization rows "
+                           "(sqnr_db) but no SQNR record in run.json (quantization: {sqnr_db, "
+                           "ideal_sqnr_db})", field="pairs")
+    verdict, _ = compare.pair_status(rows, case, p.adapter, None, expected=False)
+    plain, _ = quantization.cost_status(case, verdict, record["sqnr_db"],
+                                        record["ideal_sqnr_db"])
+    read, _ = compare.as_expected(plain, "", case, p.adapter, None)
+    return (read, plain) if read != plain else (read,)
 
 
 def _weights(case: Case) -> dict | None:
@@ -346,7 +371,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
     entries.sort(key=lambda p: place(p.case, p.adapter))
     pairs = [PairResult(p.case, p.adapter, p.status, p.reason or "", p.seconds,
                         detail=details.get(pair_id(p.case, p.adapter), ""),
-                        attribution=p.attribution or "")
+                        attribution=p.attribution or "", quantization=p.quantization)
              for p in entries]
     for p in pairs:
         p.rows = rows_of.get((p.case, p.adapter))

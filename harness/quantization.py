@@ -302,6 +302,32 @@ class Judgement:
     sqnr_db: float
     ideal_sqnr_db: float
 
+    def record(self) -> dict[str, float | None]:
+        """The cost question's figures as run.json keeps them (None: infinite), from which
+        ``merge`` derives the pair's status again (:func:`cost_status`)."""
+        return {k: (round(v, 4) if np.isfinite(v) else None)
+                for k, v in (("sqnr_db", self.sqnr_db), ("ideal_sqnr_db", self.ideal_sqnr_db))}
+
+
+def cost_status(case: Case, verdict: str, total: float | None, ideal: float | None
+                ) -> tuple[str, list[str]]:
+    """A quantized pair's status from the kernel question's ``verdict`` (its rows) and the
+    cost question (the SQNR over y, ``total``, against an ideal quantization's, ``ideal``;
+    None: infinite, no error), with what the reason says of the cost. The one rule: the run
+    (:func:`judge`) and ``merge`` (from a shard's record) both call it."""
+    total = np.inf if total is None else total
+    ideal = np.inf if ideal is None else ideal
+    status, said = verdict, []
+    if total < ideal - IDEAL_MARGIN_DB:
+        status = compare.DIVERGED
+        said.append(f"quantization costs {ideal - total:.1f} dB more than an ideal "
+                    f"quantization (beyond {IDEAL_MARGIN_DB:g} dB)")
+    floor = case.quantization.min_sqnr_db if case.quantization else None
+    if floor is not None and total < floor:
+        status = compare.DIVERGED
+        said.append(f"SQNR {total:.1f} dB below the case's min_sqnr_db {floor:g}")
+    return status, said
+
 
 def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs: Inputs,
           canonical: Canonical, reference: Outputs) -> Judgement:
@@ -324,15 +350,8 @@ def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs:
     parts = [f"{model.scheme}: within {worst:.3g} output steps (step {step:.3g}) of the "
              f"integer-aware reference (pass within {K_STEPS:g}); SQNR {total:.1f} dB over y, "
              f"an ideal {model.scheme} quantization {ideal_total:.1f} dB"]
-    status = d.verdict
-    if total < ideal_total - IDEAL_MARGIN_DB:
-        status = compare.DIVERGED
-        parts.append(f"quantization costs {ideal_total - total:.1f} dB more than an ideal "
-                     f"quantization (beyond {IDEAL_MARGIN_DB:g} dB)")
-    floor = case.quantization.min_sqnr_db if case.quantization else None
-    if floor is not None and total < floor:
-        status = compare.DIVERGED
-        parts.append(f"SQNR {total:.1f} dB below the case's min_sqnr_db {floor:g}")
+    status, said = cost_status(case, d.verdict, total, ideal_total)
+    parts += said
     if d.verdict == compare.DIVERGED:
         f = compare.first_divergence(rows)
         if f is not None:

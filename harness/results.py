@@ -35,6 +35,8 @@ class PairResult:
     # reproducer record from it (harness/repro/record.py) and drops it
     handed: Handed | None = None
     repro: ReproRecord | None = None  # a DIVERGED, error or known-bug pair's (run --no-repro: none)
+    # a quantized pair's cost figures (harness.quantization.Judgement.record), for merge
+    quantization: dict | None = None
 
     @property
     def has_rows(self) -> bool:

@@ -137,7 +137,7 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     if out.quantized is not None:  # judged in quantization steps (harness.quantization)
         q = quantization.judge(case, adapter.name, out, out.quantized, prep.inputs,
                                prep.canonical, prep.reference)
-        r.outputs, r.rows, r.status = out, q.rows, q.status
+        r.outputs, r.rows, r.status, r.quantization = out, q.rows, q.status, q.record()
         r.reason = _join(q.reason, out.note, out.absent_note())
         r.status, r.reason = compare.as_expected(r.status, r.reason, case, adapter.name,
                                                   prep.canonical.tensors)

@@ -39,6 +39,8 @@ class PairRecord(_Open):
     seconds: Seconds = 0.0
     reason: str | None = ""
     attribution: str | None = None
+    # a quantized pair's SQNR over y and an ideal quantization's (None: infinite)
+    quantization: dict[str, float | None] | None = None
 
 
 class CaseRecord(_Open):

@@ -55,7 +55,9 @@ def run_record(result) -> RunRecord:
         "blind_checks": {n: c.record() for n, c in result.blind.items()},
         "pairs": [{"case": p.case, "adapter": p.adapter, "status": p.status,
                    "seconds": round(p.seconds, 4), "reason": p.reason,
-                   **({"attribution": p.attribution} if getattr(p, "attribution", "") else {})}
+                   **({"attribution": p.attribution} if getattr(p, "attribution", "") else {}),
+                   **({"quantization": p.quantization}
+                      if getattr(p, "quantization", None) else {})}
                   for p in result.pairs],
         "seconds": round(result.seconds, 3),
         "jobs": getattr(result, "jobs", 1),

@@ -539,3 +539,44 @@ def test_files_of_other_jobs_reports_are_read_with_a_size_cap(runs, tmp_path, ca
     assert err.startswith(f"rnn-harness: error: {path}: larger than "), err
     assert main(["diff", str(shards["s1"]), str(shards["s2"])]) == 2
     assert capsys.readouterr().err.startswith(f"rnn-harness: error: {path}: larger than ")
+
+
+QUANTIZED = """name: q
+cell: lstm
+input_size: 2
+hidden_size: 3
+batch: 2
+seq_len: 4
+seed: 5
+quantization: {calibration_batches: 2}
+adapters: [reference, torch-dynamic-int8]
+"""
+
+
+def test_merge_derives_a_quantized_pairs_status_from_its_rows_and_sqnr_record(tmp_path,
+                                                                              capsys):
+    """A quantized pair (judged in output steps and by its cost, harness/quantization.py) is
+    derived again like every pair: its rows and run.json's SQNR record, by the run's rule. An
+    SQNR lowered past the ideal's margin, or removed, is a shard changed after it ran."""
+    pytest.importorskip("torch")
+    (tmp_path / "q.yaml").write_text(QUANTIZED)
+    shards = {"s1": tmp_path / "s1"}  # one shard of one: the merge's checks, at least cost
+    assert main(["run", str(tmp_path / "q.yaml"), "--out", str(shards["s1"]), "--quiet",
+                 "--plots", "none", "--shard", "1/1", "--adapters",
+                 "reference,torch-dynamic-int8"]) == 0
+    pair = next(p for p in _run(shards["s1"])["pairs"] if p["adapter"] == "torch-dynamic-int8")
+    assert pair["status"] == "pass" and pair["quantization"]["ideal_sqnr_db"] > 20
+    assert main(["merge", str(tmp_path / "whole"), *map(str, shards.values())]) == 0
+    merged = _run(tmp_path / "whole")["pairs"]
+    assert [p["quantization"] for p in merged if p["adapter"] == "torch-dynamic-int8"] == [
+        pair["quantization"]]
+
+    ideal = pair["quantization"]["ideal_sqnr_db"]
+    _edit_pair(shards, "q", "torch-dynamic-int8", quantization={"sqnr_db": ideal - 10,
+                                                                "ideal_sqnr_db": ideal})
+    err = _merge_error(shards, tmp_path, capsys)
+    assert ("pair q::torch-dynamic-int8 is 'pass' in run.json, but its divergence.csv rows and "
+            "SQNR record give 'DIVERGED'") in err, err
+    _edit_pair(shards, "q", "torch-dynamic-int8", quantization=None)
+    err = _merge_error(shards, tmp_path, capsys)
+    assert "has quantization rows (sqnr_db) but no SQNR record in run.json" in err, err
