@@ -541,16 +541,9 @@ def test_files_of_other_jobs_reports_are_read_with_a_size_cap(runs, tmp_path, ca
     assert capsys.readouterr().err.startswith(f"rnn-harness: error: {path}: larger than ")
 
 
-QUANTIZED = """name: q
-cell: lstm
-input_size: 2
-hidden_size: 3
-batch: 2
-seq_len: 4
-seed: 5
-quantization: {calibration_batches: 2}
-adapters: [reference, torch-dynamic-int8]
-"""
+# the strict case's model, quantized
+QUANTIZED = (DIVERGES.split("tolerance:")[0].replace("name: strict", "name: q")
+             + "quantization: {calibration_batches: 2}\nadapters: [reference, torch-dynamic-int8]\n")
 
 
 def test_merge_derives_a_quantized_pairs_status_from_its_rows_and_sqnr_record(tmp_path,
