@@ -44,16 +44,18 @@ NIGHTLY_ENV = "RNN_HARNESS_TEST_NIGHTLY"
 # marker -> (the variable that runs its tests, why they skip without it)
 LEFT_TO_THE_NIGHTLY = {
     "roads": (ROADS_ENV, "a road left out of the default selection for cost"),
-    "nightly": (NIGHTLY_ENV, "whole processes of every framework (a benchmark script's smoke "
-                             "run, the determinism of three whole runs)"),
+    "nightly": (NIGHTLY_ENV, "whole processes of the frameworks (a benchmark script's smoke "
+                             "run, the determinism of three whole runs, TensorFlow's native "
+                             "log lines)"),
 }
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests marked ``roads`` (the adapters that run only when named, each test a compile or
     a conversion of seconds to minutes) and ``nightly`` (the benchmark scripts' smoke runs,
-    the determinism of whole runs) skip, saying so, unless their variable is 1: the nightly
-    runs them, as it runs those adapters; the default test run stays within its budget."""
+    the determinism of whole runs, TensorFlow's log lines) skip, saying so, unless their
+    variable is 1: the nightly runs them, as it runs those adapters; the default test run
+    stays within its budget."""
     import os
 
     for marker, (env, why) in LEFT_TO_THE_NIGHTLY.items():

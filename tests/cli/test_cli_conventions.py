@@ -265,6 +265,7 @@ def test_every_package_and_the_bundled_cases_are_packaged():
 
 
 @pytest.mark.tensorflow
+@pytest.mark.nightly  # a TensorFlow process of its own
 def test_no_tensorflow_cxx_startup_line_reaches_the_terminal():
     pytest.importorskip("tensorflow")
     code = ("import sys; from harness.adapters._tf import import_tf; tf = import_tf(); "
@@ -282,6 +283,7 @@ NATIVE_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:. ]+\d+ [\w.-]+:\d+\] ", re.M)
 
 
 @pytest.mark.tensorflow
+@pytest.mark.nightly  # three TensorFlow processes (two workers, then in-process)
 def test_no_tensorflow_native_log_line_during_a_run_while_the_rest_of_stderr_stays(tmp_path):
     """A keras and tf-legacy run, in worker processes (--jobs 2) and then in-process, with the
     user's TF_CPP_MIN_LOG_LEVEL=0 (every C++ line through): TensorFlow's native lines (the
