@@ -37,7 +37,6 @@ from harness.adapters.base import AdapterFault
 from harness.errors import Unavailable
 from harness.quantization import Grid
 
-NOT_QUANTIZED_CASE = "not a quantized case (it has no quantization: key; docs/quantization.md)"
 RECURRENT = ("LSTMSequence", "GRUSequence")
 # input index of W and R on each recurrent op (OpenVINO opset5: X, H[, C], lengths, W, R, B)
 WEIGHT_INPUTS = {"LSTMSequence": (4, 5), "GRUSequence": (3, 4)}

@@ -72,6 +72,9 @@ def not_installed(distributions: tuple[str, ...]) -> list[str]:
     return [dist for dist in distributions if installed(dist) is None]
 
 
+NOT_QUANTIZED_CASE = "not a quantized case (it has no quantization: key; docs/quantization.md)"
+
+
 class AdapterFault(Exception):
     """An adapter ran but returned something unusable (wrong shape, NaN/Inf)."""
 
@@ -195,6 +198,9 @@ class Adapter:
     # on the command line or in that case's ``adapters:`` (harness.adapters.select,
     # harness.runner.selected_by_case). The ``adapters`` command and the report show it.
     named_only: str | None = None
+    # True: a quantized runtime, which runs only the cases with a ``quantization:`` key (the
+    # others are not applicable, saying so; docs/quantization.md)
+    quantized: bool = False
 
     _availability: str | None | bool = False  # False: not checked yet
 
@@ -250,6 +256,8 @@ class Adapter:
 
     # Applicability -------------------------------------------------------------------------
     def not_applicable_reason(self, case: Case) -> str | None:
+        if self.quantized and case.quantization is None:
+            return f"{self.name}: {NOT_QUANTIZED_CASE}"
         caps = self.capabilities
         for cap, needed, has, reason in REQUIREMENTS:
             if needed(case) and not has(caps, case):

@@ -61,7 +61,6 @@ from harness.spec import Case
 
 ROUTE = ("tf_keras Model (y only) saved as a SavedModel, TFLiteConverter.from_saved_model in a "
          "process of its own")
-NOT_QUANTIZED_CASE = "not a quantized case (it has no quantization: key; docs/quantization.md)"
 ZERO_STATES = "a deployed quantized model starts from zero states (its states are the op's own)"
 NO_FUSED_GRU_DYNAMIC = ("TFLite has no fused GRU op: a dynamic-range GRU is a WHILE loop whose "
                         "weights the harness does not map back to the gates")
@@ -83,6 +82,7 @@ class QuantizedLiteRT(KerasLibraryAdapter):
     activations = TF_KERAS_ACTIVATIONS
     saved_models = ("tflite",)
     named_only = "a conversion costs seconds a model, in a process of its own"
+    quantized = True
     scheme = "int8"
     op_resolver: str | None = None
     # another op resolver the same model also runs under: the pair's reason gives how many
@@ -103,11 +103,6 @@ class QuantizedLiteRT(KerasLibraryAdapter):
             "gradients": "a converted LiteRT model is inference only (no backward pass)",
         },
     )
-
-    def not_applicable_reason(self, case: Case) -> str | None:
-        if case.quantization is None:
-            return f"{self.name}: {NOT_QUANTIZED_CASE}"
-        return super().not_applicable_reason(case)
 
     def check_available(self) -> None:
         super().check_available()

@@ -46,7 +46,6 @@ from harness.quantization import DynamicActivation, QuantizedModel
 from harness.spec import Case
 
 QUANTIZED_LSTM = "DynamicQuantizeLSTM"
-NOT_QUANTIZED_CASE = "not a quantized case (it has no quantization: key; docs/quantization.md)"
 # The kernel's activation quantization (onnxruntime rnn_helpers ComputeGemm: the range of the
 # whole operand, GetQuantizationParameter<uint8_t>, affine 0..255): the input product covers
 # all steps, the recurrent one each step's [B, H] (one thread)
@@ -155,6 +154,7 @@ class OnnxRuntimeDynamicInt8(Adapter):
     # all in cases-quantized/, whose adapters: list names it: in the default selection it would
     # add a not-applicable row to every other case
     named_only = "runs only cases with a quantization: key (cases-quantized/ names it)"
+    quantized = True
     reduce_range = True
     weight_symmetric = True
     capabilities = Capabilities(
@@ -169,11 +169,6 @@ class OnnxRuntimeDynamicInt8(Adapter):
             "gradients": "a quantized ONNX Runtime model is inference only",
         },
     )
-
-    def not_applicable_reason(self, case: Case) -> str | None:
-        if case.quantization is None:
-            return f"{self.name}: {NOT_QUANTIZED_CASE}"
-        return super().not_applicable_reason(case)
 
     def route_note(self, case: Case) -> str | None:
         return HARNESS_GRAPH

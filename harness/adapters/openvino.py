@@ -39,7 +39,6 @@ import numpy as np
 
 from harness.adapters._nncf import (
     GRU_LINEAR_BEFORE_RESET,
-    NOT_QUANTIZED_CASE,
     RECURRENT,
     WEIGHT_INPUTS,
     data_fake_quantize,
@@ -214,6 +213,7 @@ class OpenVINONNCFInt8(OpenVINO):
     framework = "openvino"
     requires = ("onnx", "openvino", "nncf")
     named_only = "NNCF's calibration and the compilation cost seconds a model"
+    quantized = True
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
@@ -227,11 +227,6 @@ class OpenVINONNCFInt8(OpenVINO):
                              "calibrates initial_h at zero)",
         },
     )
-
-    def not_applicable_reason(self, case: Case) -> str | None:
-        if case.quantization is None:
-            return f"{self.name}: {NOT_QUANTIZED_CASE}"
-        return super().not_applicable_reason(case)
 
     def check_available(self) -> None:
         super().check_available()

@@ -31,7 +31,6 @@ from harness.layouts import get_layout
 from harness.quantization import DynamicActivation, QuantizedModel
 from harness.spec import Case
 
-NOT_QUANTIZED_CASE = "not a quantized case (it has no quantization: key; docs/quantization.md)"
 DEPRECATED = ("torch.ao.quantization is deprecated (pytorch/pytorch#153892) and quantize_dynamic "
               "is slated for removal (pytorch/ao#2259)")
 # fbgemm's dynamic linear (qlinear_dynamic.cpp): the input's min and max over the whole tensor,
@@ -73,6 +72,7 @@ class TorchDynamicInt8(TorchRNN):
     # all in cases-quantized/, whose adapters: list names it: in the default selection it would
     # add a not-applicable row to every other case
     named_only = "runs only cases with a quantization: key (cases-quantized/ names it)"
+    quantized = True
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
@@ -86,11 +86,6 @@ class TorchDynamicInt8(TorchRNN):
             "gradients": "a dynamically quantized module is inference only",
         },
     )
-
-    def not_applicable_reason(self, case: Case) -> str | None:
-        if case.quantization is None:
-            return f"{self.name}: {NOT_QUANTIZED_CASE}"
-        return super().not_applicable_reason(case)
 
     def check_available(self) -> None:
         torch = import_torch()
