@@ -15,7 +15,7 @@ import pandas as pd
 from harness import attribution, compare, isolation, known_bugs, quantization, steplocal
 from harness import blind as blind_check
 from harness.adapters import Adapter, get_adapter, left_out
-from harness.adapters.base import not_installed
+from harness.adapters.base import installed_reason, not_installed
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.data import Outputs
 from harness.errors import (
@@ -594,10 +594,13 @@ def run(cases: Iterable[Case], adapters: list[Adapter], options: RunOptions | No
         if on_event is not None:
             on_event(RunEnded())
     collector.fill(result)
-    for a in adapters:  # an adapter no pair reached: asked here, so a report only renders
+    for a in adapters:  # an adapter no pair reached: from its installed packages, since
+        # importing a framework that ran nothing costs seconds a run (the ``adapters`` command's
+        # default); a report renders it as "installed", not as checked
         if a.name not in result.environments:
-            reason = isolation.unavailable_reason(a)
-            result.environments[a.name] = {"available": reason is None, "reason": reason}
+            reason = installed_reason(a)
+            result.environments[a.name] = {"available": reason is None, "reason": reason,
+                                           "checked": False}
     check_blind_spots(result)
     result.seconds = time.perf_counter() - start
     return result

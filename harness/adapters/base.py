@@ -72,6 +72,16 @@ def not_installed(distributions: tuple[str, ...]) -> list[str]:
     return [dist for dist in distributions if installed(dist) is None]
 
 
+def installed_reason(adapter: "Adapter") -> str | None:
+    """Why ``adapter`` cannot run here as far as the installed packages tell (no import), or
+    None; a GPU adapter's device and a converter's health are only seen by importing its
+    framework (:meth:`Adapter.unavailable_reason`)."""
+    missing = not_installed(adapter.requires)
+    if missing:
+        return f"{', '.join(missing)} not installed"
+    return too_old(adapter.requires)
+
+
 NOT_QUANTIZED_CASE = "not a quantized case (it has no quantization: key; docs/quantization.md)"
 
 

@@ -39,27 +39,17 @@ _SHORT = {"forward": "fwd", "bidirectional": "bi", "float64": "f64", "float32": 
           "float16": "f16", "bfloat16": "bf16"}
 
 
-def _installed_reason(adapter) -> str | None:
-    """Why ``adapter`` cannot run here as far as the installed packages tell (no import), or
-    None; a GPU adapter's device is only seen by its framework (``--check``)."""
-    from harness.adapters.base import not_installed, too_old
-
-    missing = not_installed(adapter.requires)
-    if missing:
-        return f"{', '.join(missing)} not installed"
-    return too_old(adapter.requires)
-
-
 def _short(listed: str) -> str:
     return ",".join(_SHORT.get(v, v) for v in listed.split(","))
 
 
 def handle(args: argparse.Namespace) -> int:
     from harness.adapters import ADAPTERS
+    from harness.adapters.base import installed_reason
     from harness.isolation import unavailable_reason
 
     # asked once: an own-process adapter's is asked of a worker it starts
-    reasons = {name: unavailable_reason(a) if args.check else _installed_reason(a)
+    reasons = {name: unavailable_reason(a) if args.check else installed_reason(a)
                for name, a in ADAPTERS.items()}
     if args.json or args.format == "json":
         print(json.dumps({a.name: {"available": reasons[a.name] is None,

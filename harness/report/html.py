@@ -299,7 +299,7 @@ def _environment(run: dict) -> str:
     adapters = run.get("adapters", {})
     if adapters:
         parts.append("<h3>Adapters</h3>")
-        rows = [[n, a.get("device", ""), "yes" if a.get("available") else "no",
+        rows = [[n, a.get("device", ""), _available(a),
                  "; ".join(filter(None, [a.get("reason"), _when_named(a.get("named_only"))]))]
                 for n, a in adapters.items()]
         cls = [["", "", "pass" if a.get("available") else "unavailable", ""]
@@ -316,6 +316,14 @@ def _environment(run: dict) -> str:
                             [[n, c.get("file", ""), c.get("dtype", ""), c.get("seed", ""),
                               c.get("prepare_seconds", "")] for n, c in cases.items()]))
     return "\n".join(parts)
+
+
+def _available(adapter: dict) -> str:
+    """The available column: "installed" for an adapter no pair reached, whose framework the
+    run did not import (run.json's ``checked: false``)."""
+    if not adapter.get("available"):
+        return "no"
+    return "installed" if adapter.get("checked") is False else "yes"
 
 
 def _when_named(why: str | None) -> str:

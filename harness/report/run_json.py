@@ -23,6 +23,8 @@ def run_record(result) -> RunRecord:
                                            "reason": "not recorded by the run"}
         adapters[a.name] = {"available": env["available"], "reason": env["reason"],
                             "device": a.device}
+        if env.get("checked") is False:  # no pair reached it: its installed packages only
+            adapters[a.name]["checked"] = False
         if a.named_only is not None:
             adapters[a.name]["named_only"] = a.named_only
         if "versions" in env:
