@@ -50,6 +50,29 @@ LEFT_TO_THE_NIGHTLY = {
 }
 
 
+PYCACHE_ENV = "PYTHONPYCACHEPREFIX"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte code for the processes the tests start (pytest-xdist's workers, the CLI's runs,
+    pytest itself), written once under a temporary folder of this test session, then read:
+    where PYTHONDONTWRITEBYTECODE is set (some runner images set it) each of about fifty such
+    processes would compile the harness and its tests again, and pytest would rewrite the
+    assertions of every module of each pytest plugin's distribution again, about 4 s a pytest
+    process. The checkout gets no __pycache__ from this; the folder goes with the session."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    if hasattr(config, "workerinput") or os.environ.get(PYCACHE_ENV):
+        return  # an xdist worker (its controller made the folder), or the runner chose one
+    folder = tempfile.mkdtemp(prefix="rnn-harness-tests-pycache-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ[PYCACHE_ENV] = folder
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests marked ``roads`` (the adapters that run only when named, each test a compile or
     a conversion of seconds to minutes) and ``nightly`` (the benchmark scripts' smoke runs,
