@@ -60,6 +60,8 @@ from harness.adapters._torch_onnx import with_state
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import KnownUpstreamCrash, Unavailable
+from harness.repro.handed import Handed
+from harness.repro.readout import readout
 from harness.spec import Case
 from harness.versions import installed
 
@@ -156,7 +158,9 @@ class ExecuTorch(TorchRNN):
                 "torch_threads": str(torch.get_num_threads())}
 
     def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> None:
-        return None  # the eager module's record would not reproduce what the program ran
+        # the eager module's record would not reproduce what the program ran; ``_run`` records
+        # the program itself (``Outputs.handed``, family executorch)
+        return None
 
     # -- the road: export, lower, serialize, run ------------------------------------------
 
@@ -270,8 +274,13 @@ class ExecuTorch(TorchRNN):
                 raise TimeAxisFixed(f"the program exported at {steps} steps does not run at "
                                     f"seq_len {case.seq_len}: {cause}") from None
             raise AdapterFault(f"the ExecuTorch runtime failed: {cause}") from None
-        y, h_n = (np.asarray(g.detach().to(torch.float64)) for g in got[:2])
-        c_n = np.asarray(got[2].detach().to(torch.float64)) if lstm else None
+        outputs = {str(k): g.detach().to(torch.float64).numpy() for k, g in enumerate(got)}
+        roles = {"0": "y", "1": "h_n"} | ({"2": "c_n"} if lstm else {})
+        if sorted(outputs) != sorted(roles):
+            raise AdapterFault(f"the program returned {len(got)} outputs, expected "
+                               f"{len(roles)} (y, h_n{', c_n' if lstm else ''})")
+        ys, h_n, c_n = readout(outputs, roles, 1)
+        y = ys[0]
         exported = (f"exported at {steps} steps" + (f" (time axis dynamic), run at "
                                                     f"{case.seq_len}" if steps != case.seq_len
                                                     else ""))
@@ -279,7 +288,14 @@ class ExecuTorch(TorchRNN):
                 f"the recurrent op decomposed into a loop unrolled over the {steps} steps")
         note = (f"ExecuTorch: {exported}; {form}; {said}; export and lowering {seconds:.1f} s, "
                 f"program {len(pte)} bytes")
-        return Outputs(y=y, h_n=h_n, c_n=c_n, models={"pte": bytes(pte)}, note=note)
+        handed = Handed("executorch", {
+            "framework": "executorch", "method": "forward", "verification": "Minimal",
+            "delegate": self.delegate, "inputs": ["x", "h0"] + (["c0"] if lstm else []),
+            "roles": roles, "dtype": case.dtype, "h_n": "output", "absent": {}},
+            arrays={f"feed/{name}": f.numpy() for name, f in zip(("x", "h0", "c0"), feed)},
+            files={"model.pte": bytes(pte)})
+        return Outputs(y=y, h_n=h_n, c_n=c_n, models={"pte": bytes(pte)}, note=note,
+                       handed=handed)
 
 
 class ExecuTorchPortable(ExecuTorch):
