@@ -125,11 +125,11 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
             return r
         except KnownUpstreamCrash as exc:  # declared by the adapter: a finding, not a failure
             r.status, r.reason = compare.KNOWN_BUG, f"known upstream bug {exc.upstream}: {exc}"
-            r.handed = _handed_by(exc)
+            r.handed = _handed_by(exc) or r.handed
             return r
         except Exception as exc:  # an adapter crash is a result, not the end of the run
             r.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-            r.handed = _handed_by(exc)
+            r.handed = _handed_by(exc) or r.handed
             r.detail = traceback.format_exc()
             return r
     if adapter.baseline and prep.baseline_on == "numpy":

@@ -288,11 +288,13 @@ class ExecuTorch(TorchRNN):
                 f"the recurrent op decomposed into a loop unrolled over the {steps} steps")
         note = (f"ExecuTorch: {exported}; {form}; {said}; export and lowering {seconds:.1f} s, "
                 f"program {len(pte)} bytes")
+        # the reproducer's record: the program as the runtime ran it, its inputs as fed
+        names = ["x", "h0"] + (["c0"] if lstm else [])
         handed = Handed("executorch", {
             "framework": "executorch", "method": "forward", "verification": "Minimal",
-            "delegate": self.delegate, "inputs": ["x", "h0"] + (["c0"] if lstm else []),
-            "roles": roles, "dtype": case.dtype, "h_n": "output", "absent": {}},
-            arrays={f"feed/{name}": f.numpy() for name, f in zip(("x", "h0", "c0"), feed)},
+            "delegate": self.delegate, "inputs": names, "roles": roles, "dtype": case.dtype,
+            "h_n": "output", "absent": {}},
+            arrays={f"feed/{name}": f.numpy() for name, f in zip(names, feed, strict=True)},
             files={"model.pte": bytes(pte)})
         return Outputs(y=y, h_n=h_n, c_n=c_n, models={"pte": bytes(pte)}, note=note,
                        handed=handed)

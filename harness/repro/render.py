@@ -9,6 +9,12 @@ from the canonical float64 weights with the equations written into it, prints th
 step and the first step beyond ``ATOL + RTOL * |expected|`` (the pair's tolerance; the harness
 also passes a row within a multiple of its noise floor, which the script does not know), and
 exits 1 when the divergence reproduces, 0 when it does not.
+
+A converted model's script (families ``tflite``, ``executorch``) runs the model beside it and
+reads its outputs with :mod:`harness.repro.readout`, pasted into it. A quantized pair's script
+(``ReproRecord.quantization``) answers the cost question instead of the tolerance one
+(:data:`COST_HEADER`, :data:`COST_MAIN`): the SQNR of ``y`` against the float64 equations, by
+:func:`harness.quantization.cost_status`'s rule, its data written into the script.
 """
 
 from __future__ import annotations

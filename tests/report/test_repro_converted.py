@@ -28,11 +28,11 @@ from harness import compare, quantization, runner
 from harness.adapters import get_adapter
 from harness.cases import load_cases
 from harness.prepare import prepare
+from harness.report import write_report
 from harness.repro import readout
 from harness.repro.handed import Handed
 from harness.repro.record import ReproRecord, cost_record, script_spec
 from harness.repro.write import safe_name, write_one
-from harness.report import write_report
 from harness.spec import Case
 
 ROOT = Path(__file__).resolve().parents[2]
