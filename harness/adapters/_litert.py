@@ -213,7 +213,8 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
                activation: str, layer_kwargs: dict[str, Any] | None = None) -> Outputs:
     """Convert (:func:`convert`) and run the case in the LiteRT interpreter; the form the
     converter emitted is in ``Outputs.note``, the converted model in ``Outputs.models``
-    (``--save-outputs`` writes it as outputs/<case>/<adapter>.tflite)."""
+    (``--save-outputs`` writes it as outputs/<case>/<adapter>.tflite) and, with the inputs as
+    fed and its outputs' roles, in ``Outputs.handed`` (a reproducer runs it again)."""
     Interpreter = import_litert()
     model = convert(K, tf, case, native, activation=activation, layer_kwargs=layer_kwargs)
     with quiet_converter(tf):  # the interpreter's "Created ... XNNPACK delegate" line

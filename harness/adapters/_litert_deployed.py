@@ -12,6 +12,9 @@ one [B, H] ``h0_{s}`` and ``c0_{s}`` per layer and direction s (harness order). 
 model has no lengths: a Keras mask makes the converter emit a ``WHILE`` loop (measured), so
 these adapters declare no variable lengths.
 
+The model, the inputs as fed and how its one output is read are ``Outputs.handed`` (family
+``tflite``, :func:`handed`): a reproducer runs the model again.
+
 What the model does not output is :attr:`Outputs.absent`, with why (:func:`final_states`):
 ``c_n`` never; ``h_n`` of a one-layer stack is read from ``y`` (the forward direction's last
 step, the reverse direction's first, as ``y`` holds the reverse direction in input time order),
@@ -157,7 +160,8 @@ def feeds(case: Case, inputs: Inputs, states: bool) -> dict[str, np.ndarray]:
 def final_states(case: Case, y: np.ndarray) -> tuple[np.ndarray | None, dict[str, str]]:
     """(h_n read from ``y`` where ``y`` determines it, else None; the absent outputs with why).
     No lengths here (:data:`NOT_OUTPUT` models have none), so the forward direction's final h
-    is ``y`` at the last step and the reverse direction's at the first."""
+    is ``y`` at the last step and the reverse direction's at the first
+    (:func:`harness.repro.readout.h_n_from_y`, which a reproducer runs too)."""
     others = {name: NOT_OUTPUT for name in case.cell_kind.final_states if name != "h_n"}
     if case.num_layers > 1 or case.seq_lengths is not None:
         why = f"{NOT_OUTPUT}, and y (the last layer's) does not determine the lower layers' one"

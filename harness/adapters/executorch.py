@@ -32,10 +32,11 @@ import of ExecuTorch (10-16 s), so both variants are left out of the default sel
 (:attr:`Adapter.named_only`) and run when named.
 
 ``--save-outputs`` writes the program as outputs/<case>/<adapter>.pte (``Outputs.models``), the
-very file the runtime ran. Side effects: the program stays in memory (the runtime loads it
-from bytes); nothing is written to disk. The runtime's native log lines (its CPU discovery at
-start, its errors) go to a scratch file while it runs, not to the user's terminal; an error's
-lines are put in its message.
+very file the runtime ran; ``Outputs.handed`` holds it with the inputs as fed, for a failing
+pair's reproducer (docs/repro.md), which runs the program again. Side effects: the program
+stays in memory (the runtime loads it from bytes); nothing is written to disk. The runtime's
+native log lines (its CPU discovery at start, its errors) go to a scratch file while it runs,
+not to the user's terminal; an error's lines are put in its message.
 """
 
 from __future__ import annotations

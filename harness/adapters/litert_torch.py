@@ -25,6 +25,8 @@ length converted at (litert-torch#1062, open). The adapter then converts at the 
 runs that model at ``seq_len`` (the interpreter resizes the input), and the row says what the
 fixed-shape model returned: its unrolled steps ignore the steps past the length converted at
 (``y`` of that many steps), a silently shorter answer a caller reading ``h_n`` would not see.
+The row keeps that model (the exception's ``handed``): its reproducer runs it at ``seq_len``
+and names the first step missing.
 The registry (:mod:`harness.known_bugs`) declares #1062 from litert-torch 0.10.0: the row is
 that known upstream bug (:class:`~harness.errors.KnownUpstreamCrash`), an error on an older
 release, and a release that converts the dynamic axis and passes "looks fixed".
