@@ -29,6 +29,7 @@ from harness.memory import MemoryLimit
 from harness.params import Canonical
 from harness.prepare import Prepared, prepare, reference_and_floor
 from harness.repro import record as repro_record
+from harness.repro.handed import Handed
 from harness.results import PairResult, RunResult
 from harness.run_events import (
     CaseEvent,
@@ -124,9 +125,11 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
             return r
         except KnownUpstreamCrash as exc:  # declared by the adapter: a finding, not a failure
             r.status, r.reason = compare.KNOWN_BUG, f"known upstream bug {exc.upstream}: {exc}"
+            r.handed = _handed_by(exc) or r.handed
             return r
         except Exception as exc:  # an adapter crash is a result, not the end of the run
             r.reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            r.handed = _handed_by(exc) or r.handed
             r.detail = traceback.format_exc()
             return r
     if adapter.baseline and prep.baseline_on == "numpy":
@@ -159,6 +162,14 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
             and adapter.device == "gpu" and adapter.reruns):
         r.attribution = _attribution(prep, adapter, executor)
     return r
+
+
+def _handed_by(exc: BaseException) -> Handed | None:
+    """What an adapter that raised had handed its framework (``exc.handed``, set where the
+    framework ran and the adapter then refused its answer: litert-torch's fixed-length model),
+    for the row's reproducer; None where it says nothing."""
+    handed = getattr(exc, "handed", None)
+    return handed if isinstance(handed, Handed) else None
 
 
 def _unexplained(prep: Prepared, adapter: Adapter, out: Outputs,

@@ -39,6 +39,8 @@ from harness.adapters._tf import native_stderr_to_scratch
 from harness.adapters.base import AdapterFault
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.repro.handed import Handed
+from harness.repro.readout import readout
 from harness.spec import Case
 
 FUSED_OPS = ("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM")
@@ -158,18 +160,38 @@ def output_names(case: Case) -> list[str]:
             + ([f"c_n_{s}" for s in range(n)] if case.cell_kind.has_cell_state else []))
 
 
-def outputs_by_name(case: Case, interpreter: Any) -> dict[str, np.ndarray]:
-    """The interpreter's outputs (float64) keyed by :func:`output_names`. A frozen function's
-    k-th output is the tensor named ``Identity_k`` (``Identity`` for the first); the
-    interpreter lists them in its own order."""
+def output_roles(case: Case, interpreter: Any) -> dict[str, str]:
+    """The interpreter's output tensor names -> what each is (:mod:`harness.repro.readout`'s
+    roles, :func:`output_names`). A frozen function's k-th output is the tensor named
+    ``Identity_k`` (``Identity`` for the first); the interpreter lists them in its own order."""
     names = output_names(case)
-    got = {}
+    roles = {}
     for d in interpreter.get_output_details():
         k = 0 if d["name"] == "Identity" else int(d["name"].removeprefix("Identity_"))
-        got[names[k]] = np.asarray(interpreter.get_tensor(d["index"]), dtype=np.float64)
-    if sorted(got) != sorted(names):
-        raise AdapterFault(f"the converted model's outputs are {sorted(got)}, expected {names}")
-    return got
+        roles[d["name"]] = names[k] if 0 <= k < len(names) else d["name"]
+    if sorted(roles.values()) != sorted(names):
+        raise AdapterFault(f"the converted model's outputs are {sorted(roles.values())}, "
+                           f"expected {names}")
+    return roles
+
+
+def tflite_handed(model: bytes, feeds: dict[str, np.ndarray], roles: dict[str, str], *,
+                  runner: str, framework: str = "litert", op_resolver: str | None = None,
+                  h_n: str = "output", absent: dict[str, str] | None = None,
+                  scheme: str | None = None) -> Handed:
+    """What a LiteRT adapter hands the interpreter, for a reproducer: the model's bytes
+    (``model.tflite``), the inputs as fed (``feed/<name>``, in the order fed) and how it ran
+    them: ``runner`` ``"signature"`` (the model's one signature runner, fed by keyword) or
+    ``"tensors"`` (``set_tensor`` per input detail name, ``invoke``, ``get_tensor`` per output
+    detail), the ``op_resolver`` (an ``OpResolverType`` name; None: the interpreter's default),
+    the outputs' ``roles`` (:mod:`harness.repro.readout`), ``h_n`` ``"from_y"`` where it is
+    read from ``y`` (:func:`harness.repro.readout.h_n_from_y`), the outputs not compared
+    (``absent``, with why) and a quantized model's ``scheme``."""
+    return Handed("tflite", {
+        "framework": framework, "runner": runner, "inputs": list(feeds), "roles": dict(roles),
+        "op_resolver": op_resolver, "h_n": h_n, "absent": dict(absent or {}), "scheme": scheme},
+        arrays={f"feed/{name}": np.asarray(a) for name, a in feeds.items()},
+        files={"model.tflite": bytes(model)})
 
 
 def feeds(case: Case, inputs: Inputs) -> dict[str, np.ndarray]:
@@ -191,7 +213,8 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
                activation: str, layer_kwargs: dict[str, Any] | None = None) -> Outputs:
     """Convert (:func:`convert`) and run the case in the LiteRT interpreter; the form the
     converter emitted is in ``Outputs.note``, the converted model in ``Outputs.models``
-    (``--save-outputs`` writes it as outputs/<case>/<adapter>.tflite)."""
+    (``--save-outputs`` writes it as outputs/<case>/<adapter>.tflite) and, with the inputs as
+    fed and its outputs' roles, in ``Outputs.handed`` (a reproducer runs it again)."""
     Interpreter = import_litert()
     model = convert(K, tf, case, native, activation=activation, layer_kwargs=layer_kwargs)
     with quiet_converter(tf):  # the interpreter's "Created ... XNNPACK delegate" line
@@ -199,21 +222,20 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
         interpreter = Interpreter(model_content=model)
         interpreter.allocate_tensors()
     by_name = {d["name"]: d["index"] for d in interpreter.get_input_details()}
-    for name, value in feeds(case, inputs).items():
+    fed = feeds(case, inputs)
+    for name, value in fed.items():
         interpreter.set_tensor(by_name[name], value)
     interpreter.invoke()
-    got = outputs_by_name(case, interpreter)
-    n = case.num_layers * case.num_directions
-    y_layers = [got[f"y_{k}"] for k in range(case.num_layers)]
+    roles = output_roles(case, interpreter)
+    got = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
+    ys, h_n, c_n = readout(got, roles, case.num_layers)
     return Outputs(
-        y=y_layers[-1],
-        h_n=np.stack([got[f"h_n_{s}"] for s in range(n)]),
-        c_n=(np.stack([got[f"c_n_{s}"] for s in range(n)]) if case.cell_kind.has_cell_state
-             else None),
-        y_layers=y_layers,
+        y=ys[case.num_layers - 1], h_n=h_n, c_n=c_n,
+        y_layers=[ys[k] for k in range(case.num_layers)],
         note=f"LiteRT ran the {form_of(ops)} form (converted ops: "
              f"{', '.join(dict.fromkeys(ops))})",
         models={"tflite": model},
+        handed=tflite_handed(model, fed, roles, runner="tensors"),
     )
 
 

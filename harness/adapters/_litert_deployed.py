@@ -12,6 +12,9 @@ one [B, H] ``h0_{s}`` and ``c0_{s}`` per layer and direction s (harness order). 
 model has no lengths: a Keras mask makes the converter emit a ``WHILE`` loop (measured), so
 these adapters declare no variable lengths.
 
+The model, the inputs as fed and how its one output is read are ``Outputs.handed`` (family
+``tflite``, :func:`handed`): a reproducer runs the model again.
+
 What the model does not output is :attr:`Outputs.absent`, with why (:func:`final_states`):
 ``c_n`` never; ``h_n`` of a one-layer stack is read from ``y`` (the forward direction's last
 step, the reverse direction's first, as ``y`` holds the reverse direction in input time order),
@@ -26,10 +29,12 @@ from typing import Any
 import numpy as np
 
 from harness.adapters._keras import import_tf_keras, load_native, make_layers
-from harness.adapters._litert import import_litert, quiet_converter
+from harness.adapters._litert import import_litert, quiet_converter, tflite_handed
 from harness.adapters._tf import native_stderr_to_scratch
 from harness.adapters.base import AdapterFault
 from harness.data import Inputs, Outputs
+from harness.repro.handed import Handed
+from harness.repro.readout import h_n_from_y
 from harness.spec import Case
 
 ROUTE = "TFLiteConverter.from_keras_model (a tf_keras Model whose only output is y)"
@@ -106,10 +111,11 @@ def require_fused(ops: list[str]) -> None:
                            f"converted ops {', '.join(ops)}")
 
 
-def invoke(Interpreter: Any, model: bytes, feeds: dict[str, np.ndarray], *,
-           op_resolver: Any = None) -> np.ndarray:
-    """Run the model's one signature on ``feeds``; its one output (float64). ``op_resolver``:
-    an ``ai_edge_litert`` ``OpResolverType`` (default: the interpreter's own, ``AUTO``)."""
+def run_signature(Interpreter: Any, model: bytes, feeds: dict[str, np.ndarray], *,
+                  op_resolver: Any = None) -> dict[str, np.ndarray]:
+    """Run the model's one signature on ``feeds``; its outputs by name, which must be one (the
+    deployed ``y``). ``op_resolver``: an ``ai_edge_litert`` ``OpResolverType`` (default: the
+    interpreter's own, ``AUTO``)."""
     kwargs = {} if op_resolver is None else {"experimental_op_resolver_type": op_resolver}
     # its "Created ... XNNPACK delegate" line, which it writes where the delegate is applied
     # (at the first allocation, not at construction); errors still raise
@@ -119,7 +125,24 @@ def invoke(Interpreter: Any, model: bytes, feeds: dict[str, np.ndarray], *,
         got = runner(**feeds)
     if len(got) != 1:
         raise AdapterFault(f"the converted model has outputs {sorted(got)}, expected y only")
+    return {name: np.asarray(a) for name, a in got.items()}
+
+
+def invoke(Interpreter: Any, model: bytes, feeds: dict[str, np.ndarray], *,
+           op_resolver: Any = None) -> np.ndarray:
+    """:func:`run_signature`'s one output, ``y`` (float64)."""
+    got = run_signature(Interpreter, model, feeds, op_resolver=op_resolver)
     return np.asarray(next(iter(got.values())), dtype=np.float64)
+
+
+def handed(case: Case, model: bytes, feeds: dict[str, np.ndarray], output: str,
+           absent: dict[str, str], **kwargs: Any) -> Handed:
+    """The reproducer's record of a deployed model run by :func:`run_signature`: its one
+    output ``output`` is ``y``, ``h_n`` read from it where :func:`final_states` reads it;
+    ``kwargs``: :func:`harness.adapters._litert.tflite_handed`'s (the op resolver, scheme)."""
+    return tflite_handed(model, feeds, {output: "y"}, runner="signature",
+                         h_n="output" if "h_n" in absent else "from_y", absent=absent,
+                         **kwargs)
 
 
 def feeds(case: Case, inputs: Inputs, states: bool) -> dict[str, np.ndarray]:
@@ -137,15 +160,13 @@ def feeds(case: Case, inputs: Inputs, states: bool) -> dict[str, np.ndarray]:
 def final_states(case: Case, y: np.ndarray) -> tuple[np.ndarray | None, dict[str, str]]:
     """(h_n read from ``y`` where ``y`` determines it, else None; the absent outputs with why).
     No lengths here (:data:`NOT_OUTPUT` models have none), so the forward direction's final h
-    is ``y`` at the last step and the reverse direction's at the first."""
+    is ``y`` at the last step and the reverse direction's at the first
+    (:func:`harness.repro.readout.h_n_from_y`, which a reproducer runs too)."""
     others = {name: NOT_OUTPUT for name in case.cell_kind.final_states if name != "h_n"}
     if case.num_layers > 1 or case.seq_lengths is not None:
         why = f"{NOT_OUTPUT}, and y (the last layer's) does not determine the lower layers' one"
         return None, {"h_n": why} | others
-    H = case.out_size
-    last = {0: y[:, -1], 1: y[:, 0]}  # direction -> the step it ends at
-    h_n = np.stack([last[d][:, k * H:(k + 1) * H] for k, d in enumerate(case.directions)])
-    return h_n, others
+    return h_n_from_y(y, case.directions, case.out_size), others
 
 
 def run_deployed(case: Case, native: dict[str, np.ndarray], inputs: Inputs, *,
@@ -159,6 +180,9 @@ def run_deployed(case: Case, native: dict[str, np.ndarray], inputs: Inputs, *,
         model = deployed_model(K, tf, case, native, activation=activation, states=states)
         flat = convert(model, tf)
     ops = ops_of(Interpreter, flat)
-    y = invoke(Interpreter, flat, feeds(case, inputs, states))
+    fed = feeds(case, inputs, states)
+    [(output, got)] = run_signature(Interpreter, flat, fed).items()
+    y = np.asarray(got, dtype=np.float64)
     h_n, absent = final_states(case, y)
-    return Outputs(y=y, h_n=h_n, absent=absent, models={"tflite": flat}), ops
+    return Outputs(y=y, h_n=h_n, absent=absent, models={"tflite": flat},
+                   handed=handed(case, flat, fed, output, absent)), ops

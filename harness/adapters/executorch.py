@@ -32,10 +32,11 @@ import of ExecuTorch (10-16 s), so both variants are left out of the default sel
 (:attr:`Adapter.named_only`) and run when named.
 
 ``--save-outputs`` writes the program as outputs/<case>/<adapter>.pte (``Outputs.models``), the
-very file the runtime ran. Side effects: the program stays in memory (the runtime loads it
-from bytes); nothing is written to disk. The runtime's native log lines (its CPU discovery at
-start, its errors) go to a scratch file while it runs, not to the user's terminal; an error's
-lines are put in its message.
+very file the runtime ran; ``Outputs.handed`` holds it with the inputs as fed, for a failing
+pair's reproducer (docs/repro.md), which runs the program again. Side effects: the program
+stays in memory (the runtime loads it from bytes); nothing is written to disk. The runtime's
+native log lines (its CPU discovery at start, its errors) go to a scratch file while it runs,
+not to the user's terminal; an error's lines are put in its message.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ from harness.adapters._torch_onnx import with_state
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import KnownUpstreamCrash, Unavailable
+from harness.repro.handed import Handed
+from harness.repro.readout import readout
 from harness.spec import Case
 from harness.versions import installed
 
@@ -156,7 +159,9 @@ class ExecuTorch(TorchRNN):
                 "torch_threads": str(torch.get_num_threads())}
 
     def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> None:
-        return None  # the eager module's record would not reproduce what the program ran
+        # the eager module's record would not reproduce what the program ran; ``_run`` records
+        # the program itself (``Outputs.handed``, family executorch)
+        return None
 
     # -- the road: export, lower, serialize, run ------------------------------------------
 
@@ -270,8 +275,13 @@ class ExecuTorch(TorchRNN):
                 raise TimeAxisFixed(f"the program exported at {steps} steps does not run at "
                                     f"seq_len {case.seq_len}: {cause}") from None
             raise AdapterFault(f"the ExecuTorch runtime failed: {cause}") from None
-        y, h_n = (np.asarray(g.detach().to(torch.float64)) for g in got[:2])
-        c_n = np.asarray(got[2].detach().to(torch.float64)) if lstm else None
+        outputs = {str(k): g.detach().to(torch.float64).numpy() for k, g in enumerate(got)}
+        roles = {"0": "y", "1": "h_n"} | ({"2": "c_n"} if lstm else {})
+        if sorted(outputs) != sorted(roles):
+            raise AdapterFault(f"the program returned {len(got)} outputs, expected "
+                               f"{len(roles)} (y, h_n{', c_n' if lstm else ''})")
+        ys, h_n, c_n = readout(outputs, roles, 1)
+        y = ys[0]
         exported = (f"exported at {steps} steps" + (f" (time axis dynamic), run at "
                                                     f"{case.seq_len}" if steps != case.seq_len
                                                     else ""))
@@ -279,7 +289,16 @@ class ExecuTorch(TorchRNN):
                 f"the recurrent op decomposed into a loop unrolled over the {steps} steps")
         note = (f"ExecuTorch: {exported}; {form}; {said}; export and lowering {seconds:.1f} s, "
                 f"program {len(pte)} bytes")
-        return Outputs(y=y, h_n=h_n, c_n=c_n, models={"pte": bytes(pte)}, note=note)
+        # the reproducer's record: the program as the runtime ran it, its inputs as fed
+        names = ["x", "h0"] + (["c0"] if lstm else [])
+        handed = Handed("executorch", {
+            "framework": "executorch", "method": "forward", "verification": "Minimal",
+            "delegate": self.delegate, "inputs": names, "roles": roles, "dtype": case.dtype,
+            "h_n": "output", "absent": {}},
+            arrays={f"feed/{name}": f.numpy() for name, f in zip(names, feed, strict=True)},
+            files={"model.pte": bytes(pte)})
+        return Outputs(y=y, h_n=h_n, c_n=c_n, models={"pte": bytes(pte)}, note=note,
+                       handed=handed)
 
 
 class ExecuTorchPortable(ExecuTorch):

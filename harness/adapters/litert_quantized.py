@@ -49,9 +49,11 @@ from harness.adapters._litert_deployed import (
     deployed_model,
     feeds,
     final_states,
+    handed,
     invoke,
     ops_note,
     ops_of,
+    run_signature,
 )
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
@@ -185,9 +187,10 @@ class QuantizedLiteRT(KerasLibraryAdapter):
                                f"{_litert_flatbuffer.FUSED_LSTM} kernel: converted ops "
                                f"{', '.join(ops)}")
         quantized = _litert_flatbuffer.quantized_model(case, model, self.scheme)
-        y = invoke(Interpreter, self.kernel_model(model),
-                   self.kernel_feeds(feeds(case, inputs, False), quantized),
-                   op_resolver=self.resolver())
+        ran = self.kernel_model(model)
+        fed = self.kernel_feeds(feeds(case, inputs, False), quantized)
+        [(output, got)] = run_signature(Interpreter, ran, fed, op_resolver=self.resolver()).items()
+        y = np.asarray(got, dtype=np.float64)
         h_n, absent = final_states(case, y)
         kinds = sorted({t.rsplit("(", 1)[1].rstrip(")") for t in integer})
         note = (f"{ops_note(ops)} under the {self.op_resolver or 'default'} op resolver; "
@@ -197,14 +200,15 @@ class QuantizedLiteRT(KerasLibraryAdapter):
             note += (f"; the converter declared two grids for one set of integers where no op "
                      f"requantizes: {'; '.join(conflicts)}")
         if self.beside is not None and quantized.output is not None:
-            other = invoke(Interpreter, self.kernel_model(model),
-                           self.kernel_feeds(feeds(case, inputs, False), quantized),
-                           op_resolver=self.resolver(self.beside))
+            other = invoke(Interpreter, ran, fed, op_resolver=self.resolver(self.beside))
             apart = float(np.max(np.abs(y - other))) / quantized.output.scale
             note += (f"; {self.beside} vs {self.op_resolver} kernels: {apart:.3g} output steps "
                      f"apart")
+        # the reproducer runs what the interpreter ran (a planted bug's model and feeds)
+        record = handed(case, ran, fed, output, absent, op_resolver=self.op_resolver,
+                        scheme=self.scheme)
         return Outputs(y=y, h_n=h_n, absent=absent, models={"tflite": model}, note=note,
-                       quantized=quantized)
+                       quantized=quantized, handed=record)
 
     def resolver(self, name: str | None = None) -> Any:
         """The ``OpResolverType`` named (default: :attr:`op_resolver`; None: the default)."""

@@ -25,6 +25,8 @@ length converted at (litert-torch#1062, open). The adapter then converts at the 
 runs that model at ``seq_len`` (the interpreter resizes the input), and the row says what the
 fixed-shape model returned: its unrolled steps ignore the steps past the length converted at
 (``y`` of that many steps), a silently shorter answer a caller reading ``h_n`` would not see.
+The row keeps that model (the exception's ``handed``): its reproducer runs it at ``seq_len``
+and names the first step missing.
 The registry (:mod:`harness.known_bugs`) declares #1062 from litert-torch 0.10.0: the row is
 that known upstream bug (:class:`~harness.errors.KnownUpstreamCrash`), an error on an older
 release, and a release that converts the dynamic axis and passes "looks fixed".
@@ -56,12 +58,14 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._litert import form_of, import_litert, litert_version
+from harness.adapters._litert import form_of, import_litert, litert_version, tflite_handed
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import KnownUpstreamCrash, Unavailable
 from harness.known_bugs import known_bug
+from harness.repro.handed import Handed
+from harness.repro.readout import readout
 from harness.spec import Case
 
 # measured by converting the bundled cases' shapes (litert-torch 0.10.0, torch 2.13)
@@ -216,19 +220,20 @@ class LiteRTTorch(TorchRNN):
             except Exception as exc:  # torch.export's refusal: the time axis specialized
                 refusal = why_refused(exc)
                 fixed = self.convert(case, module, at, dynamic_length=False)
-                got = self.invoke(Interpreter, fixed, call(x), lstm, omit)[0]
+                got, *_, record = self.invoke(Interpreter, fixed, call(x), lstm, omit)
                 said = (f"litert-torch cannot convert nn.{type(module).__name__} with a "
                         f"dynamic sequence length ({refusal}); converted at export_seq_len "
                         f"{length}, the fixed-shape model run at seq_len {case.seq_len} returned "
                         f"y of {got.shape[1]} step(s) (its unrolled steps)")
                 entry = known_bug(case, self.name, None)  # the registry's, for these versions
-                if entry is not None:
-                    raise KnownUpstreamCrash(said, entry.upstream) from None
-                raise FixedLength(said) from None
+                failure = (KnownUpstreamCrash(said, entry.upstream) if entry is not None
+                           else FixedLength(said))
+                failure.handed = record  # its reproducer runs the fixed-shape model so
+                raise failure from None
         seconds = time.perf_counter() - start
         with quiet():  # the interpreter's "Created ... XNNPACK delegate" line
             ops = [op["op_name"] for op in Interpreter(model_content=model)._get_ops_details()]
-        y, h_n, c_n = self.invoke(Interpreter, model, call(x), lstm, omit)
+        y, h_n, c_n, record = self.invoke(Interpreter, model, call(x), lstm, omit)
         at_length = (f"converted at T={length} with the time axis dynamic, run at T="
                      f"{case.seq_len}" if length != case.seq_len else f"converted at T={length}")
         note = (f"LiteRT ran the {form_of(ops)} form litert-torch "
@@ -236,15 +241,19 @@ class LiteRTTorch(TorchRNN):
                 f"{counted(ops)}); {at_length}"
                 f"{', initial state omitted (the module zeros it)' if omit else ''}; "
                 f"conversion {seconds:.1f} s")
-        return Outputs(y=y, h_n=h_n, c_n=c_n, note=note, models={"tflite": model})
+        return Outputs(y=y, h_n=h_n, c_n=c_n, note=note, models={"tflite": model},
+                       handed=record)
+
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> None:
+        return None  # the eager module's record would not reproduce what the model ran
 
     @staticmethod
-    def invoke(Interpreter: Any, model: bytes, args: tuple, lstm: bool,
-               omit: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def invoke(Interpreter: Any, model: bytes, args: tuple, lstm: bool, omit: bool
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Handed]:
         """Run the model's one signature on the module's call ``args`` flattened; y, h_n, c_n
-        (float64). The signature's inputs are the flattened call in order (``args_0``,
-        ``args_1_0``, ...) and its outputs ``output_0`` (y), ``output_1`` (h_n), ``output_2``
-        (c_n)."""
+        (float64) and the reproducer's record of the run. The signature's inputs are the
+        flattened call in order (``args_0``, ``args_1_0``, ...) and its outputs ``output_0``
+        (y), ``output_1`` (h_n), ``output_2`` (c_n)."""
         flat = [args[0]] + ([] if omit else list(args[1]) if lstm else [args[1]])
         with quiet():
             interpreter = Interpreter(model_content=model)
@@ -253,16 +262,14 @@ class LiteRTTorch(TorchRNN):
             raise AdapterFault(f"the converted model's inputs are {names['inputs']}, expected "
                                f"{len(flat)} (x{', h0' if not omit else ''}"
                                f"{', c0' if lstm and not omit else ''})")
+        fed = {name: a.numpy() for name, a in zip(sorted(names["inputs"]), flat, strict=True)}
         with quiet():  # the XNNPACK delegate's "Created ..." line, at the first call
             runner = interpreter.get_signature_runner()
-            feeds = zip(sorted(names["inputs"]), flat, strict=True)
-            got = runner(**{name: a.numpy() for name, a in feeds})
-        expected = ["output_0", "output_1"] + (["output_2"] if lstm else [])
-        if sorted(got) != expected:
+            got = runner(**fed)
+        roles = {"output_0": "y", "output_1": "h_n"} | ({"output_2": "c_n"} if lstm else {})
+        if sorted(got) != sorted(roles):
             raise AdapterFault(f"the converted model's outputs are {sorted(got)}, expected "
-                               f"{expected} (y, h_n{', c_n' if lstm else ''})")
-
-        def n(name):
-            return np.asarray(got[name], dtype=np.float64)
-
-        return n("output_0"), n("output_1"), n("output_2") if lstm else None
+                               f"{sorted(roles)} (y, h_n{', c_n' if lstm else ''})")
+        ys, h_n, c_n = readout(got, roles, 1)
+        record = tflite_handed(model, fed, roles, runner="signature", framework="litert-torch")
+        return ys[0], h_n, c_n, record

@@ -17,7 +17,8 @@ from pathlib import Path
 from harness.errors import HarnessError
 
 # what write_one writes; a non-empty --out holding anything else is refused
-_WRITTEN = {"repro.py", "README.md", "data.npz", "model.onnx", "test_data_set_0"}
+_WRITTEN = {"repro.py", "README.md", "data.npz", "model.onnx", "model.tflite", "model.pte",
+            "test_data_set_0"}
 
 
 def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.ArgumentParser:

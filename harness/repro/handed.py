@@ -4,7 +4,8 @@ so that a reproducer is written later without importing the framework.
 A :class:`Handed` names the renderer of its framework family (``family``), the constructor and
 call arguments (``call``: JSON values only), the arrays as the framework got them (``arrays``:
 the weights in its own layout and names, the inputs it was fed) and any converted or exported
-bytes (``files``: e.g. ``model.onnx``). This module imports NumPy only.
+bytes (``files``: ``model.onnx``, a LiteRT ``model.tflite``, an ExecuTorch ``model.pte``).
+This module imports NumPy only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-FAMILIES = ("flax", "onnx", "torch", "keras")
+FAMILIES = ("flax", "onnx", "torch", "keras", "tflite", "executorch")
 """The framework families a reproducer can be rendered for (harness/repro/render.py)."""
 
 

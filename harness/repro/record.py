@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness import compare, known_bugs
+from harness.quantization import IDEAL_MARGIN_DB
 from harness.repro.handed import Handed
 
 if TYPE_CHECKING:
@@ -47,6 +48,11 @@ class ReproRecord:
     upstream: str = ""  # a known upstream bug's id (owner/repo#N)
     versions: dict[str, str] = field(default_factory=dict)
     detail: str = ""  # an error row's reason
+    # a quantized pair's cost question as the run answered it (run.json's quantization:
+    # sqnr_db, ideal_sqnr_db; None: infinite) with the rule's data (margin_db:
+    # harness.quantization.IDEAL_MARGIN_DB; min_sqnr_db: the case's floor), its script's
+    # judgement (:func:`cost_record`); None for every other pair
+    quantization: dict[str, Any] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -66,9 +72,16 @@ def wanted(status: str, case: Case, adapter: str, has_data: bool) -> bool:
                      or known_bugs.known_bug(case, adapter, None) is not None)))
 
 
-def unsupported(case: Case) -> str:
+COST_FAMILIES = ("tflite",)
+"""The families whose script answers a quantized pair's cost question (harness/repro/render.py):
+the quantized LiteRT adapters'."""
+
+
+def unsupported(case: Case, cost: bool = False) -> str:
     """The case features the script's float64 equations do not implement (harness/repro/
-    equations.py), as a reason; "" when it implements them all."""
+    equations.py), as a reason; "" when it implements them all. ``cost``: the script answers a
+    quantized pair's cost question (:data:`COST_FAMILIES`), which needs the float64 equations
+    on the original weights only, not the model's integer arithmetic."""
     missing = [what for what, used in (
         ("peephole connections", case.cell_kind.has_cell_state and case.peepholes),
         ("a projection", case.cell_kind.has_cell_state and case.proj_size > 0),
@@ -79,7 +92,7 @@ def unsupported(case: Case) -> str:
          case.recurrent_activation != "sigmoid"),
         # a quantized pair is judged in quantization steps against the float64 equations with
         # the model's own quantization (harness.quantization), which the script lacks
-        ("a quantized model's arithmetic", case.quantization is not None),
+        ("a quantized model's arithmetic", case.quantization is not None and not cost),
     ) if used]
     return ("the reproducer's float64 equations do not implement " + ", ".join(missing)
             if missing else "")
@@ -124,6 +137,19 @@ def _step_reading(r: Any) -> str:
             "the cell itself computes something else")
 
 
+def cost_record(case: Case, figures: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The data of a quantized pair's cost question for its script: the SQNR over ``y`` and an
+    ideal quantization's, as the run recorded them (``figures``: PairResult.quantization; None:
+    not a judged quantized pair), and the rule's margin and floor
+    (:func:`harness.quantization.cost_status`)."""
+    if figures is None:
+        return None
+    floor = case.quantization.min_sqnr_db if case.quantization is not None else None
+    return {"sqnr_db": figures.get("sqnr_db"), "ideal_sqnr_db": figures.get("ideal_sqnr_db"),
+            "margin_db": float(IDEAL_MARGIN_DB),
+            "min_sqnr_db": None if floor is None else float(floor)}
+
+
 def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> ReproRecord:
     """The record of pair ``r`` (a harness.results.PairResult of ``adapter``), ``handed`` what
     the adapter handed its framework (None: the adapter records nothing, or raised before it
@@ -143,15 +169,18 @@ def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> 
     known = case.expected.get(adapter.name) or known_bugs.known_bug(case, adapter.name,
                                                                     prep.canonical.tensors)
     env = r.environment or {}
+    cost = cost_record(case, r.quantization)
     record = ReproRecord(
         case=case.name, adapter=adapter.name, title=adapter.title or adapter.name,
         status=r.status, reason=r.reason, spec=script_spec(case), atol=tol.atol, rtol=tol.rtol,
         canonical={k: np.asarray(v, np.float64) for k, v in prep.canonical.tensors.items()},
-        inputs=inputs, reference=reference, handed=handed, unsupported=unsupported(case),
+        inputs=inputs, reference=reference, handed=handed,
+        unsupported=unsupported(case, cost=cost is not None and handed is not None
+                                and handed.family in COST_FAMILIES),
         first=_first(r), step_reading=_step_reading(r),
         upstream=known.upstream if known is not None else "",
         versions={str(k): str(v) for k, v in (env.get("versions") or {}).items()},
-        detail=r.reason if r.status == compare.ERROR else "")
+        detail=r.reason if r.status == compare.ERROR else "", quantization=cost)
     size = record.nbytes
     if size > MAX_BYTES:  # not kept until the report: say why instead
         record.canonical, record.inputs, record.reference, record.handed = {}, {}, {}, None

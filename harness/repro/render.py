@@ -9,6 +9,12 @@ from the canonical float64 weights with the equations written into it, prints th
 step and the first step beyond ``ATOL + RTOL * |expected|`` (the pair's tolerance; the harness
 also passes a row within a multiple of its noise floor, which the script does not know), and
 exits 1 when the divergence reproduces, 0 when it does not.
+
+A converted model's script (families ``tflite``, ``executorch``) runs the model beside it and
+reads its outputs with :mod:`harness.repro.readout`, pasted into it. A quantized pair's script
+(``ReproRecord.quantization``) answers the cost question instead of the tolerance one
+(:data:`COST_HEADER`, :data:`COST_MAIN`): the SQNR of ``y`` against the float64 equations, by
+:func:`harness.quantization.cost_status`'s rule, its data written into the script.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.repro import equations
+from harness.repro import equations, readout
 from harness.repro.record import ReproRecord
 
 INLINE_MAX = 400  # numbers: at most this many in all, the data are written into the script
@@ -94,30 +100,64 @@ CANONICAL = {k[len("canonical/"):]: v for k, v in DATA.items() if k.startswith("
 HANDED = {k[len("handed/"):]: v for k, v in DATA.items() if k.startswith("handed/")}
 X, H0, LENGTHS = DATA["x"], DATA["h0"], DATA["lengths"]
 C0 = DATA.get("c0")
+ABSENT = {}  # outputs the framework's model does not have, with why: not compared
+'''
+
+SHARED = '''
+
+def fitted(what, got, exp):
+    """``got`` (float64) in ``exp``'s shape; where the framework returned fewer steps (or
+    another shape) than the equations, the elements it lacks are NaN, which count as beyond."""
+    got = np.asarray(got, dtype=np.float64)
+    if got.shape == exp.shape:
+        return got
+    print(f"{what}: the framework returned shape {list(got.shape)}, the equations "
+          f"{list(exp.shape)}; what it lacks counts as beyond")
+    out = np.full(exp.shape, np.nan)
+    if got.ndim == exp.ndim:
+        common = tuple(slice(0, min(a, b)) for a, b in zip(got.shape, exp.shape))
+        out[common] = got[common]
+    return out
+
+
+def where(row):
+    t = "" if row[3] is None else f" t={row[3]}"
+    return f"{row[0]} layer {row[1]} direction {row[2]}{t}"
+
+
+def header():
+    print(f"Python {platform.python_version()}, NumPy {np.__version__}, "
+          + ", ".join(f"{k} {v}" for k, v in framework_versions().items()))
+    print(f"{platform.platform()}; CPU: {platform.processor() or platform.machine()}; "
+          f"device: {device()}")
+    for name, why in ABSENT.items():
+        print(f"{name} not compared: {why}")
 '''
 
 COMPARE = '''
 
 def rows_of(got_layers, h_n, c_n):
     """(output, layer, direction, t, max |error|, tolerance ratio) per layer, direction, step
-    of y, then per layer and direction of the final states."""
+    of y, then per layer and direction of the final states (those the framework returned)."""
     exp_layers, exp_h, exp_c = stack(SPEC, CANONICAL, X, LENGTHS, H0, C0)
     H, dirs = SPEC["hidden_size"], SPEC["directions"]
 
     def row(output, k, d, t, a, r):
-        err = np.abs(np.asarray(a, dtype=np.float64) - r)
+        err = np.abs(a - r)
         ratio = err / (ATOL + RTOL * np.abs(r))
         return (output, k, d, t, float(np.max(err)), float(np.max(ratio)))
 
     rows = []
     for k, y in sorted(got_layers.items()):
+        y = fitted(f"y of layer {k}", y, exp_layers[k])
         for j, d in enumerate(dirs):
             cols = slice(j * H, (j + 1) * H)
             for t in range(y.shape[1]):
                 rows.append(row("y", k, d, t, y[:, t, cols], exp_layers[k][:, t, cols]))
     for output, got, exp in (("h_n", h_n, exp_h), ("c_n", c_n, exp_c)):
-        if exp is None:
+        if exp is None or got is None:
             continue
+        got = fitted(output, got, exp)
         for s in range(exp.shape[0]):
             k, d = divmod(s, len(dirs))
             rows.append(row(output, k, dirs[d], None, got[s], exp[s]))
@@ -128,16 +168,8 @@ def beyond(row):
     return not row[5] <= 1.0  # NaN is beyond
 
 
-def where(row):
-    t = "" if row[3] is None else f" t={row[3]}"
-    return f"{row[0]} layer {row[1]} direction {row[2]}{t}"
-
-
 def main():
-    print(f"Python {platform.python_version()}, NumPy {np.__version__}, "
-          + ", ".join(f"{k} {v}" for k, v in framework_versions().items()))
-    print(f"{platform.platform()}; CPU: {platform.processor() or platform.machine()}; "
-          f"device: {device()}")
+    header()
     got_layers, h_n, c_n = run_framework()
     rows = rows_of(got_layers, h_n, c_n)
     print(f"\\nexpected: float64 equations; tolerance |error| <= {ATOL:g} + {RTOL:g} * |expected|")
@@ -152,6 +184,101 @@ def main():
         return 0
     print(f"\\nfirst diverging: {where(first)} (max |error| {first[4]:.3e}, "
           f"{first[5]:.3g} x tolerance)")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+COST_HEADER = '''#!/usr/bin/env python3
+"""{title}
+
+Case {case!r}, adapter {adapter!r} of rnn-harness ({status}): a quantized model ({scheme}).
+Standalone: it needs Python with NumPy and {needs}, nothing else, and downloads nothing.
+
+    python repro.py
+
+It runs the converted model beside it as the harness's adapter did and answers the cost
+question of a quantized pair: the SQNR of y against the float64 equations (below) on the
+original weights, per step and over all of y, against the SQNR the harness computed for an
+ideal quantization of the same scheme (its own grids from the same calibration data). It
+exits 1 when the cost is beyond the harness's rule (COST below: more than margin_db under the
+ideal's SQNR, or under the case's min_sqnr_db), 0 when not.
+
+The other question, whether the kernel is right (each step within k output steps of the
+float64 equations run with the model's own quantization), stays the harness's: these
+equations have no integer arithmetic.
+"""
+
+import os
+import platform
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = {spec}
+# The cost question's data. sqnr_db, ideal_sqnr_db: the SQNR over y of the harness's run and of
+# an ideal {scheme} quantization (None: infinite), from the report's run.json (quantization).
+# margin_db: rnn-harness's harness.quantization.IDEAL_MARGIN_DB; min_sqnr_db: the case's
+# quantization floor. The rule is harness.quantization.cost_status: the pair is DIVERGED where
+# its SQNR is below ideal_sqnr_db - margin_db or below min_sqnr_db.
+COST = {cost}
+
+'''
+
+COST_MAIN = '''
+
+def sqnr_db(a, r):
+    """10 log10(sum r^2 / sum (a - r)^2), as the harness computes it (inf where a equals r)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(10.0 * np.log10(np.sum(r ** 2) / np.sum((a - r) ** 2)))
+
+
+def figure(v):
+    return np.inf if v is None else float(v)
+
+
+def main():
+    header()
+    got_layers, _, _ = run_framework()
+    exp_layers, _, _ = stack(SPEC, CANONICAL, X, LENGTHS, H0, C0)
+    k = SPEC["num_layers"] - 1  # a deployed model's y: the last layer's
+    r = exp_layers[k]
+    y = fitted(f"y of layer {k}", got_layers[k], r)
+    H, dirs = SPEC["hidden_size"], SPEC["directions"]
+    ideal, margin, floor = figure(COST["ideal_sqnr_db"]), COST["margin_db"], COST["min_sqnr_db"]
+    limit = max(ideal - margin, -np.inf if floor is None else floor)
+    print(f"\\nexpected: float64 equations on the original weights; the pair diverges where "
+          f"its SQNR over y is below {limit:.2f} dB (an ideal quantization's {ideal:.2f} dB "
+          f"less {margin:g} dB" + ("" if floor is None else f", or the case's floor {floor:g}")
+          + ")")
+    print(f"{'output':<28} {'SQNR (dB)':>10}")
+    rows = []
+    for j, d in enumerate(dirs):
+        cols = slice(j * H, (j + 1) * H)
+        for t in range(y.shape[1]):
+            rows.append(("y", k, d, t, sqnr_db(y[:, t, cols], r[:, t, cols])))
+    rows.sort(key=lambda row: (row[3], row[1], row[2]))
+    for row in rows:
+        low = not row[4] >= limit  # NaN is below
+        print(f"{where(row):<28} {row[4]:10.2f}{'  <- below' if low else ''}")
+    total = sqnr_db(y, r)
+    print(f"\\nSQNR over y: {total:.2f} dB (the harness's run: {figure(COST['sqnr_db']):.2f} dB); "
+          f"an ideal quantization: {ideal:.2f} dB")
+    said = []
+    if not total >= ideal - margin:
+        said.append(f"quantization costs {ideal - total:.1f} dB more than an ideal "
+                    f"quantization (beyond {margin:g} dB)")
+    if floor is not None and not total >= floor:
+        said.append(f"SQNR {total:.1f} dB below the case's min_sqnr_db {floor:g}")
+    if not said:
+        print("no divergence: the cost of quantization is within the harness's rule")
+        return 0
+    first = next(row for row in rows if not row[4] >= limit)
+    print(f"\\nfirst diverging: {where(first)} (SQNR {first[4]:.2f} dB, below "
+          f"{limit:.2f} dB): " + "; ".join(said))
     return 1
 
 
@@ -551,21 +678,141 @@ def _keras(record: ReproRecord) -> tuple[str, str]:
     return KERAS.format(backend=backend, module=call["module"], call=_py(call)), needs
 
 
+# Converted models: LiteRT (.tflite), ExecuTorch (.pte) ------------------------------------------
+
+TFLITE = '''
+import importlib.metadata  # noqa: E402
+
+from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
+
+MODEL = os.path.join(HERE, "model.tflite")
+CALL = {call}
+FEEDS = {{name: HANDED["feed/" + name] for name in CALL["inputs"]}}
+ABSENT = CALL["absent"]
+
+
+def framework_versions():
+    return {{"ai_edge_litert": importlib.metadata.version("ai-edge-litert")}}
+
+
+def device():
+    return f"CPU, LiteRT interpreter ({{CALL['op_resolver'] or 'default'}} op resolver)"
+
+
+def run_model():
+    """The model's outputs by name, run as the harness ran it: under CALL's op resolver (None:
+    the interpreter's default), through its one signature fed by keyword, or input tensor by
+    input tensor (set_tensor, invoke, get_tensor)."""
+    kwargs = {{}}
+    if CALL["op_resolver"] is not None:
+        kwargs["experimental_op_resolver_type"] = getattr(OpResolverType, CALL["op_resolver"])
+    with open(MODEL, "rb") as f:
+        interpreter = Interpreter(model_content=f.read(), **kwargs)
+    if CALL["runner"] == "signature":
+        return dict(interpreter.get_signature_runner()(**FEEDS))
+    interpreter.allocate_tensors()
+    by_name = {{d["name"]: d["index"] for d in interpreter.get_input_details()}}
+    for name in CALL["inputs"]:
+        interpreter.set_tensor(by_name[name], FEEDS[name])
+    interpreter.invoke()
+    return {{d["name"]: interpreter.get_tensor(d["index"])
+            for d in interpreter.get_output_details()}}
+
+
+def run_framework():
+    """y per layer, h_n, c_n (float64) from the model's outputs by their roles (readout,
+    above); h_n read from y where the model outputs y only and y determines it."""
+    ys, h_n, c_n = readout(run_model(), CALL["roles"], SPEC["num_layers"])
+    if h_n is None and CALL["h_n"] == "from_y":
+        h_n = h_n_from_y(ys[SPEC["num_layers"] - 1], SPEC["directions"], SPEC["hidden_size"])
+    return ys, h_n, c_n
+'''
+
+
+def _tflite(record: ReproRecord) -> tuple[str, str]:
+    needs = "ai-edge-litert (pip install ai-edge-litert)"
+    return TFLITE.format(call=_py(record.handed.call)), needs
+
+
+EXECUTORCH = '''
+import importlib.metadata  # noqa: E402
+
+import torch  # noqa: E402
+from executorch.runtime import Runtime, Verification  # noqa: E402
+
+MODEL = os.path.join(HERE, "model.pte")
+CALL = {call}
+FEEDS = {{name: HANDED["feed/" + name] for name in CALL["inputs"]}}
+ABSENT = CALL["absent"]
+
+
+def framework_versions():
+    return {{"torch": torch.__version__, "executorch": importlib.metadata.version("executorch")}}
+
+
+def device():
+    kernels = (f"{{CALL['delegate'].upper()}} delegate and portable kernels" if CALL["delegate"]
+               else "portable kernels only")
+    return f"CPU, ExecuTorch runtime ({{kernels}})"
+
+
+def run_model():
+    """The program's method run as the harness ran it: loaded from the bytes of model.pte, its
+    inputs as torch tensors in CALL's order; its outputs by position ("0", "1", ...)."""
+    with open(MODEL, "rb") as f:
+        program = Runtime.get().load_program(
+            f.read(), verification=getattr(Verification, CALL["verification"]))
+    method = program.load_method(CALL["method"])
+    got = method.execute([torch.from_numpy(np.ascontiguousarray(FEEDS[name]))
+                          for name in CALL["inputs"]])
+    return {{str(k): g.detach().to(torch.float64).numpy() for k, g in enumerate(got)}}
+
+
+def run_framework():
+    """y, h_n, c_n (float64) from the program's outputs by their roles (readout, above)."""
+    return readout(run_model(), CALL["roles"], SPEC["num_layers"])
+'''
+
+
+def _executorch(record: ReproRecord) -> tuple[str, str]:
+    return (EXECUTORCH.format(call=_py(record.handed.call)),
+            "PyTorch and ExecuTorch (pip install torch executorch)")
+
+
 RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {
-    "flax": _flax, "onnx": _onnx, "torch": _torch, "keras": _keras}
+    "flax": _flax, "onnx": _onnx, "torch": _torch, "keras": _keras, "tflite": _tflite,
+    "executorch": _executorch}
 """Handed.family -> (the framework part of the script, what it needs installed)."""
+
+READOUT = ("tflite", "executorch")
+"""The families whose script reads a converted model's outputs with harness/repro/readout.py,
+the adapter's own code."""
 
 
 def script(record: ReproRecord) -> str:
-    """The whole ``repro.py`` of ``record`` (which has a handed record of a known family)."""
+    """The whole ``repro.py`` of ``record`` (which has a handed record of a known family): the
+    tolerance question, or for a quantized pair (``record.quantization``) the cost question."""
     assert record.handed is not None
     framework, needs = RENDERERS[record.handed.family](record)
-    head = HEADER.format(title=f"{record.title}: diverges from the float64 {record.spec['cell']}"
-                         " equations" if record.status != "pass" else record.title,
-                         case=record.case, adapter=record.adapter, status=record.status,
-                         needs=needs, spec=_py(record.spec), atol=record.atol, rtol=record.rtol)
+    readout_text = readout.source() + "\n" if record.handed.family in READOUT else ""
+    cell = record.spec["cell"]
+    if record.quantization is not None:
+        scheme = record.handed.call.get("scheme") or "quantized"
+        head = COST_HEADER.format(
+            title=f"{record.title}: the cost of {scheme} quantization against the float64 "
+                  f"{cell} equations", case=record.case, adapter=record.adapter,
+            status=record.status, scheme=scheme, needs=needs, spec=_py(record.spec),
+            cost=_py(record.quantization))
+        tail = COST_MAIN
+    else:
+        head = HEADER.format(title=f"{record.title}: diverges from the float64 {cell}"
+                             " equations" if record.status != "pass" else record.title,
+                             case=record.case, adapter=record.adapter, status=record.status,
+                             needs=needs, spec=_py(record.spec), atol=record.atol,
+                             rtol=record.rtol)
+        tail = COMPARE
     return (head + _data_block(data_arrays(record)) + INPUTS + "\n\n" + equations.source()
-            + "\n" + framework + COMPARE)
+            + "\n" + readout_text + framework + SHARED + tail)
 
 
 def needs(record: ReproRecord) -> str:

@@ -2,6 +2,7 @@
 
 - ``repro.py`` (:func:`harness.repro.render.script`) and, unless its data are small enough to
   be written into it, ``data.npz`` beside it (plain arrays, read with ``allow_pickle=False``);
+- ``model.tflite`` (LiteRT) or ``model.pte`` (ExecuTorch): the converted model the adapter ran;
 - ``model.onnx`` and the ONNX backend-test folder ``test_data_set_0/`` (``input_N.pb``,
   ``output_N.pb``: the graph's inputs as fed, its outputs from the float64 reference in the
   model's type) for an adapter that runs an ONNX graph;
@@ -41,7 +42,13 @@ TRACKERS = {"flax": "https://github.com/google/flax/issues",
             "torch.onnx": "https://github.com/pytorch/pytorch/issues",
             "onnxruntime": "https://github.com/microsoft/onnxruntime/issues",
             "openvino": "https://github.com/openvinotoolkit/openvino/issues",
-            "onnx-reference": "https://github.com/onnx/onnx/issues"}
+            "onnx-reference": "https://github.com/onnx/onnx/issues",
+            "litert": "https://github.com/google-ai-edge/LiteRT/issues",
+            "litert-torch": "https://github.com/google-ai-edge/litert-torch/issues",
+            "executorch": "https://github.com/pytorch/executorch/issues"}
+# what the script runs again, by handed family: the file beside it and who made it
+CONVERTED = {"tflite": ("model.tflite", "the converted model the LiteRT interpreter ran"),
+             "executorch": ("model.pte", "the ExecuTorch program the runtime ran")}
 
 
 def safe_name(text: str, limit: int = MAX_NAME) -> str:
@@ -158,10 +165,42 @@ def _finding(record: ReproRecord, agreeing: list[str]) -> list[str]:
     lines += [f"- step-local reading: {record.step_reading}",
               "- adapters that agree with float64 on this case: "
               + (", ".join(f"`{a}`" for a in agreeing) if agreeing else "none in this run"),
-              f"- tolerance: |error| <= {record.atol:g} + {record.rtol:g} x |expected|"]
+              (f"- judged in quantization steps and by its cost (the reason below); the "
+               f"script checks the cost: {_cost_line(record.quantization)}"
+               if record.quantization is not None else
+               f"- tolerance: |error| <= {record.atol:g} + {record.rtol:g} x |expected|")]
     if record.reason:
         lines.append(f"- the harness's reason: {record.reason}")
     return lines
+
+
+def cost_question(record: ReproRecord) -> str:
+    """What a quantized pair's script checks, in words (README)."""
+    q = record.quantization
+
+    def db(v: float | None) -> str:
+        return "infinite" if v is None else f"{v:.1f} dB"
+
+    floor = q.get("min_sqnr_db")
+    return ("It answers the cost question of a quantized pair: the SQNR of `y` against the "
+            "float64 equations on the original weights, per step and over `y`, against an "
+            f"ideal quantization of the same scheme ({db(q.get('ideal_sqnr_db'))} in the "
+            f"harness's run, which measured {db(q.get('sqnr_db'))}). It exits 1 when the "
+            f"cost is beyond the harness's rule (more than {q['margin_db']:g} dB under the "
+            "ideal's SQNR" + ("" if floor is None else f", or under the case's min_sqnr_db "
+                               f"{floor:g}") + "), 0 when not. Whether the kernel is right "
+            "(each step within k output steps of the float64 equations run with the model's "
+            "own quantization) stays the harness's question: the script's equations have no "
+            "integer arithmetic (docs/quantization.md in rnn-harness).")
+
+
+def _cost_line(q: dict) -> str:
+    def db(v: float | None) -> str:
+        return "infinite" if v is None else f"{v:.1f} dB"
+
+    return (f"SQNR over y {db(q.get('sqnr_db'))}, an ideal quantization "
+            f"{db(q.get('ideal_sqnr_db'))}, margin {q['margin_db']:g} dB"
+            + ("" if q.get("min_sqnr_db") is None else f", floor {q['min_sqnr_db']:g} dB"))
 
 
 def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str = "") -> str:
@@ -174,6 +213,9 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
     verb = "agrees with" if record.status in ("pass", "looks fixed") else "diverges from"
     title = (f"{TITLE_PREFIX.get(framework, '')}{record.title}: {cell} output {verb} the "
              f"float64 equations ({spec['dir_mode']}, {spec['dtype']})")
+    if record.quantization is not None:
+        title = (f"{TITLE_PREFIX.get(framework, '')}{record.title}: {cell} output, the cost "
+                 f"of quantization against the float64 equations ({spec['dir_mode']})")
     lines = [f"# {title}", ""]
     if record.upstream:
         lines += [f"Known upstream bug: [{record.upstream}]({issue_url(record.upstream)}).", ""]
@@ -186,11 +228,19 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
                   + (f"; tracker: {tracker}" if tracker else "") + ".", "",
                   "## Reproduce", "",
                   f"Needs Python with NumPy and {render.needs(record)}; nothing is downloaded.",
-                  "", "```", "python repro.py", "```", "",
-                  "It builds the layer as the harness did, computes the expected output in "
-                  "float64 from the cell's equations written into the script, prints the error "
-                  "per step and the first step beyond tolerance, and exits 1 when the "
-                  "divergence reproduces (0 when it does not).", ""]
+                  "", "```", "python repro.py", "```", ""]
+        if record.quantization is not None:
+            lines += [cost_question(record), ""]
+        else:
+            lines += ["It builds the layer as the harness did, computes the expected output "
+                      "in float64 from the cell's equations written into the script, prints the "
+                      "error per step and the first step beyond tolerance, and exits 1 when "
+                      "the divergence reproduces (0 when it does not).", ""]
+        converted = CONVERTED.get(record.handed.family)
+        if converted is not None:
+            lines += [f"`{converted[0]}` is {converted[1]}: the script runs it again as the "
+                      "harness ran it (the same inputs, op resolver or kernels, and reading of "
+                      "its outputs); it does not convert the model again.", ""]
         if record.handed.call.get("exporter"):
             lines += [f"`model.onnx` is the graph `torch.onnx.export` "
                       f"({record.handed.call['exporter']}) wrote for the module and ONNX Runtime "
@@ -213,9 +263,10 @@ def why_not(record: ReproRecord) -> str:
         return record.unsupported
     if record.handed is None:
         return ("this adapter does not record what it hands its framework (the reproducers "
-                "cover the Flax, PyTorch, eager Keras and ONNX-graph adapters; the TensorFlow, "
-                "Keras-on-JAX, Keras-cuDNN and LiteRT ones record nothing yet), or it raised "
-                "before it returned, so there is no call to rebuild")
+                "cover the Flax, PyTorch, eager Keras, ONNX-graph, LiteRT and ExecuTorch "
+                "adapters; the TensorFlow, Keras-on-JAX and Keras-cuDNN ones record nothing "
+                "yet), or it raised before its framework ran, so there is nothing to run "
+                "again")
     if record.handed.family not in render.RENDERERS:
         return f"no renderer for the framework family {record.handed.family!r}"
     if record.nbytes > MAX_BYTES:

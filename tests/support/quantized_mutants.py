@@ -91,6 +91,7 @@ class PlantedInt8(LiteRTInt8):
             out.y = _h_unquantized(case, out.quantized, inputs)
             out.h_n = None if out.h_n is None else _h_from(case, out.y)
             out.note = f"simulated kernel ({CATALOGUE[self.bug]})"
+            out.handed = None  # no model ran this: a reproducer of the clean model would lie
         return out
 
 
