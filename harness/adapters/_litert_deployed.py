@@ -28,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._keras import import_tf_keras, load_native, make_layers
+from harness.adapters._keras import (
+    TF_KERAS_ACTIVATIONS,
+    KerasLibraryAdapter,
+    import_tf_keras,
+    load_native,
+    make_layers,
+)
 from harness.adapters._litert import import_litert, quiet_converter, tflite_handed
 from harness.adapters._tf import native_stderr_to_scratch
 from harness.adapters.base import AdapterFault
@@ -41,6 +47,18 @@ ROUTE = "TFLiteConverter.from_keras_model (a tf_keras Model whose only output is
 FUSED_LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 
 NOT_OUTPUT = "a deployed model outputs y only, not its final states"
+
+
+class DeployedTfKeras(KerasLibraryAdapter):
+    """What every adapter of a deployed tf_keras model shares: the framework it needs, the
+    Keras it builds with, and the converted model ``--save-outputs`` writes."""
+
+    framework = "litert"
+    requires = ("tensorflow", "tf_keras", "ai_edge_litert")
+    import_keras = staticmethod(import_tf_keras)
+    keras_dist = "tf_keras"
+    activations = TF_KERAS_ACTIVATIONS
+    saved_models = ("tflite",)
 
 
 def has_states(inputs: Inputs) -> bool:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapters._keras import (
-    TF_KERAS_ACTIVATIONS,
-    KerasLibraryAdapter,
-    import_tf_keras,
-    layer_reasons,
-)
+from harness.adapters._keras import layer_reasons
 from harness.adapters._litert import DTYPE_REASON, import_litert, litert_version
-from harness.adapters._litert_deployed import ROUTE, ops_note, require_fused, run_deployed
+from harness.adapters._litert_deployed import (
+    ROUTE,
+    DeployedTfKeras,
+    ops_note,
+    require_fused,
+    run_deployed,
+)
 from harness.adapters.base import Capabilities
 from harness.data import Inputs, Outputs
 from harness.spec import Case
@@ -33,15 +34,9 @@ GATES_REASON = "UNIDIRECTIONAL_SEQUENCE_LSTM computes its gates with the sigmoid
 H_N_FROM_Y = "; h_n read from y (each direction's last step)"
 
 
-class LiteRTFused(KerasLibraryAdapter):
+class LiteRTFused(DeployedTfKeras):
     name = "litert-fused"
     title = "tf_keras LSTM (y only) -> from_keras_model -> fused LiteRT kernel (CPU)"
-    framework = "litert"
-    requires = ("tensorflow", "tf_keras", "ai_edge_litert")
-    import_keras = staticmethod(import_tf_keras)
-    keras_dist = "tf_keras"
-    activations = TF_KERAS_ACTIVATIONS
-    saved_models = ("tflite",)
     named_only = "a conversion costs seconds a model"
     capabilities = Capabilities(
         cells=frozenset({"lstm"}),

@@ -33,12 +33,7 @@ import numpy as np
 
 from harness import known_bugs
 from harness.adapters import _litert_convert, _litert_flatbuffer
-from harness.adapters._keras import (
-    TF_KERAS_ACTIVATIONS,
-    KerasLibraryAdapter,
-    import_tf_keras,
-    layer_reasons,
-)
+from harness.adapters._keras import import_tf_keras, layer_reasons
 from harness.adapters._litert import (
     DTYPE_REASON,
     import_litert,
@@ -46,6 +41,7 @@ from harness.adapters._litert import (
     quiet_converter,
 )
 from harness.adapters._litert_deployed import (
+    DeployedTfKeras,
     deployed_model,
     feeds,
     final_states,
@@ -73,16 +69,10 @@ UPSTREAM_16X8 = "tensorflow/tensorflow#59626"
 _CONVERTED: dict[tuple[str, str], bytes | Exception] = {}
 
 
-class QuantizedLiteRT(KerasLibraryAdapter):
+class QuantizedLiteRT(DeployedTfKeras):
     """A quantization ``scheme`` of :mod:`._litert_convert` run under ``op_resolver`` (an
     ``ai_edge_litert`` ``OpResolverType`` name; None: the interpreter's default)."""
 
-    framework = "litert"
-    requires = ("tensorflow", "tf_keras", "ai_edge_litert")
-    import_keras = staticmethod(import_tf_keras)
-    keras_dist = "tf_keras"
-    activations = TF_KERAS_ACTIVATIONS
-    saved_models = ("tflite",)
     named_only = "a conversion costs seconds a model, in a process of its own"
     quantized = True
     scheme = "int8"
