@@ -43,6 +43,7 @@ from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_t
 from harness.adapters.base import Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 PACKED_REASON = ("torch.compile (torch 2.13) does not capture nn.LSTM/nn.GRU on a "
@@ -172,4 +173,12 @@ class TorchCompile(TorchRNN):
         def n(a):
             return a.detach().to(dtype=torch.float64).numpy()
 
-        return Outputs(y=n(y), h_n=n(h_n), c_n=None if c_n is None else n(c_n), note=note)
+        return Outputs(y=n(y), h_n=n(h_n), c_n=None if c_n is None else n(c_n), note=note,
+                       handed=self.hand(case, native, inputs))
+
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
+        """The eager module's record, compiled as this adapter compiles it (its reproducer
+        calls ``torch.compile`` with ``allow_rnn``, Inductor being the default backend)."""
+        handed = super().hand(case, native, inputs)
+        handed.call["compile"] = {"allow_rnn": self.allow_rnn}
+        return handed

@@ -540,7 +540,7 @@ def device():
     if CALL["device"] == "cuda":
         return f"{{torch.cuda.get_device_name()}} (CUDA {{torch.version.cuda}}, cuDNN " \\
                f"{{torch.backends.cudnn.version()}})"
-    return "cpu"
+    return "cpu, torch.compile (Inductor)" if "compile" in CALL else "cpu"
 
 
 def tf32(allow):
@@ -561,6 +561,11 @@ def run_framework():
     module.load_state_dict({{k: torch.from_numpy(np.ascontiguousarray(v))
                             for k, v in HANDED.items()}}, strict=True)
     module.eval()
+    if "compile" in CALL:  # as the torch-compile adapter ran it: dynamo with allow_rnn, Inductor
+        from torch import _dynamo
+
+        _dynamo.config.allow_rnn = CALL["compile"]["allow_rnn"]
+        module = torch.compile(module)
 
     def t(a):
         return torch.from_numpy(np.ascontiguousarray(a)).to(device=dev, dtype=dtype)

@@ -216,6 +216,25 @@ def test_executorch_program_of_a_planted_fault_reproduces(tmp_path, monkeypatch)
     assert first_line(pair.first_diverging) in done.stdout
 
 
+@pytest.mark.roads  # two compiles, one in the script
+@pytest.mark.torch
+def test_torch_compile_planted_fault_reproduces_compiled(tmp_path, monkeypatch):
+    """torch-compile's reproducer compiles the module as the adapter did (allow_rnn,
+    Inductor), and a fault planted in the weights it hands the module reproduces there."""
+    adapter = runnable("torch-compile")
+    monkeypatch.setattr(type(adapter), "_run", _swapped_rows(type(adapter)._run))
+    case = Case(name="swap", cell="lstm", seed=9, initial_state="random", **TINY)
+    pair = _report([case], ["reference", "torch-compile"], tmp_path / "r")[
+        ("swap", "torch-compile")]
+    assert pair.status == compare.DIVERGED, pair.reason
+    monkeypatch.undo()
+    folder = tmp_path / "r" / "repro" / "swap" / "torch-compile"
+    done = run_repro(folder, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "device: cpu, torch.compile (Inductor)" in done.stdout
+    assert first_line(pair.first_diverging) in done.stdout
+
+
 @pytest.mark.roads  # a refused conversion, then one at the fixed length
 @pytest.mark.torch
 @pytest.mark.litert
