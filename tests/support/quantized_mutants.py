@@ -218,15 +218,16 @@ def _seeds(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--weights", help="INIT:SCALE, e.g. normal:1.0: compare the clean "
-                        "kernel and the h-unquantized mutant on such weights, one case a seed")
+    parser.add_argument("--weights", help="INIT[:SCALE], e.g. normal:1.0 (no scale: the "
+                        "default 1/sqrt(hidden_size)): compare the clean kernel and the "
+                        "h-unquantized mutant on such weights, one case a seed")
     parser.add_argument("--seeds", type=_seeds, default=[43], help="A-B (default 43)")
     parser.add_argument("--seq-len", type=int, help="default: the case's")
     args = parser.parse_args(argv)
     if args.weights:
         init, _, scale = args.weights.partition(":")
-        print("\n".join(seed_trials({"init": init, "scale": float(scale)}, args.seeds,
-                                     args.seq_len)))
+        weights = {"init": init} | ({"scale": float(scale)} if scale else {})
+        print("\n".join(seed_trials(weights, args.seeds, args.seq_len)))
         return 0
     killed, planted, lines = kill_rate()
     print("\n".join(lines))
