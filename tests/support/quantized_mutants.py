@@ -9,10 +9,14 @@ kernel simulated by the float64 reference with the model's quantization everywhe
 The conversion is the clean adapter's (one per case, kept in the process).
 
     PYTHONPATH=. python tests/support/quantized_mutants.py      # kill rate on cases-quantized
+    PYTHONPATH=. python tests/support/quantized_mutants.py --weights normal:1.0 --seeds 40-47
+        # the clean kernel and the h-unquantized mutant on quantized-lstm-forward's shapes with
+        # other weights, one case (one conversion) per seed (docs/quantization.md)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -25,6 +29,7 @@ from harness.data import Inputs, Outputs
 from harness.params import Canonical
 from harness.quantization import Quantized, QuantizedModel, integer_reference
 from harness.reference.layers import forward
+from harness.reference.tape import Tape
 from harness.spec import Case
 
 CATALOGUE = {
@@ -131,7 +136,7 @@ def kill_rate(cases: list[Case] | None = None) -> tuple[int, int, list[str]]:
         prep = prepare(case.model_copy(update={"adapters": named}))
         clean = run_pair(prep, LiteRTInt8())
         lines.append(f"{case.name} clean: {clean.status}: {clean.reason[:160]}"
-                     f"{_off_grid(prep, clean)}")
+                     f"{_off_grid(prep, clean)}{_fed_back(prep, clean)}")
         if clean.status != compare.PASS:  # a mutant DIVERGED there proves nothing
             lines.append(f"{case.name}: not counted, its clean pair does not pass")
             continue
@@ -139,14 +144,16 @@ def kill_rate(cases: list[Case] | None = None) -> tuple[int, int, list[str]]:
             r = run_pair(prep, PlantedInt8(bug))
             planted += 1
             killed += r.status == compare.DIVERGED
-            lines.append(f"{case.name} {bug}: {r.status}: {r.reason[:160]}{_off_grid(prep, r)}")
+            probe = _fed_back(prep, r, bug) if bug == "h-unquantized" else ""
+            lines.append(f"{case.name} {bug}: {r.status}: {r.reason[:160]}{_off_grid(prep, r)}"
+                         f"{probe}")
     return killed, planted, lines
 
 
 def _off_grid(prep, r) -> str:
     """The share of ``y``'s elements half a step or more from the integer-aware reference:
-    what tells the h-unquantized mutant from the clean kernel, if anything does (it does not:
-    docs/quantization.md, "Planted quantization bugs")."""
+    what tells the h-unquantized mutant from the clean kernel, if anything does (it does not,
+    on any weights measured: docs/quantization.md, "Planted quantization bugs")."""
     out = r.outputs
     if out is None or out.quantized is None or out.quantized.output is None:
         return ""
@@ -155,7 +162,74 @@ def _off_grid(prep, r) -> str:
     return f" [y elements one step or more off the integer-aware reference: {off.mean():.1%}]"
 
 
-def main() -> int:
+def _fed_back(prep, r, bug: str | None = None) -> str:
+    """What the kernel feeds back that the integer-aware reference does not: the RMS over
+    elements and steps of (its ``h`` fed back − the reference's), in steps of the ``h`` grid.
+    The clean kernel feeds back the ``h`` it outputs (one layer, one direction: ``y`` is ``h``
+    on the same grid); the h-unquantized mutant its ``h`` before rounding. Empty where ``y`` is
+    not the fed-back ``h``."""
+    out, case = r.outputs, prep.case
+    if (out is None or out.quantized is None or case.num_layers != 1 or case.bidirectional
+            or out.quantized.output != out.quantized.grids["0/0"].h):
+        return ""
+    ref = integer_reference(case, out.quantized, prep.inputs).y
+    if bug == "h-unquantized":
+        tapes: list[Tape] = []
+        forward(case, Canonical(out.quantized.weights), prep.inputs,
+                _HFedBackRaw("float64", out.quantized.grids), tapes=tapes)
+        fed = np.asarray(tapes[0].over_time("h_raw"))
+    else:
+        fed = out.y
+    rms = float(np.sqrt(np.mean(((fed - ref) / out.quantized.output.scale) ** 2)))
+    return f" [h fed back vs the reference's: RMS {rms:.3f} steps]"
+
+
+def seed_trials(weights: dict, seeds: list[int], seq_len: int | None = None) -> list[str]:
+    """The clean kernel and the h-unquantized mutant on quantized-lstm-forward's shapes with
+    ``weights`` (a case's ``weights:`` mapping), one case per seed: one line each, with the
+    largest difference from the integer-aware reference in output steps, per timestep."""
+    from harness.cases import discover
+    from harness.prepare import prepare
+    from harness.runner import run_pair
+
+    base = next(c for c in discover([CASES]) if c.name == "quantized-lstm-forward")
+    lines = []
+    for seed in seeds:
+        update = {"name": f"{base.name}-seed{seed}", "seed": seed, "weights": weights,
+                  "adapters": ["litert-int8", PlantedInt8("h-unquantized").name]}
+        if seq_len is not None:
+            update["seq_len"] = seq_len
+        prep = prepare(Case(**(base.model_dump(exclude_unset=True) | update)))
+        parts = []
+        for adapter, bug in ((LiteRTInt8(), None), (PlantedInt8("h-unquantized"), "h-unquantized")):
+            r = run_pair(prep, adapter)
+            ref = integer_reference(prep.case, r.outputs.quantized, prep.inputs).y
+            steps = np.abs(r.outputs.y - ref) / r.outputs.quantized.output.scale
+            per_t = np.rint(steps.max(axis=(0, 2))).astype(int).tolist()
+            parts.append(f"{bug or 'clean'} {r.status} {steps.max():.0f} steps, per t {per_t}"
+                         f"{_off_grid(prep, r)}{_fed_back(prep, r, bug)}")
+        lines.append(f"seed {seed}: " + " | ".join(parts))
+    return lines
+
+
+def _seeds(text: str) -> list[int]:
+    lo, _, hi = text.partition("-")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--weights", help="INIT[:SCALE], e.g. normal:1.0 (no scale: the "
+                        "default 1/sqrt(hidden_size)): compare the clean kernel and the "
+                        "h-unquantized mutant on such weights, one case a seed")
+    parser.add_argument("--seeds", type=_seeds, default=[43], help="A-B (default 43)")
+    parser.add_argument("--seq-len", type=int, help="default: the case's")
+    args = parser.parse_args(argv)
+    if args.weights:
+        init, _, scale = args.weights.partition(":")
+        weights = {"init": init} | ({"scale": float(scale)} if scale else {})
+        print("\n".join(seed_trials(weights, args.seeds, args.seq_len)))
+        return 0
     killed, planted, lines = kill_rate()
     print("\n".join(lines))
     print(f"killed {killed} of {planted} planted quantization bugs")
