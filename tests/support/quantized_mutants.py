@@ -152,8 +152,8 @@ def kill_rate(cases: list[Case] | None = None) -> tuple[int, int, list[str]]:
 
 def _off_grid(prep, r) -> str:
     """The share of ``y``'s elements half a step or more from the integer-aware reference:
-    what tells the h-unquantized mutant from the clean kernel, if anything does (it does not,
-    on any weights measured: docs/quantization.md, "Planted quantization bugs")."""
+    a probe of what tells the h-unquantized mutant from the clean kernel (it overlaps on every
+    weights measured: docs/quantization.md, "Planted quantization bugs")."""
     out = r.outputs
     if out is None or out.quantized is None or out.quantized.output is None:
         return ""
