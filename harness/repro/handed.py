@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-FAMILIES = ("flax", "onnx", "torch", "keras", "tflite", "executorch")
+FAMILIES = ("flax", "onnx", "torch", "keras", "tflite", "executorch", "mlx")
 """The framework families a reproducer can be rendered for (harness/repro/render.py)."""
 
 

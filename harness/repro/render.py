@@ -11,7 +11,9 @@ also passes a row within a multiple of its noise floor, which the script does no
 exits 1 when the divergence reproduces, 0 when it does not.
 
 A converted model's script (families ``tflite``, ``executorch``) runs the model beside it and
-reads its outputs with :mod:`harness.repro.readout`, pasted into it. A quantized pair's script
+reads its outputs with :mod:`harness.repro.readout`, pasted into it; an MLX script (family
+``mlx``) runs the stack with :mod:`harness.repro.mlx_stack`, the adapter's own code, pasted
+likewise (:data:`PASTED`). A quantized pair's script
 (``ReproRecord.quantization``) answers the cost question instead of the tolerance one
 (:data:`COST_HEADER`, :data:`COST_MAIN`): the SQNR of ``y`` against the float64 equations, by
 :func:`harness.quantization.cost_status`'s rule, its data written into the script.
@@ -24,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.repro import equations, readout
+from harness.repro import equations, mlx_stack, readout
 from harness.repro.record import ReproRecord
 
 INLINE_MAX = 400  # numbers: at most this many in all, the data are written into the script
@@ -784,14 +786,59 @@ def _executorch(record: ReproRecord) -> tuple[str, str]:
             "PyTorch and ExecuTorch (pip install torch executorch)")
 
 
+# MLX ------------------------------------------------------------------------------------------
+
+MLX = '''
+import mlx.core as mx  # noqa: E402
+import mlx.nn as nn  # noqa: E402
+
+CALL = {call}
+PARAMS = {{k[len("param/"):]: v for k, v in HANDED.items() if k.startswith("param/")}}
+
+
+def framework_versions():
+    return {{"mlx": mx.__version__}}
+
+
+def device():
+    return str(mx.default_device())
+
+
+def run_framework():
+    """The stack as the harness ran it (run_stack, above): one mlx.nn module per layer and
+    direction, built with CALL's arguments and its parameters set by MLX's names, on the CPU,
+    fed the inputs the adapter got; the initial state omitted (hidden=None) where CALL says."""
+    mx.set_default_device(mx.cpu)
+
+    def module(layer):
+        return getattr(nn, CALL["module"])(CALL["input_sizes"][layer], CALL["hidden_size"],
+                                           bias=CALL["bias"])
+
+    ys, h_n, c_n = run_stack(
+        mx, module, PARAMS, HANDED["feed/x"], HANDED["feed/h0"], HANDED.get("feed/c0"),
+        dtype=getattr(mx, CALL["dtype"]), num_layers=SPEC["num_layers"],
+        directions=SPEC["directions"], lstm=SPEC["has_cell_state"],
+        omit_state=CALL["initial_state"] == "omitted")
+    return dict(enumerate(ys)), h_n, c_n
+'''
+
+
+def _mlx(record: ReproRecord) -> tuple[str, str]:
+    return MLX.format(call=_py(record.handed.call)), "MLX (pip install 'mlx[cpu]')"
+
+
 RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {
     "flax": _flax, "onnx": _onnx, "torch": _torch, "keras": _keras, "tflite": _tflite,
-    "executorch": _executorch}
+    "executorch": _executorch, "mlx": _mlx}
 """Handed.family -> (the framework part of the script, what it needs installed)."""
 
 READOUT = ("tflite", "executorch")
 """The families whose script reads a converted model's outputs with harness/repro/readout.py,
 the adapter's own code."""
+
+PASTED: dict[str, Callable[[], str]] = {"tflite": readout.source, "executorch": readout.source,
+                                        "mlx": mlx_stack.source}
+"""Handed.family -> the adapter's own pure-NumPy code its script runs, pasted into it."""
 
 
 def script(record: ReproRecord) -> str:
@@ -799,7 +846,8 @@ def script(record: ReproRecord) -> str:
     tolerance question, or for a quantized pair (``record.quantization``) the cost question."""
     assert record.handed is not None
     framework, needs = RENDERERS[record.handed.family](record)
-    readout_text = readout.source() + "\n" if record.handed.family in READOUT else ""
+    pasted = PASTED.get(record.handed.family)
+    pasted_text = pasted() + "\n" if pasted is not None else ""
     cell = record.spec["cell"]
     if record.quantization is not None:
         scheme = record.handed.call.get("scheme") or "quantized"
@@ -817,7 +865,7 @@ def script(record: ReproRecord) -> str:
                              rtol=record.rtol)
         tail = COMPARE
     return (head + _data_block(data_arrays(record)) + INPUTS + "\n\n" + equations.source()
-            + "\n" + readout_text + framework + SHARED + tail)
+            + "\n" + pasted_text + framework + SHARED + tail)
 
 
 def needs(record: ReproRecord) -> str:
