@@ -1,12 +1,19 @@
-"""Reproducers of the ``mlx`` adapter (family ``mlx``): the script rebuilds one MLX module per
-layer and direction and runs the stack with the adapter's own code (harness/repro/mlx_stack.py,
-pasted into it), with the parameters and inputs the adapter handed MLX.
+"""Reproducers of the ``mlx`` adapter (family ``mlx``) and of Keras 3 on the torch and OpenVINO
+backends (``keras3-torch``, ``keras3-openvino``: family ``keras3-backend``).
 
-The default test renders a script from what the adapter would hand MLX (``Adapter.hand``, which
-runs nothing) and compiles it: no framework. The ``roads`` tests run real pairs and their
-reproducers in a fresh process where rnn-harness cannot be imported: a fault planted in the
-parameters the adapter hands MLX reproduces (exit 1, at the harness's first diverging step),
-and a clean pair's reproducer exits 0.
+An MLX script rebuilds one MLX module per layer and direction and runs the stack with the
+adapter's own code (harness/repro/mlx_stack.py, pasted into it), with the parameters and inputs
+the adapter handed MLX. A Keras-backend script sets the adapter's worker environment
+(KERAS_BACKEND ...) before importing Keras and builds the stack with keras.ops as
+run_keras_ops does.
+
+The default tests render a script from what the adapter would hand its framework
+(``Adapter.hand``, which runs nothing) and compile it: no framework. The ``roads`` tests run real
+pairs and their reproducers in a fresh process where rnn-harness cannot be imported: a fault
+planted in the weights the adapter hands its framework reproduces (exit 1, at the harness's
+first diverging step), and a clean pair's reproducer exits 0. The Keras-backend adapters run in
+a worker process of their own, so their fault is planted by an adapter class the worker imports
+(tests/support/planted_keras3.py).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.repro_run import first_line, run_repro
+from support.planted_keras3 import SWAPPED
 from support.runnable import runnable
 
 from harness import compare, runner
@@ -59,6 +67,23 @@ def test_an_mlx_script_runs_the_adapters_own_stack_with_what_it_handed(tmp_path)
     assert "import harness" not in text and "tensorflow" not in text
     folder = write_one(tmp_path, record)
     assert "https://github.com/ml-explore/mlx/issues" in (folder / "README.md").read_text()
+
+
+@pytest.mark.parametrize("adapter", ["keras3-torch", "keras3-openvino"])
+def test_a_keras_backend_script_sets_the_backend_before_importing_keras(adapter):
+    case = Case(name="gru-len", cell="gru", seed=3, direction="reverse", num_layers=2,
+                seq_lengths=[4, 2], **TINY)
+    record, native = _handed_record(case, adapter)
+    call = record.handed.call
+    assert call["environ"]["KERAS_BACKEND"] == call["backend"] == adapter.split("-")[1]
+    assert call["kwargs"]["reset_after"] is True and call["lengths"] is True
+    assert set(record.handed.arrays) == ({f"param/{k}" for k in native}
+                                         | {"feed/x", "feed/h0", "feed/lengths"})
+    text = script(record)
+    compile(text, "repro.py", "exec")
+    # the environment is set before keras is imported, and TensorFlow is never imported
+    assert text.index('os.environ.update(CALL["environ"])') < text.index("import keras")
+    assert "import tensorflow" not in text and "import harness" not in text
 
 
 # Real runs (roads) --------------------------------------------------------------------------------
@@ -108,3 +133,25 @@ def test_a_passing_mlx_pair_with_the_state_omitted_reproduces_nothing(tmp_path):
     done = run_repro(write_one(tmp_path, record))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no divergence" in done.stdout and "h_n layer 1 direction 1" in done.stdout
+
+
+@pytest.mark.roads  # two Keras-backend workers and two reproducers importing Keras
+@pytest.mark.keras
+@pytest.mark.parametrize("adapter", ["keras3-torch", "keras3-openvino"])
+def test_keras_backend_planted_fault_reproduces_and_a_clean_pair_does_not(tmp_path, adapter):
+    planted = runnable(SWAPPED[adapter]())
+    case = Case(name="swap", cell="lstm", seed=9, initial_state="random", **TINY)
+    result = runner.run([case], [get_adapter("reference"), planted])
+    write_report(result, tmp_path / "r")
+    [pair] = [p for p in result.pairs if p.adapter == planted.name]
+    assert pair.status == compare.DIVERGED, pair.reason
+    done = run_repro(tmp_path / "r" / "repro" / "swap" / planted.name, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"keras_backend {adapter.split('-')[1]}" in done.stdout
+    assert first_line(pair.first_diverging) in done.stdout
+
+    record = runner.reproduce(prepare(case), runnable(adapter))
+    assert record.status == compare.PASS, record.reason
+    done = run_repro(write_one(tmp_path / "clean", record), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no divergence" in done.stdout and "c_n layer 0 direction 0" in done.stdout
