@@ -13,7 +13,8 @@ exits 1 when the divergence reproduces, 0 when it does not.
 A converted model's script (families ``tflite``, ``executorch``) runs the model beside it and
 reads its outputs with :mod:`harness.repro.readout`, pasted into it; an MLX script (family
 ``mlx``) runs the stack with :mod:`harness.repro.mlx_stack`, the adapter's own code, pasted
-likewise (:data:`PASTED`). A quantized pair's script
+likewise (:data:`PASTED`); a Keras-on-torch or -OpenVINO script (family ``keras3-backend``)
+sets the adapter's worker environment before it imports Keras. A quantized pair's script
 (``ReproRecord.quantization``) answers the cost question instead of the tolerance one
 (:data:`COST_HEADER`, :data:`COST_MAIN`): the SQNR of ``y`` against the float64 equations, by
 :func:`harness.quantization.cost_status`'s rule, its data written into the script.
