@@ -266,8 +266,8 @@ def why_not(record: ReproRecord) -> str:
         return ("this adapter does not record what it hands its framework (the reproducers "
                 "cover the Flax, PyTorch, eager Keras (on TensorFlow, torch, OpenVINO), "
                 "ONNX-graph, LiteRT, ExecuTorch and MLX adapters; the TensorFlow, Keras-on-JAX "
-                "and Keras-cuDNN ones record nothing yet), or it raised before its framework ran, so there is nothing to run "
-                "again")
+                "and Keras-cuDNN ones record nothing yet), or it raised before its framework "
+                "ran, so there is nothing to run again")
     if record.handed.family not in render.RENDERERS:
         return f"no renderer for the framework family {record.handed.family!r}"
     if record.nbytes > MAX_BYTES:

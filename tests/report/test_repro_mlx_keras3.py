@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.repro_run import first_line, run_repro
 from support.planted_keras3 import SWAPPED
+from support.repro_run import first_line, run_repro
 from support.runnable import runnable
 
 from harness import compare, runner
