@@ -16,6 +16,10 @@ projections precomputed, on OpenVINO an ``LSTMSequence``/``GRUSequence`` node) o
 ``NotImplementedError``, and then the layer runs Keras's generic ``backend.rnn`` step loop.
 :class:`PathSpy` wraps those functions for the call and records what each did; the pair's
 reason says it.
+
+What a run hands Keras is ``Outputs.handed`` (family ``keras3-backend``,
+:meth:`Keras3BackendAdapter.hand`): a reproducer sets the same environment before importing
+Keras and builds the same stack with ``keras.ops`` only.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from harness.adapters._keras import (
+    cell_class,
+    cell_kwargs,
     direction_layers,
     layer_reasons,
     make_layers,
@@ -39,6 +45,7 @@ from harness.adapters._keras import (
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 # case recurrent_activation -> Keras 3 name; Keras 3 'hard_sigmoid' is relu6(x + 3) / 6
@@ -195,8 +202,29 @@ class Keras3BackendAdapter(Adapter):
     def check_available(self) -> None:
         self.import_keras()
 
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
+        """What :func:`run_keras_ops` hands Keras (family ``keras3-backend``): the worker's
+        environment (``own_process``: the backend, set before Keras is imported) and the
+        modules kept from being imported there, the layer class and its keyword arguments
+        (:func:`~harness.adapters._keras.make_layers`'s), the case dtype, whether a mask is
+        passed; the cell variables by native name (``param/...``) and the inputs as fed
+        (``feed/...``)."""
+        arrays = {f"param/{k}": np.asarray(v) for k, v in native.items()}
+        arrays |= {"feed/x": np.asarray(inputs.x), "feed/h0": np.asarray(inputs.h0)}
+        if case.cell_kind.has_cell_state:
+            arrays["feed/c0"] = np.asarray(inputs.c0)
+        if inputs.seq_lengths is not None:
+            arrays["feed/lengths"] = np.asarray(inputs.lengths)
+        return Handed("keras3-backend", {
+            "framework": "keras", "backend": self.backend, "environ": dict(self.own_process),
+            "blocked": ["tensorflow", *self.blocked_modules], "cls": cell_class(case),
+            "kwargs": cell_kwargs(case, activation=ACTIVATIONS[case.recurrent_activation]),
+            "dtype": case.dtype, "lengths": inputs.seq_lengths is not None}, arrays=arrays)
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         keras = self.import_keras()
-        return run_keras_ops(keras, case, native, inputs,
-                             activation=ACTIVATIONS[case.recurrent_activation],
-                             fused_form=self.fused_form)
+        out = run_keras_ops(keras, case, native, inputs,
+                            activation=ACTIVATIONS[case.recurrent_activation],
+                            fused_form=self.fused_form)
+        out.handed = self.hand(case, native, inputs)
+        return out

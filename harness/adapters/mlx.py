@@ -13,6 +13,10 @@ plants the old branch and sees it DIVERGED on ``none`` and passing on ``zeros``
 (cases/initial-state-omitted.yaml runs the fixed one). The reason says which form ran.
 
 No masking in MLX's modules: variable-length batches are not applicable. Forward only.
+
+The stacking is :func:`harness.repro.mlx_stack.run_stack`, which a reproducer pastes: what
+``_run`` hands MLX (module class and arguments, parameters by MLX's names, the inputs, whether
+the state is omitted) is ``Outputs.handed`` (family ``mlx``, :meth:`MLX.hand`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import numpy as np
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
-from harness.params import DIRECTION_NAMES
+from harness.repro import mlx_stack
+from harness.repro.handed import Handed
 from harness.spec import Case
 
 REASONS = {
@@ -85,49 +90,37 @@ class MLX(Adapter):
         cls = nn.LSTM if case.cell_kind.has_cell_state else nn.GRU
         return cls(input_size, case.hidden_size)
 
+    def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
+        """What :meth:`_run` hands MLX (family ``mlx``): the module class and its constructor
+        arguments per layer, the case dtype, whether the initial state is omitted
+        (``hidden=None``) or passed, how directions are built (:mod:`harness.repro.mlx_stack`);
+        the parameters by MLX's own names (``param/...``) and the inputs (``feed/...``) as it
+        got them."""
+        arrays = {f"param/{k}": np.asarray(v) for k, v in native.items()}
+        arrays |= {"feed/x": np.asarray(inputs.x), "feed/h0": np.asarray(inputs.h0)}
+        if case.cell_kind.has_cell_state:
+            arrays["feed/c0"] = np.asarray(inputs.c0)
+        return Handed("mlx", {
+            "framework": "mlx", "module": "LSTM" if case.cell_kind.has_cell_state else "GRU",
+            "input_sizes": [case.layer_input_size(k) for k in range(case.num_layers)],
+            "hidden_size": case.hidden_size, "bias": True, "dtype": case.dtype,
+            "initial_state": "omitted" if case.initial_state == "none" else "passed",
+            "stack": "one module per layer and direction; the reverse direction on the flipped "
+                     "sequence, its outputs flipped back; a bidirectional layer's two outputs "
+                     "concatenated"}, arrays=arrays)
+
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         mx, nn = import_mlx()
-        dtype = getattr(mx, case.dtype)
         lstm = case.cell_kind.has_cell_state
         omit = case.initial_state == "none"  # MLX's own zero-state branch (hidden=None)
-        single = case.num_layers == 1 and case.num_directions == 1
-
-        def array(a: np.ndarray) -> Any:
-            # float64 -> the case dtype inside MLX (NumPy has no bfloat16); mx.array makes a
-            # float64 NumPy array float32 unless told its dtype
-            return mx.array(np.asarray(a, dtype=np.float64), dtype=mx.float64).astype(dtype)
-
-        layer_in = array(inputs.x)
-        h_n, c_n, y_layers = [], [], []
-        for layer in range(case.num_layers):
-            outs = []
-            for k, d in enumerate(case.directions):
-                prefix = "" if single else f"layer{layer}/{DIRECTION_NAMES[d]}/"
-                m = self.module(nn, case, case.layer_input_size(layer))
-                m.update({n: array(native[prefix + n]) for n in m.parameters()})
-                s = layer * case.num_directions + k
-                hidden = None if omit else array(inputs.h0[s])
-                cell = None if omit or not lstm else array(inputs.c0[s])
-                seq = layer_in[:, ::-1, :] if d == 1 else layer_in
-                if lstm:
-                    y, c = m(seq, hidden, cell)
-                    c_n.append(c[:, -1, :])
-                else:
-                    y = m(seq, hidden)
-                h_n.append(y[:, -1, :])
-                outs.append(y[:, ::-1, :] if d == 1 else y)
-            layer_in = outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=-1)
-            y_layers.append(layer_in)
-        mx.eval(layer_in, *h_n, *c_n)
-
-        def f64(a: Any) -> np.ndarray:
-            return np.asarray(a.astype(mx.float64) if a.dtype != mx.float64 else a
-                              ).astype(np.float64)
-
+        y_layers, h_n, c_n = mlx_stack.run_stack(
+            mx, lambda layer: self.module(nn, case, case.layer_input_size(layer)), native,
+            inputs.x, inputs.h0, inputs.c0 if lstm else None, dtype=getattr(mx, case.dtype),
+            num_layers=case.num_layers, directions=list(case.directions), lstm=lstm,
+            omit_state=omit)
         state = ("initial state omitted (hidden=None: MLX's zero-state branch)" if omit
                  else "initial state passed")
-        return Outputs(y=f64(layer_in), h_n=np.stack([f64(h) for h in h_n]),
-                       c_n=np.stack([f64(c) for c in c_n]) if lstm else None,
-                       y_layers=[f64(v) for v in y_layers],
+        return Outputs(y=y_layers[-1], h_n=h_n, c_n=c_n, y_layers=y_layers,
+                       handed=self.hand(case, native, inputs),
                        note=f"mlx.nn.{'LSTM' if lstm else 'GRU'}: a loop of MLX ops over the "
                             f"steps, one module per layer and direction; {state}")

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-FAMILIES = ("flax", "onnx", "torch", "keras", "tflite", "executorch")
+FAMILIES = ("flax", "onnx", "torch", "keras", "tflite", "executorch", "mlx",
+            "keras3-backend")
 """The framework families a reproducer can be rendered for (harness/repro/render.py)."""
 
 

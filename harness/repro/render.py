@@ -11,7 +11,10 @@ also passes a row within a multiple of its noise floor, which the script does no
 exits 1 when the divergence reproduces, 0 when it does not.
 
 A converted model's script (families ``tflite``, ``executorch``) runs the model beside it and
-reads its outputs with :mod:`harness.repro.readout`, pasted into it. A quantized pair's script
+reads its outputs with :mod:`harness.repro.readout`, pasted into it; an MLX script (family
+``mlx``) runs the stack with :mod:`harness.repro.mlx_stack`, the adapter's own code, pasted
+likewise (:data:`PASTED`); a Keras-on-torch or -OpenVINO script (family ``keras3-backend``)
+sets the adapter's worker environment before it imports Keras. A quantized pair's script
 (``ReproRecord.quantization``) answers the cost question instead of the tolerance one
 (:data:`COST_HEADER`, :data:`COST_MAIN`): the SQNR of ``y`` against the float64 equations, by
 :func:`harness.quantization.cost_status`'s rule, its data written into the script.
@@ -24,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.repro import equations, readout
+from harness.repro import equations, mlx_stack, readout
 from harness.repro.record import ReproRecord
 
 INLINE_MAX = 400  # numbers: at most this many in all, the data are written into the script
@@ -784,14 +787,169 @@ def _executorch(record: ReproRecord) -> tuple[str, str]:
             "PyTorch and ExecuTorch (pip install torch executorch)")
 
 
+# Keras 3 on another backend (torch, OpenVINO) ---------------------------------------------------
+
+KERAS3_BACKEND = '''
+import importlib.metadata  # noqa: E402
+
+CALL = {call}
+# As the harness ran it: Keras 3 reads its backend once, at import, so the worker's environment
+# (KERAS_BACKEND; KERAS_TORCH_DEVICE=cpu on torch) is set first, and the modules the harness
+# kept out of that worker stay out (TensorFlow, which Keras imports only for an isinstance
+# test when it clones a Bidirectional's layer; OpenVINO's telemetry)
+os.environ.update(CALL["environ"])
+for _name in CALL["blocked"]:
+    sys.modules.setdefault(_name, None)
+import keras  # noqa: E402
+from keras import ops  # noqa: E402
+
+PARAMS = {{k[len("param/"):]: v for k, v in HANDED.items() if k.startswith("param/")}}
+NAMES = ("forward", "backward")
+
+
+def framework_versions():
+    return {{"keras": keras.__version__, "keras_backend": keras.backend.backend(),
+            CALL["backend"]: importlib.metadata.version(CALL["backend"])}}
+
+
+def device():
+    return f"CPU, Keras 3 on the {{keras.backend.backend()}} backend (eager)"
+
+
+def np_type(dtype):
+    if dtype == "bfloat16":  # NumPy has no bfloat16; Keras depends on ml_dtypes, which has
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype).type
+
+
+def short_name(variable):
+    return variable.name.split("/")[-1].split(":")[0]  # Keras 3: kernel, recurrent_kernel, bias
+
+
+def run_framework():
+    """One Keras layer per case layer (Bidirectional for two directions, go_backwards for the
+    reverse one), built in the case dtype with CALL's keyword arguments, its cell variables set
+    by name, called eagerly in keras.ops with the initial states (and a mask for lengths); a
+    reverse layer's y flipped back into input time order, and padded steps of a one-direction
+    masked layer zeroed (Keras repeats the last valid output there)."""
+    if keras.backend.backend() != CALL["backend"]:
+        sys.exit(f"Keras 3 loaded the {{keras.backend.backend()!r}} backend, not "
+                 f"{{CALL['backend']!r}}: run this script in a fresh Python process")
+    L, D, H = SPEC["num_layers"], len(SPEC["directions"]), SPEC["hidden_size"]
+    lstm, dtype = SPEC["has_cell_state"], CALL["dtype"]
+    np_dtype = np_type(dtype)
+    cls = getattr(keras.layers, CALL["cls"])
+
+    def tensor(a):
+        return ops.convert_to_tensor(np.asarray(a).astype(np_dtype), dtype=dtype)
+
+    def f64(t):
+        return np.asarray(ops.convert_to_numpy(t)).astype(np.float64)
+
+    mask = None
+    if CALL["lengths"]:
+        mask = ops.convert_to_tensor(np.arange(SPEC["seq_len"])[None, :]
+                                     < HANDED["feed/lengths"][:, None])
+    x = tensor(HANDED["feed/x"])
+    h0 = [tensor(h) for h in HANDED["feed/h0"]]
+    c0 = [tensor(c) for c in HANDED["feed/c0"]] if lstm else []
+    ys, h_n, c_n = {{}}, [], []
+    for k in range(L):
+        if D == 2:
+            rnn = keras.layers.Bidirectional(cls(**CALL["kwargs"]), dtype=dtype)
+        else:
+            rnn = cls(go_backwards=SPEC["dir_mode"] == "reverse", **CALL["kwargs"])
+        rnn.build((SPEC["batch"], SPEC["seq_len"], SPEC["input_size"] if k == 0 else D * H))
+        subs = ([(0, rnn.forward_layer), (1, rnn.backward_layer)] if D == 2
+                else [(SPEC["directions"][0], rnn)])
+        for d, sub in subs:
+            prefix = "" if L == 1 and D == 1 else f"layer{{k}}/{{NAMES[d]}}/"
+            sub.set_weights([PARAMS[prefix + short_name(v)].astype(np_dtype)
+                             for v in sub.weights])
+        states = []
+        for j in range(D):
+            states += [h0[k * D + j]] + ([c0[k * D + j]] if lstm else [])
+        y, *finals = rnn(x, initial_state=states, mask=mask)
+        if SPEC["dir_mode"] == "reverse":
+            y = ops.flip(y, axis=1)
+        if mask is not None and D == 1:
+            y = y * ops.cast(mask, y.dtype)[:, :, None]
+        n = 2 if lstm else 1
+        for j in range(D):
+            h_n.append(f64(finals[j * n]))
+            if lstm:
+                c_n.append(f64(finals[j * n + 1]))
+        ys[k] = f64(y)
+        x = y
+    return ys, np.stack(h_n), (np.stack(c_n) if lstm else None)
+'''
+
+BACKEND_NEEDS = {"torch": "Keras 3 and PyTorch (pip install keras torch)",
+                 "openvino": "Keras 3 and OpenVINO (pip install keras openvino)"}
+
+
+def _keras3_backend(record: ReproRecord) -> tuple[str, str]:
+    call = record.handed.call
+    needs = BACKEND_NEEDS.get(call["backend"], f"Keras 3 and {call['backend']}")
+    return KERAS3_BACKEND.format(call=_py(call)), needs
+
+
+# MLX ------------------------------------------------------------------------------------------
+
+MLX = '''
+import mlx.core as mx  # noqa: E402
+import mlx.nn as nn  # noqa: E402
+
+CALL = {call}
+PARAMS = {{k[len("param/"):]: v for k, v in HANDED.items() if k.startswith("param/")}}
+
+
+def framework_versions():
+    return {{"mlx": mx.__version__}}
+
+
+def device():
+    return str(mx.default_device())
+
+
+def run_framework():
+    """The stack as the harness ran it (run_stack, above): one mlx.nn module per layer and
+    direction, built with CALL's arguments and its parameters set by MLX's names, on the CPU,
+    fed the inputs the adapter got; the initial state omitted (hidden=None) where CALL says."""
+    mx.set_default_device(mx.cpu)
+
+    def module(layer):
+        return getattr(nn, CALL["module"])(CALL["input_sizes"][layer], CALL["hidden_size"],
+                                           bias=CALL["bias"])
+
+    ys, h_n, c_n = run_stack(
+        mx, module, PARAMS, HANDED["feed/x"], HANDED["feed/h0"], HANDED.get("feed/c0"),
+        dtype=getattr(mx, CALL["dtype"]), num_layers=SPEC["num_layers"],
+        directions=SPEC["directions"], lstm=SPEC["has_cell_state"],
+        omit_state=CALL["initial_state"] == "omitted")
+    return dict(enumerate(ys)), h_n, c_n
+'''
+
+
+def _mlx(record: ReproRecord) -> tuple[str, str]:
+    return MLX.format(call=_py(record.handed.call)), "MLX (pip install 'mlx[cpu]')"
+
+
 RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {
     "flax": _flax, "onnx": _onnx, "torch": _torch, "keras": _keras, "tflite": _tflite,
-    "executorch": _executorch}
+    "executorch": _executorch, "mlx": _mlx,
+    "keras3-backend": _keras3_backend}
 """Handed.family -> (the framework part of the script, what it needs installed)."""
 
 READOUT = ("tflite", "executorch")
 """The families whose script reads a converted model's outputs with harness/repro/readout.py,
 the adapter's own code."""
+
+PASTED: dict[str, Callable[[], str]] = {"tflite": readout.source, "executorch": readout.source,
+                                        "mlx": mlx_stack.source}
+"""Handed.family -> the adapter's own pure-NumPy code its script runs, pasted into it."""
 
 
 def script(record: ReproRecord) -> str:
@@ -799,7 +957,8 @@ def script(record: ReproRecord) -> str:
     tolerance question, or for a quantized pair (``record.quantization``) the cost question."""
     assert record.handed is not None
     framework, needs = RENDERERS[record.handed.family](record)
-    readout_text = readout.source() + "\n" if record.handed.family in READOUT else ""
+    pasted = PASTED.get(record.handed.family)
+    pasted_text = pasted() + "\n" if pasted is not None else ""
     cell = record.spec["cell"]
     if record.quantization is not None:
         scheme = record.handed.call.get("scheme") or "quantized"
@@ -817,7 +976,7 @@ def script(record: ReproRecord) -> str:
                              rtol=record.rtol)
         tail = COMPARE
     return (head + _data_block(data_arrays(record)) + INPUTS + "\n\n" + equations.source()
-            + "\n" + readout_text + framework + SHARED + tail)
+            + "\n" + pasted_text + framework + SHARED + tail)
 
 
 def needs(record: ReproRecord) -> str:

@@ -45,7 +45,8 @@ TRACKERS = {"flax": "https://github.com/google/flax/issues",
             "onnx-reference": "https://github.com/onnx/onnx/issues",
             "litert": "https://github.com/google-ai-edge/LiteRT/issues",
             "litert-torch": "https://github.com/google-ai-edge/litert-torch/issues",
-            "executorch": "https://github.com/pytorch/executorch/issues"}
+            "executorch": "https://github.com/pytorch/executorch/issues",
+            "mlx": "https://github.com/ml-explore/mlx/issues"}
 # what the script runs again, by handed family: the file beside it and who made it
 CONVERTED = {"tflite": ("model.tflite", "the converted model the LiteRT interpreter ran"),
              "executorch": ("model.pte", "the ExecuTorch program the runtime ran")}
@@ -263,10 +264,10 @@ def why_not(record: ReproRecord) -> str:
         return record.unsupported
     if record.handed is None:
         return ("this adapter does not record what it hands its framework (the reproducers "
-                "cover the Flax, PyTorch, eager Keras, ONNX-graph, LiteRT and ExecuTorch "
-                "adapters; the TensorFlow, Keras-on-JAX and Keras-cuDNN ones record nothing "
-                "yet), or it raised before its framework ran, so there is nothing to run "
-                "again")
+                "cover the Flax, PyTorch, eager Keras (on TensorFlow, torch, OpenVINO), "
+                "ONNX-graph, LiteRT, ExecuTorch and MLX adapters; the TensorFlow, Keras-on-JAX "
+                "and Keras-cuDNN ones record nothing yet), or it raised before its framework "
+                "ran, so there is nothing to run again")
     if record.handed.family not in render.RENDERERS:
         return f"no renderer for the framework family {record.handed.family!r}"
     if record.nbytes > MAX_BYTES:
