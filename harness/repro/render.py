@@ -620,15 +620,9 @@ def short_name(variable):
 
 
 def run_framework():
-    """One Keras layer per case layer (Bidirectional for two directions, go_backwards for the
-    reverse one), its cell variables set by name, called eagerly with the initial states (and
-    a mask for lengths); a reverse layer's y flipped back into input time order, and padded
-    steps of a one-direction masked layer zeroed (Keras CPU repeats the last valid output
-    there)."""
-    L, D, H = SPEC["num_layers"], len(SPEC["directions"]), SPEC["hidden_size"]
+    """The stack (keras_stack, below) in TensorFlow tensors on CALL's device."""
     lstm, dtype = SPEC["has_cell_state"], CALL["dtype"]
     np_dtype = tf.as_dtype(dtype).as_numpy_dtype
-    cls = getattr(K.layers, CALL["cls"])
 
     def tensor(a):
         return tf.constant(np.asarray(a).astype(np_dtype), dtype=dtype)
@@ -637,42 +631,54 @@ def run_framework():
         mask = None
         if CALL["lengths"]:
             mask = tf.constant(np.arange(SPEC["seq_len"])[None, :] < LENGTHS[:, None])
-        x = tensor(X)
-        h0 = [tensor(h) for h in H0]
         c0 = [tensor(c) for c in C0] if lstm else []
-        ys, h_n, c_n = {{}}, [], []
-        for k in range(L):
-            if D == 2:
-                rnn = K.layers.Bidirectional(cls(**CALL["kwargs"]), dtype=dtype)
-            else:
-                rnn = cls(go_backwards=SPEC["dir_mode"] == "reverse", **CALL["kwargs"])
-            rnn.build((SPEC["batch"], SPEC["seq_len"], SPEC["input_size"] if k == 0 else D * H))
-            subs = ([(0, rnn.forward_layer), (1, rnn.backward_layer)] if D == 2
-                    else [(SPEC["directions"][0], rnn)])
-            for d, sub in subs:
-                prefix = "" if L == 1 and D == 1 else f"layer{{k}}/{{NAMES[d]}}/"
-                sub.set_weights([HANDED[prefix + short_name(v)].astype(np_dtype)
-                                 for v in sub.weights])
-            states = []
-            for j in range(D):
-                states += [h0[k * D + j]] + ([c0[k * D + j]] if lstm else [])
-            y, *finals = rnn(x, initial_state=states, mask=mask)
-            if SPEC["dir_mode"] == "reverse":
-                y = tf.reverse(y, axis=[1])
-            if mask is not None and D == 1:
-                y = y * tf.cast(mask, y.dtype)[:, :, None]
-            n = 2 if lstm else 1
-            for j in range(D):
-                h_n.append(finals[j * n])
-                if lstm:
-                    c_n.append(finals[j * n + 1])
-            ys[k] = np.asarray(y.numpy()).astype(np.float64)
-            x = y
+        return keras_stack(K.layers, tensor(X), [tensor(h) for h in H0], c0, mask, HANDED,
+                           dtype, np_dtype, flip=lambda y: tf.reverse(y, axis=[1]),
+                           masked=lambda y, m: y * tf.cast(m, y.dtype)[:, :, None],
+                           f64=lambda t: np.asarray(t.numpy()).astype(np.float64))
+'''
 
-    def f64(ts):
-        return np.stack([np.asarray(t.numpy()).astype(np.float64) for t in ts])
 
-    return ys, f64(h_n), (f64(c_n) if lstm else None)
+KERAS_STACK = '''
+
+def keras_stack(layers, x, h0, c0, mask, weights, dtype, np_dtype, flip, masked, f64):
+    """One Keras layer per case layer (Bidirectional for two directions, go_backwards for the
+    reverse one), built in the case dtype with CALL's keyword arguments, its cell variables set
+    by name from ``weights``, called eagerly with the initial states (and a mask for lengths);
+    a reverse layer's y flipped back into input time order, and padded steps of a
+    one-direction masked layer zeroed (Keras repeats the last valid output there)."""
+    L, D, H = SPEC["num_layers"], len(SPEC["directions"]), SPEC["hidden_size"]
+    lstm = SPEC["has_cell_state"]
+    cls = getattr(layers, CALL["cls"])
+    ys, h_n, c_n = {}, [], []
+    for k in range(L):
+        if D == 2:
+            rnn = layers.Bidirectional(cls(**CALL["kwargs"]), dtype=dtype)
+        else:
+            rnn = cls(go_backwards=SPEC["dir_mode"] == "reverse", **CALL["kwargs"])
+        rnn.build((SPEC["batch"], SPEC["seq_len"], SPEC["input_size"] if k == 0 else D * H))
+        subs = ([(0, rnn.forward_layer), (1, rnn.backward_layer)] if D == 2
+                else [(SPEC["directions"][0], rnn)])
+        for d, sub in subs:
+            prefix = "" if L == 1 and D == 1 else f"layer{k}/{NAMES[d]}/"
+            sub.set_weights([weights[prefix + short_name(v)].astype(np_dtype)
+                             for v in sub.weights])
+        states = []
+        for j in range(D):
+            states += [h0[k * D + j]] + ([c0[k * D + j]] if lstm else [])
+        y, *finals = rnn(x, initial_state=states, mask=mask)
+        if SPEC["dir_mode"] == "reverse":
+            y = flip(y)
+        if mask is not None and D == 1:
+            y = masked(y, mask)
+        n = 2 if lstm else 1
+        for j in range(D):
+            h_n.append(f64(finals[j * n]))
+            if lstm:
+                c_n.append(f64(finals[j * n + 1]))
+        ys[k] = f64(y)
+        x = y
+    return ys, np.stack(h_n), (np.stack(c_n) if lstm else None)
 '''
 
 
@@ -683,7 +689,8 @@ def _keras(record: ReproRecord) -> tuple[str, str]:
                if keras3 else "")
     needs = ("TensorFlow and Keras 3 (pip install tensorflow keras)" if keras3 else
              "TensorFlow and tf_keras (pip install tensorflow tf_keras)")
-    return KERAS.format(backend=backend, module=call["module"], call=_py(call)), needs
+    return (KERAS.format(backend=backend, module=call["module"], call=_py(call))
+            + KERAS_STACK), needs
 
 
 # Converted models: LiteRT (.tflite), ExecuTorch (.pte) ------------------------------------------
@@ -829,18 +836,12 @@ def short_name(variable):
 
 
 def run_framework():
-    """One Keras layer per case layer (Bidirectional for two directions, go_backwards for the
-    reverse one), built in the case dtype with CALL's keyword arguments, its cell variables set
-    by name, called eagerly in keras.ops with the initial states (and a mask for lengths); a
-    reverse layer's y flipped back into input time order, and padded steps of a one-direction
-    masked layer zeroed (Keras repeats the last valid output there)."""
+    """The stack (keras_stack, below) in keras.ops tensors of CALL's backend."""
     if keras.backend.backend() != CALL["backend"]:
         sys.exit(f"Keras 3 loaded the {{keras.backend.backend()!r}} backend, not "
                  f"{{CALL['backend']!r}}: run this script in a fresh Python process")
-    L, D, H = SPEC["num_layers"], len(SPEC["directions"]), SPEC["hidden_size"]
     lstm, dtype = SPEC["has_cell_state"], CALL["dtype"]
     np_dtype = np_type(dtype)
-    cls = getattr(keras.layers, CALL["cls"])
 
     def tensor(a):
         return ops.convert_to_tensor(np.asarray(a).astype(np_dtype), dtype=dtype)
@@ -852,38 +853,11 @@ def run_framework():
     if CALL["lengths"]:
         mask = ops.convert_to_tensor(np.arange(SPEC["seq_len"])[None, :]
                                      < HANDED["feed/lengths"][:, None])
-    x = tensor(HANDED["feed/x"])
-    h0 = [tensor(h) for h in HANDED["feed/h0"]]
     c0 = [tensor(c) for c in HANDED["feed/c0"]] if lstm else []
-    ys, h_n, c_n = {{}}, [], []
-    for k in range(L):
-        if D == 2:
-            rnn = keras.layers.Bidirectional(cls(**CALL["kwargs"]), dtype=dtype)
-        else:
-            rnn = cls(go_backwards=SPEC["dir_mode"] == "reverse", **CALL["kwargs"])
-        rnn.build((SPEC["batch"], SPEC["seq_len"], SPEC["input_size"] if k == 0 else D * H))
-        subs = ([(0, rnn.forward_layer), (1, rnn.backward_layer)] if D == 2
-                else [(SPEC["directions"][0], rnn)])
-        for d, sub in subs:
-            prefix = "" if L == 1 and D == 1 else f"layer{{k}}/{{NAMES[d]}}/"
-            sub.set_weights([PARAMS[prefix + short_name(v)].astype(np_dtype)
-                             for v in sub.weights])
-        states = []
-        for j in range(D):
-            states += [h0[k * D + j]] + ([c0[k * D + j]] if lstm else [])
-        y, *finals = rnn(x, initial_state=states, mask=mask)
-        if SPEC["dir_mode"] == "reverse":
-            y = ops.flip(y, axis=1)
-        if mask is not None and D == 1:
-            y = y * ops.cast(mask, y.dtype)[:, :, None]
-        n = 2 if lstm else 1
-        for j in range(D):
-            h_n.append(f64(finals[j * n]))
-            if lstm:
-                c_n.append(f64(finals[j * n + 1]))
-        ys[k] = f64(y)
-        x = y
-    return ys, np.stack(h_n), (np.stack(c_n) if lstm else None)
+    return keras_stack(keras.layers, tensor(HANDED["feed/x"]),
+                       [tensor(h) for h in HANDED["feed/h0"]], c0, mask, PARAMS, dtype,
+                       np_dtype, flip=lambda y: ops.flip(y, axis=1),
+                       masked=lambda y, m: y * ops.cast(m, y.dtype)[:, :, None], f64=f64)
 '''
 
 BACKEND_NEEDS = {"torch": "Keras 3 and PyTorch (pip install keras torch)",
@@ -893,7 +867,7 @@ BACKEND_NEEDS = {"torch": "Keras 3 and PyTorch (pip install keras torch)",
 def _keras3_backend(record: ReproRecord) -> tuple[str, str]:
     call = record.handed.call
     needs = BACKEND_NEEDS.get(call["backend"], f"Keras 3 and {call['backend']}")
-    return KERAS3_BACKEND.format(call=_py(call)), needs
+    return KERAS3_BACKEND.format(call=_py(call)) + KERAS_STACK, needs
 
 
 # MLX ------------------------------------------------------------------------------------------
