@@ -33,6 +33,7 @@ SMALL = dict(input_size=3, hidden_size=4, batch=2, seq_len=4, initial_state="ran
              dtype="float32", seed=3)
 
 
+@pytest.mark.roads  # two dynamo exports: the nightly's (torch-onnx-dynamo runs when named)
 def test_frozen_length_of_a_second_export_is_an_error_row(monkeypatch):
     """pytorch#191855, as torch 2.13 has it: the second export of an nn.LSTM in a process."""
     import torch
@@ -53,6 +54,7 @@ def test_frozen_length_of_a_second_export_is_an_error_row(monkeypatch):
     # conformance items, run one after another in a process, show it
 
 
+@pytest.mark.roads  # a dynamo export: the nightly's (torch-onnx-dynamo runs when named)
 def test_planted_gru_linear_before_reset_0_diverges_with_where(monkeypatch):
     """pytorch#189225 / onnxscript#2852: fixed here (the export writes 1); rewritten to 0, the
     harness must say DIVERGED and where."""

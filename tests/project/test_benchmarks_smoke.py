@@ -49,6 +49,7 @@ def test_gpu_check_says_there_is_no_gpu_and_exits_non_zero(tmp_path: Path) -> No
     assert "no GPU" in json.loads((tmp_path / "gpu_check.json").read_text())["verdict"]
 
 
+@pytest.mark.nightly  # a benchmark script's smoke run, as the others
 def test_gpu_check_timing_code_runs_on_cpu() -> None:
     """The cuDNN-vs-reference timing, dry run on torch's CPU nn.LSTM and the NumPy reference
     (tiny B and T): the GPU run of the same code must not fail on a typo."""
