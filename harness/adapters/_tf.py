@@ -23,13 +23,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from harness.adapters._native_stderr import native_stderr_captured
 from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
@@ -64,18 +64,9 @@ def quiet_native_stderr() -> Iterator[None]:
 @contextmanager
 def native_stderr_to_scratch() -> Iterator[None]:
     """File descriptor 2 (what C++ code writes, which Python's redirections do not reach) sent
-    to a scratch file for the duration, then restored."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with tempfile.TemporaryFile() as scratch:
-            os.dup2(scratch.fileno(), 2)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 2)
-    finally:
-        os.close(saved)
+    to a scratch file for the duration, then restored; its lines dropped."""
+    with native_stderr_captured():
+        yield
 
 
 # TensorFlow's native logging (tsl, on absl since 2.16) reads these once, when TensorFlow logs

@@ -72,7 +72,7 @@ def not_installed(distributions: tuple[str, ...]) -> list[str]:
     return [dist for dist in distributions if installed(dist) is None]
 
 
-def installed_reason(adapter: "Adapter") -> str | None:
+def installed_reason(adapter: Adapter) -> str | None:
     """Why ``adapter`` cannot run here as far as the installed packages tell (no import), or
     None; a GPU adapter's device and a converter's health are only seen by importing its
     framework (:meth:`Adapter.unavailable_reason`)."""

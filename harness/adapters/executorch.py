@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
-import tempfile
 import time
 import warnings
 from collections import Counter
@@ -56,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from harness import known_bugs
+from harness.adapters._native_stderr import native_stderr_captured
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
 from harness.adapters._torch_onnx import with_state
 from harness.adapters.base import AdapterFault, Capabilities
@@ -104,28 +103,6 @@ def import_executorch() -> ModuleType:
     import executorch
 
     return executorch
-
-
-@contextlib.contextmanager
-def native_stderr_captured() -> Iterator[list[str]]:
-    """File descriptor 2 (what the runtime's C++ code writes, which Python's redirections do
-    not reach) sent to an unnamed scratch file for the duration; the list yielded holds its
-    lines once the block ends (also when it raised)."""
-    lines: list[str] = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with tempfile.TemporaryFile() as scratch:
-            os.dup2(scratch.fileno(), 2)
-            try:
-                yield lines
-            finally:
-                sys.stderr.flush()
-                os.dup2(saved, 2)
-                scratch.seek(0)
-                lines += scratch.read().decode("utf-8", "replace").splitlines()
-    finally:
-        os.close(saved)
 
 
 def runtime_lines(lines: list[str]) -> str:

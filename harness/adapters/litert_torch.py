@@ -47,9 +47,7 @@ import contextlib
 import importlib.metadata
 import importlib.util
 import io
-import os
 import sys
-import tempfile
 import time
 import warnings
 from collections import Counter
@@ -59,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from harness.adapters._litert import form_of, import_litert, litert_version, tflite_handed
+from harness.adapters._native_stderr import native_stderr_captured
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
@@ -105,23 +104,11 @@ def quiet() -> Iterator[None]:
     """Python's stdout and stderr (litert-torch's ``rich`` progress, warnings and log lines) and
     file descriptor 2 (the C++ converter's and interpreter's log lines) to scratch, for the
     call; Python warnings recorded and dropped. An exception still raises with its message."""
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    saved = os.dup(2)
-    try:
-        with tempfile.TemporaryFile() as scratch:
-            os.dup2(scratch.fileno(), 2)
-            try:
-                with contextlib.redirect_stdout(io.StringIO()), \
-                        contextlib.redirect_stderr(io.StringIO()), \
-                        warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    yield
-            finally:
-                sys.__stderr__.flush()  # torch's log handlers hold the real stream: drained here
-                os.dup2(saved, 2)
-    finally:
-        os.close(saved)
+    sys.stdout.flush()
+    with native_stderr_captured(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def why_refused(exc: Exception) -> str:
