@@ -66,7 +66,6 @@ def handle(args: argparse.Namespace) -> int:
 
 def _text(adapters: dict, reasons: dict[str, str | None], checked: bool) -> str:
     """Two tables (where each adapter runs; what it runs), then the notes, within WIDTH."""
-    from tabulate import tabulate
 
     def state(a) -> str:
         reason = reasons[a.name]

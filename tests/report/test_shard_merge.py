@@ -543,7 +543,8 @@ def test_files_of_other_jobs_reports_are_read_with_a_size_cap(runs, tmp_path, ca
 
 # the strict case's model, quantized
 QUANTIZED = (DIVERGES.split("tolerance:")[0].replace("name: strict", "name: q")
-             + "quantization: {calibration_batches: 2}\nadapters: [reference, torch-dynamic-int8]\n")
+             + "quantization: {calibration_batches: 2}\n"
+             + "adapters: [reference, torch-dynamic-int8]\n")
 
 
 def test_merge_derives_a_quantized_pairs_status_from_its_rows_and_sqnr_record(tmp_path,
