@@ -47,8 +47,9 @@ def _grouped_npz(path: Path) -> dict[str, np.ndarray]:
     """An .npz holding two nn.LSTM state_dicts, under ``enc.`` and ``dec/``."""
     case = Case.model_validate({"name": "w", "cell": "lstm", "input_size": 2, "hidden_size": 3})
     rng = np.random.default_rng(0)
+    shapes = LAYOUTS["torch"].shapes(case)
     arrays = {f"{group}{name}": rng.standard_normal(shape)
-              for group in ("enc.", "dec/") for name, shape in LAYOUTS["torch"].shapes(case).items()}
+              for group in ("enc.", "dec/") for name, shape in shapes.items()}
     np.savez(path, **arrays)
     return arrays
 
