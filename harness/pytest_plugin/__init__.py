@@ -93,9 +93,19 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.suffix not in CASE_SUFFIXES:
         return None
-    if parent.session.isinitpath(file_path) or is_case_file(file_path):
+    session = parent.session
+    if session.isinitpath(file_path):
         return CaseFile.from_parent(parent, path=file_path)
+    if is_case_file(file_path):
+        return CaseFile.from_parent(parent, path=file_path, found_in=_walked(session, file_path))
     return None
+
+
+def _walked(session: pytest.Session, file_path: Path) -> Path:
+    """The folder named on the command line (or pytest's root, where none holds the file) whose
+    walk found ``file_path``: links may not lead out of it (as ``run``'s folders)."""
+    return next((folder for folder in file_path.parents if session.isinitpath(folder)),
+                session.config.rootpath)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
