@@ -77,7 +77,8 @@ class TensorFile(_Strict):
                                "(default: the layout the file's type or tensors make unambiguous)")
     select: str | None = Field(None, description="weights only: which torch module (name "
                                "prefix), Keras layers or ONNX nodes (names, comma-separated) of "
-                               "a model file hold the RNN")
+                               "a model file hold the RNN; for an .npz, the group of its names "
+                               "(prefix before / or .) that holds its tensors")
 
 
 class Tol(_Strict):

@@ -2,8 +2,12 @@
 
 Installed as the ``pytest11`` entry point ``rnn_harness``, so ``pytest some/folder`` anywhere
 collects the case files in it (``-p no:rnn_harness`` turns it off). A case file is a ``.yaml`` /
-``.yml`` file with a top-level ``cell:`` or ``matrix:`` key; a YAML file named on the command line
-is always taken as one. Other YAML (a CI workflow, a tox or compose file) is passed over.
+``.yml`` file that is recognisably one (:func:`is_case_file`: a top-level ``cell:`` naming a cell
+kind, or a ``matrix:`` of case keys varying ``cell``); a YAML file named on the command line is
+always taken as one. Other YAML (a ``.travis.yml``, a CI workflow, a tox or compose file, a
+tool's config with a ``cell:``) is passed over. A file found in a folder is loaded under
+``run``'s rule for a folder's files (:func:`harness.cases.load_found`: no link leading outside
+the folder named on the command line is followed).
 
 The tree: the file, a node per case, an item per adapter, so the printed node ids re-select
 what they name::
