@@ -462,12 +462,30 @@ def _case_files(folder: Path) -> list[Path]:
             q = Path(where) / name
             if q.suffix not in (".yaml", ".yml"):
                 continue
-            if q.is_symlink() and not q.resolve().is_relative_to(root):
-                raise CaseError(f"is a link to a file outside {folder}: not followed (give the "
-                                "file itself to run it)", file=q)
+            refuse_outside(q, folder, resolved=root)
             if q.is_file():
                 found.append(q)
     return sorted(found)
+
+
+def refuse_outside(path: Path, folder: Path, *, resolved: Path | None = None) -> None:
+    """The rule for a case file found in a walk of ``folder`` (``run``'s folders, the pytest
+    plugin's collection): one that leads outside the folder through a link, of its own or of a
+    folder between, is refused and never read, so that a link to a credentials file cannot reach
+    an error line. Links above ``folder`` are the user's own path: ``resolved`` is the folder
+    with them followed."""
+    root = resolved if resolved is not None else folder.resolve()
+    if not path.resolve().is_relative_to(root):
+        raise CaseError(f"is a link to a file outside {folder}: not followed (give the file "
+                        "itself to run it)", file=path)
+
+
+def load_found(path: str | Path, folder: str | Path) -> list[Case]:
+    """:func:`load_cases` of a file found in a walk of ``folder``, under
+    :func:`refuse_outside`'s rule (the pytest plugin's loader; ``run`` applies the rule to the
+    whole folder before loading any file)."""
+    refuse_outside(Path(path), Path(folder))
+    return load_cases(path)
 
 
 def _links_outside(path: Path) -> bool:
@@ -475,10 +493,11 @@ def _links_outside(path: Path) -> bool:
     return path.is_symlink() and not path.resolve().is_relative_to(path.parent.resolve())
 
 
-def _load_named(path: Path) -> list[Case]:
-    """:func:`load_cases` of a file named on the command line. One that is a link to a file
-    outside its folder (``x.yaml`` -> ``/etc/shadow``) is read, as the user asked, but an error
-    in it quotes nothing of it: only that it is no case file."""
+def load_named(path: str | Path) -> list[Case]:
+    """:func:`load_cases` of a file the user named (on ``run``'s or pytest's command line). One
+    that is a link to a file outside its folder (``x.yaml`` -> ``/etc/shadow``) is read, as the
+    user asked, but an error in it quotes nothing of it: only that it is no case file."""
+    path = Path(path)
     if not _links_outside(path):
         return load_cases(path)
     try:
@@ -504,7 +523,7 @@ def discover(paths: list[str | Path]) -> list[Case]:
     cases: list[Case] = []
     seen: dict[str, str] = {}
     for f in files:
-        for case in _load_named(f):
+        for case in load_named(f):
             if case.name in seen:
                 raise CaseError(f"case name {case.name!r} is already used in {seen[case.name]}",
                                 file=f, field="name")

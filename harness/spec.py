@@ -77,7 +77,8 @@ class TensorFile(_Strict):
                                "(default: the layout the file's type or tensors make unambiguous)")
     select: str | None = Field(None, description="weights only: which torch module (name "
                                "prefix), Keras layers or ONNX nodes (names, comma-separated) of "
-                               "a model file hold the RNN")
+                               "a model file hold the RNN; for an .npz, the group of its names "
+                               "(prefix before / or .) that holds its tensors")
 
 
 class Tol(_Strict):
@@ -102,10 +103,10 @@ class Quantization(_Strict):
     """How the quantized adapters (``litert-int8``, ``litert-int8-ref``, ``litert-dynamic``)
     quantize the case: their presence marks the cases they run (docs/quantization.md)."""
 
-    calibration_batches: Annotated[int, Field(ge=1, le=1000)] = Field(8,
+    calibration_batches: Annotated[int, Field(ge=1, le=1000), BeforeValidator(_int)] = Field(8,
         description="batches of the case's own input distribution, at its batch and sequence "
                     "length, the converter calibrates on (drawn from seeds of their own)")
-    min_sqnr_db: float | None = Field(None,
+    min_sqnr_db: Float | None = Field(None,
         description="a floor: a quantized pair whose SQNR (dB) over y is below it is DIVERGED")
 
 

@@ -218,7 +218,9 @@ JOBS_ENV = "RNN_HARNESS_JOBS"  # the default of --jobs (e.g. 1 in the harness's 
 
 def _jobs(value: int | None) -> int:
     """--jobs: 0 means one worker per CPU; not given: $RNN_HARNESS_JOBS, else one per CPU."""
+    origin = "--jobs"  # the error names where the number came from
     if value is None:
+        origin = JOBS_ENV
         text = os.environ.get(JOBS_ENV, "0").strip() or "0"
         try:
             value = int(text)
@@ -227,7 +229,7 @@ def _jobs(value: int | None) -> int:
                                field=JOBS_ENV) from None
     if value < 0:
         raise HarnessError(f"expected a number of worker processes >= 0 (0: one per CPU), "
-                           f"got {value}", field="--jobs")
+                           f"got {value}", field=origin)
     return value or usable_cpus()
 
 

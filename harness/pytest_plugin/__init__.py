@@ -2,8 +2,12 @@
 
 Installed as the ``pytest11`` entry point ``rnn_harness``, so ``pytest some/folder`` anywhere
 collects the case files in it (``-p no:rnn_harness`` turns it off). A case file is a ``.yaml`` /
-``.yml`` file with a top-level ``cell:`` or ``matrix:`` key; a YAML file named on the command line
-is always taken as one. Other YAML (a CI workflow, a tox or compose file) is passed over.
+``.yml`` file that is recognisably one (:func:`is_case_file`: a top-level ``cell:`` naming a cell
+kind, or a ``matrix:`` of case keys varying ``cell``); a YAML file named on the command line is
+always taken as one. Other YAML (a ``.travis.yml``, a CI workflow, a tox or compose file, a
+tool's config with a ``cell:``) is passed over. A file found in a folder is loaded under
+``run``'s rule for a folder's files (:func:`harness.cases.load_found`: no link leading outside
+the folder named on the command line is followed).
 
 The tree: the file, a node per case, an item per adapter, so the printed node ids re-select
 what they name::
@@ -93,9 +97,19 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.suffix not in CASE_SUFFIXES:
         return None
-    if parent.session.isinitpath(file_path) or is_case_file(file_path):
+    session = parent.session
+    if session.isinitpath(file_path):
         return CaseFile.from_parent(parent, path=file_path)
+    if is_case_file(file_path):
+        return CaseFile.from_parent(parent, path=file_path, found_in=_walked(session, file_path))
     return None
+
+
+def _walked(session: pytest.Session, file_path: Path) -> Path:
+    """The folder named on the command line (or pytest's root, where none holds the file) whose
+    walk found ``file_path``: links may not lead out of it (as ``run``'s folders)."""
+    return next((folder for folder in file_path.parents if session.isinitpath(folder)),
+                session.config.rootpath)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

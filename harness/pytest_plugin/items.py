@@ -22,14 +22,23 @@ class ConformanceFailure(Exception):
 
 class CaseFile(pytest.File):
     """A case file: a :class:`CaseNode` per case (a ``matrix:`` expands to several), or the
-    one failing :class:`LoadError` item when the file cannot be loaded."""
+    one failing :class:`LoadError` item when the file cannot be loaded.
+
+    ``found_in``: the folder named on the command line whose walk found the file, loaded under
+    ``run``'s rule for such files (:func:`harness.cases.load_found`: no link leading outside
+    it is followed); None for a file named itself (:func:`harness.cases.load_named`)."""
+
+    def __init__(self, *, found_in: Path | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.found_in = found_in
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        from harness.cases import load_cases
+        from harness.cases import load_found, load_named
         from harness.errors import HarnessError
 
         try:
-            cases = load_cases(self.path)
+            cases = (load_named(self.path) if self.found_in is None
+                     else load_found(self.path, self.found_in))
         except HarnessError as exc:
             yield LoadError.from_parent(self, name=LOAD_ITEM, error=exc)
             return

@@ -36,7 +36,7 @@ def read_native(path: str | Path, layout: str, case: Case, *, select: str | None
     suffix = path.suffix.lower()
     check_file(path)
     if suffix == ".npz":
-        return load_npz(path, what="weights", max_bytes=max_bytes), []
+        return npz_group(load_npz(path, what="weights", max_bytes=max_bytes), select, path), []
     check_size(path, path.stat().st_size, max_bytes, "is")
     native, notes = one_line(path, lambda: _read_framework_file(path, suffix, layout, case,
                                                                 select, max_bytes))
@@ -45,6 +45,27 @@ def read_native(path: str | Path, layout: str, case: Case, *, select: str | None
             raise WeightsError(f"expected floating-point values, got "
                                f"{getattr(a, 'dtype', type(a).__name__)}", file=path, field=name)
     return native, notes
+
+
+def npz_group(arrays: dict[str, np.ndarray], select: str | None, path: Path
+              ) -> dict[str, np.ndarray]:
+    """The tensors of an .npz under ``select``, a group of its names (``encoder`` holds
+    ``encoder/kernel`` or ``encoder.weight_ih_l0``), named without it; all of them where there
+    is no select. A select that names no group is refused, naming it and the groups there are:
+    read whole, the file would silently give other tensors than the ones chosen."""
+    if not select:
+        return arrays
+    prefixes = (select,) if select.endswith(("/", ".")) else (select + "/", select + ".")
+    group = {name[len(p):]: a for name, a in arrays.items() for p in prefixes
+             if name.startswith(p) and len(name) > len(p)}
+    if not group:
+        groups = sorted({re.split(r"[/.]", name, maxsplit=1)[0] for name in arrays
+                         if re.search(r"[/.]", name)})
+        shown = ", ".join(repr(g) for g in groups[:10]) + (" ..." if len(groups) > 10 else "")
+        raise WeightsError(f"select {select!r} names no group of the file's tensors (no name "
+                           f"starts with {' or '.join(repr(p) for p in prefixes)}); its groups: "
+                           f"{shown or 'none'}", file=path)
+    return group
 
 
 def _read_framework_file(path: Path, suffix: str, layout: str, case: Case, select: str | None,
@@ -127,7 +148,8 @@ def read_case_weights(path: str | Path, case: Case, *, layout: str | None = None
         raise WeightsError("weights file is a folder, expected a file", file=path)
     suffix = path.suffix.lower()
     if suffix == ".npz":  # load_npz refuses what is not a regular file itself
-        native, notes = load_npz(path, what="weights", max_bytes=max_bytes), []
+        native = npz_group(load_npz(path, what="weights", max_bytes=max_bytes), select, path)
+        notes = [f"read the {len(native)} tensors under {select!r}"] if select else []
         if layout is None:
             fits = fitting_layouts(native, case)
             if len(fits) != 1:
