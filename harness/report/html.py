@@ -341,8 +341,8 @@ def _environment(run: dict) -> str:
     versions, loose = split_versions(run.get("versions", {}))
     parts.append(_table(["package", "version"], [[k, v] for k, v in versions.items()]))
     settings = [[n, k, v] for n, a in run.get("adapters", {}).items()
-                for k, v in split_versions(((a.get("environment") or {}).get("versions")
-                                            or {}))[1].items()]
+                for k, v in split_versions((a.get("environment") or {}).get("versions")
+                                            or {})[1].items()]
     named = {k for _, k, _ in settings}
     # a run.json of an earlier rnn-harness mixed them into its versions
     settings += [["", k, v] for k, v in loose.items() if k not in named]

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from harness.report.record import SCHEMA_VERSION, RunRecord
 from harness.version import __version__
 
-
 # an adapter's versions() also says how it ran (Keras's backend, LiteRT's unroll, a thread
 # count, the GPU's name): settings, which differ between adapters of one run and are no versions
 NUMERIC_SETTINGS = ("torch_threads", "intra_op_num_threads")
