@@ -14,6 +14,7 @@ import re
 
 import pandas as pd
 import pytest
+from support.case_factory import case_maker
 
 from harness import blind, compare, runner
 from harness.adapters import get_adapter
@@ -22,7 +23,6 @@ from harness.report.html import html_report
 from harness.report.run_json import run_record
 from harness.report.summary import pair_row, summary_markdown
 from harness.results import PairResult
-from support.case_factory import case_maker
 
 make = case_maker(seed=5)
 NA_ADAPTERS = ["onnxruntime", "openvino", "onnx-reference"]  # never run here: data only
