@@ -6,7 +6,7 @@ runs each single mistake through the float64 reference on the case's own weights
 and lists the ones that stay below that, with why:
 
 - the mistake is a no-op at the case's sizes (a transpose of a [1, 1] block, a reshape of an
-  [H, 1] slice, swapped initial states that are zero): "the same either way";
+  [H, 1] slice): "the same either way";
 - it changes the weights but not the outputs enough (constant weights, zero biases, two
   gates with equal blocks, a tolerance so loose nothing could exceed it): "changes the
   outputs by only 3.2x tolerance".
@@ -16,6 +16,10 @@ per-adapter ``atol: 1e300`` is judged as such), one check per distinct tolerance
 adapters compared (:func:`check`). A case blind to some mistakes gets a warning in every
 report format; a case blind to every one is a case error ("vacuous: no plausible mistake could
 fail here"), unless it says ``allow_vacuous: true``.
+
+Swapped initial states are no blind spot of a case whose states are zero: they cannot matter
+there, so it is no warning, only a note that the case does not exercise initial states
+(:attr:`BlindCheck.notes`).
 
 The cost is bounded without skipping anything: the probes run on a truncated copy of the case
 (:func:`truncated`): at most :data:`MAX_STEPS` timesteps and :data:`MAX_BATCH` sequences, and
@@ -36,6 +40,7 @@ from harness import reference
 from harness.compare import COMPARED, Tolerance, tolerance_for
 from harness.data import Inputs
 from harness.layouts import get_layout
+from harness.mistakes.misreadings import ZERO_STATES
 from harness.params import Canonical, block_shapes, layer_dirs
 from harness.spec import Case
 
@@ -69,6 +74,11 @@ class Judged:
     @property
     def blind(self) -> list[BlindSpot]:
         return [s for s in self.spots if s.mistake]
+
+    @property
+    def warned(self) -> list[BlindSpot]:
+        """The spots a warning names: all but the zero initial states (a note)."""
+        return [s for s in self.spots if not _zero_states(s)]
 
     @property
     def vacuous(self) -> bool:
@@ -110,7 +120,7 @@ class BlindCheck:
             return f"Blind-spot check not run ({self.not_run})."
         parts = []
         for j in self.judged:
-            spots = j.spots if len(self.judged) == 1 else j.blind
+            spots = j.warned if len(self.judged) == 1 else j.blind
             if spots:
                 who = f" [{_tol_text(j)}]" if len(self.judged) > 1 else ""
                 parts.append("; ".join(_group(spots)) + who)
@@ -120,6 +130,14 @@ class BlindCheck:
                 + (", intended: allow_vacuous" if self.vacuous and self.allow_vacuous else "")
                 + "): ")
         return head + " | ".join(parts) + "."
+
+    @property
+    def notes(self) -> list[str]:
+        """What the case does not exercise, said once (not a warning: no mistake there can
+        change its outputs): zero initial states."""
+        if any(_zero_states(s) for j in self.judged for s in j.spots):
+            return [ZERO_STATES_NOTE]
+        return []
 
     @property
     def note(self) -> str:
@@ -167,6 +185,16 @@ def combined(checks: list[BlindCheck], adapters: list[str]) -> BlindCheck:
     judged = sorted(groups.values(), key=lambda j: min(
         (adapters.index(n) for n in j.adapters if n in adapters), default=1 << 30))
     return BlindCheck(first.case, judged, first.probed_on, first.allow_vacuous, first.not_run)
+
+
+ZERO_STATES_NOTE = ("the case does not exercise initial states: h0 and c0 are zero, so "
+                    "passing them wrongly (swapped, say) cannot show here; "
+                    "`initial_state: random` does")
+
+
+def _zero_states(spot: BlindSpot) -> bool:
+    return not spot.mistake and (spot.text, spot.why) == (
+        ZERO_STATES[0], f"the same at these sizes: {ZERO_STATES[1]}")
 
 
 def _tol_text(j: Judged) -> str:

@@ -44,6 +44,9 @@ from harness.spec import Case, Tol
 
 PASS, DIVERGED = "pass", "DIVERGED"
 NOT_APPLICABLE, UNAVAILABLE, ERROR, BASELINE = "not applicable", "unavailable", "error", "baseline"
+# how the reason of a not-applicable pair the case's adapters:/exclude: left out begins: reports
+# count those pairs in a line per case instead of giving each a row
+NOT_SELECTED = "not selected by the case"
 # a pair the case expects to diverge (``expected:``, an open upstream bug): as expected, or not
 KNOWN_BUG, LOOKS_FIXED = "known upstream bug", "looks fixed"
 COMPARED = (PASS, DIVERGED, KNOWN_BUG, LOOKS_FIXED)  # statuses of a pair that compared outputs

@@ -308,12 +308,17 @@ class Judgement:
     reason: str
     sqnr_db: float
     ideal_sqnr_db: float
+    # the largest |y - float64 reference| in output units: the cost as a reader weighs it
+    max_abs: float = float("nan")
 
     def record(self) -> dict[str, float | None]:
         """The cost question's figures as run.json keeps them (None: infinite), from which
-        ``merge`` derives the pair's status again (:func:`cost_status`)."""
+        ``merge`` derives the pair's status again (:func:`cost_status`); ``max_abs``: the
+        largest error against the float64 reference, in output units (reports say it)."""
         return {k: (round(v, 4) if np.isfinite(v) else None)
-                for k, v in (("sqnr_db", self.sqnr_db), ("ideal_sqnr_db", self.ideal_sqnr_db))}
+                for k, v in (("sqnr_db", self.sqnr_db), ("ideal_sqnr_db", self.ideal_sqnr_db))
+                } | ({"max_abs": float(f"{self.max_abs:.4g}")} if np.isfinite(self.max_abs)
+                     else {})
 
 
 def cost_status(case: Case, verdict: str, total: float | None, ideal: float | None
@@ -364,4 +369,5 @@ def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs:
         if f is not None:
             parts.append(f"the kernel differs from the integer-aware reference first at "
                          f"{compare.where(f)}: {f['max_abs'] / step:.3g} steps")
-    return Judgement(rows, status, "; ".join(parts), total, ideal_total)
+    return Judgement(rows, status, "; ".join(parts), total, ideal_total,
+                     float(np.max(np.abs(out.y - reference.y), initial=0.0)))

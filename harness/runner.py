@@ -62,7 +62,7 @@ def selected_by_case(case: Case, adapter: Adapter,
 
 
 def not_selected_reason(adapter: Adapter) -> str:
-    why = "not selected by the case (adapters/exclude)"
+    why = f"{compare.NOT_SELECTED} (adapters/exclude)"
     if adapter.named_only is not None:
         why += f"; {adapter.name} runs when named: {adapter.named_only}"
     return why

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness import compare
 from harness.npz import write_text
 from harness.report.folder import report_errors, staged, write_errors, write_run
-from harness.report.html import html_report
+from harness.report.html import PLOT_WORDS, html_report
 from harness.report.layouts_md import layouts_markdown
 from harness.report.outputs import save_outputs
 from harness.report.run_json import run_record
@@ -45,7 +45,7 @@ def _write(result: RunResult, out: Path, *, outputs: bool, plots: str,
     write_text(out / "layouts.md", layouts_markdown(result))
     write_run(out, run_record(result))
     write_errors(out, ((pair_id(p.case, p.adapter), p.detail) for p in result.pairs))
-    progress(f"index.html (plots: {plots})")
+    progress(f"index.html ({PLOT_WORDS.get(plots, plots)})")
     write_text(out / "index.html", html_report(result, out, plots))
     if outputs:
         progress("outputs/")

@@ -21,8 +21,16 @@ from harness import blind, compare
 from harness.report.folder import plot_stem, read_run, slug
 from harness.report.layouts_md import mapping_markdown
 from harness.report.plots import draw_pair, quantization_plot, quantized
+from harness.report.run_json import split_versions
 from harness.report.summary import _case_line as case_line
-from harness.report.summary import headers, pair_reason, pair_row, split_rows
+from harness.report.summary import (
+    case_pairs,
+    headers,
+    not_selected,
+    pair_reason,
+    pair_row,
+    split_rows,
+)
 from harness.results import PairResult, RunResult
 
 STATUS_CLASS = {
@@ -144,29 +152,56 @@ def _matrix_cell(p: PairResult, gradients: bool = False, dtype: str = "float32")
             + "<br>".join(escape(x) for x in lines) + "</a></td>")
 
 
+NOT_SELECTED_WORD = "–"  # the grid's cell of an adapter the case did not select
+
+
+def _not_selected_cell(case: str, why: str) -> str:
+    return (f'<td class="na" title="{escape(why)}"><a href="#{_slug("case-" + case)}">'
+            f"{NOT_SELECTED_WORD}</a></td>")
+
+
+def _missing_cell(case: str, adapter) -> str:
+    """The cell of an adapter with no pair in the case: a named-only adapter the case did not
+    name (it runs where named), or a pair another shard ran."""
+    why = getattr(adapter, "named_only", None)
+    if why is not None:
+        return _not_selected_cell(case, f"{compare.NOT_SELECTED}: {adapter.name} runs when "
+                                        f"named (--adapters or the case's adapters:): {why}")
+    return f'<td title="{escape(adapter.name)}: no pair of this case in the report"></td>'
+
+
 def overview(result: RunResult) -> str:
-    """Cases down, adapters across (adapters that are the baseline everywhere are left out)."""
-    adapters = [a.name for a in result.adapters
-                if any(p.adapter == a.name and p.status != compare.BASELINE for p in result.pairs)]
+    """Cases down, adapters across (adapters that compared nothing anywhere, the baseline or
+    not selected in every case, are left out)."""
+    adapters = [a for a in result.adapters
+                if any(p.adapter == a.name and p.status != compare.BASELINE and not not_selected(p)
+                       for p in result.pairs)]
     by = {(p.case, p.adapter): p for p in result.pairs}
     parts = ['<div class="grid"><table class="matrix"><tr><th>case</th>'
-             + "".join(f"<th>{escape(a)}</th>" for a in adapters)
+             + "".join(f"<th>{escape(a.name)}</th>" for a in adapters)
              + "</tr>"]
     for case in result.cases:
-        cells = [_matrix_cell(by[(case.name, a)], case.gradients, case.dtype)
-                 if (case.name, a) in by
-                 else "<td></td>" for a in adapters]
+        cells = []
+        for a in adapters:
+            p = by.get((case.name, a.name))
+            if p is None:
+                cells.append(_missing_cell(case.name, a))
+            elif not_selected(p):
+                cells.append(_not_selected_cell(case.name, p.reason))
+            else:
+                cells.append(_matrix_cell(p, case.gradients, case.dtype))
         parts.append(f'<tr><th><a href="#{_slug("case-" + case.name)}">{escape(case.name)}</a></th>'
                      + "".join(cells) + "</tr>")
     parts.append("</table></div>")
     parts.append('<p class="meta">Each cell: verdict (n/a: not applicable, unavail.: '
-                 "unavailable here, known bug: a known upstream bug) and the worst error in "
+                 f"unavailable here, known bug: a known upstream bug, {NOT_SELECTED_WORD}: "
+                 "not selected by the case) and the worst error in "
                  "units of the tolerance (≤ 1 passes), gradients included; a passing float64 "
                  "pair: its worst error in ulp (units in the last place of float64); "
                  "\"forward only\": a gradient case whose backward pass the adapter cannot run. "
                  "Hover for the reason "
-                 "of not-applicable, unavailable, forward-only, errors and where a DIVERGED pair "
-                 "diverged first.</p>")
+                 "of not-applicable, not selected, unavailable, forward-only, errors and where a "
+                 "DIVERGED pair diverged first.</p>")
     return "\n".join(parts)
 
 
@@ -191,15 +226,28 @@ def plotted(p: PairResult, plots: str) -> bool:
             or quantized(p.rows))
 
 
-def _plots_line(plots: str, drawn: int) -> str:
-    """The sentence of index.html saying which pairs' plots it shows."""
+PLOT_WORDS = {"failed": "plots of the pairs that did not pass", "all": "plots of every pair",
+              "none": "no plots"}
+"""What ``--plots`` draws, in words (the report's progress line)."""
+
+
+def _plots_line(plots: str, failed: int, quantized: int = 0) -> str:
+    """The sentence of index.html saying which pairs' plots it shows: ``failed`` pairs that did
+    not pass, ``quantized`` other pairs drawn for their quantization cost (drawn always)."""
     every = "(run with <code>--plots all</code> for every pair)"
     if plots == "all":
-        return f"Plots: every pair with divergence rows ({drawn})."
+        return f"Plots: every pair with divergence rows ({failed + quantized})."
     if plots == "none":
         return "Plots: none were drawn (<code>--plots none</code>)."
-    if drawn:
-        return f"Plots: the {drawn} pair{'s' if drawn > 1 else ''} that did not pass {every}."
+    cost = (f"; the quantization cost of the {quantized} quantized pair"
+            f"{'s' if quantized > 1 else ''} that passed" if quantized else "")
+    if failed:
+        return (f"Plots: the {failed} pair{'s' if failed > 1 else ''} that did not pass{cost} "
+                f"{every}.")
+    if quantized:
+        return (f"Plots: the quantization cost of the {quantized} quantized pair"
+                f"{'s' if quantized > 1 else ''} (drawn always); no pair that did not pass has "
+                f"divergence rows {every}.")
     return f"Plots: none, no pair that did not pass has divergence rows {every}."
 
 
@@ -290,8 +338,17 @@ def _environment(run: dict) -> str:
                                         ["machine", run.get("machine", "")],
                                         ["seconds", run.get("seconds", "")]])]
     parts.append("<h3>Versions</h3>")
-    versions = run.get("versions", {})
+    versions, loose = split_versions(run.get("versions", {}))
     parts.append(_table(["package", "version"], [[k, v] for k, v in versions.items()]))
+    settings = [[n, k, v] for n, a in run.get("adapters", {}).items()
+                for k, v in split_versions((a.get("environment") or {}).get("versions")
+                                            or {})[1].items()]
+    named = {k for _, k, _ in settings}
+    # a run.json of an earlier rnn-harness mixed them into its versions
+    settings += [["", k, v] for k, v in loose.items() if k not in named]
+    if settings:
+        parts.append("<h3>Adapter settings</h3>")
+        parts.append(_table(["adapter", "setting", "value"], settings))
     flags = run.get("precision_flags", {})
     if flags:
         parts.append("<h3>Precision flags and devices</h3>")
@@ -400,20 +457,33 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
     drawn = {k: draw_pair(*job) + (quantization_plot(job[0], job[1] / f"{job[2]}-quant.png",
                                                      job[3]),)
              for k, job in jobs.items()}
+    failed = sum(1 for p in result.pairs
+                 if id(p) in jobs and p.status in (compare.DIVERGED, compare.ERROR))
     body.insert(body.index('<h2 id="cases">Cases</h2>') + 1,
-                f'<p id="plots">{_plots_line(plots, len(jobs))}</p>')
+                f'<p id="plots">{_plots_line(plots, failed, len(jobs) - failed)}</p>')
     for case in result.cases:
         pairs = by_case.get(case.name, [])
         body.append(f'<section id="{_slug("case-" + case.name)}"><h3>{escape(case.name)}</h3>')
         source = f" — <code>{escape(str(case.source))}</code>" if case.source else ""
         body.append(f'<p class="meta">{escape(case_line(case))}{source}</p>')
-        rows = [pair_row(p, case.gradients, case.dtype) for p in pairs]
+        laid = case_pairs(result, case, pairs)
+        rows = [pair_row(p, case.gradients, case.dtype) for p in laid.shown]
         classes = [["", STATUS_CLASS.get(p.status, ""), "num", "num", ""]
-                   + (["num"] if case.gradients else []) + ["num", "reason"] for p in pairs]
-        body.append(_table(headers(case.gradients), rows, classes))
+                   + (["num"] if case.gradients else []) + ["num", "reason"] for p in laid.shown]
+        if rows:
+            body.append(_table(headers(case.gradients), rows, classes))
+        if laid.not_applicable:
+            body.append(f'<p class="na">{escape(compare.NOT_APPLICABLE)}:</p><ul>' + "".join(
+                f"<li>{', '.join(f'<code>{escape(a)}</code>' for a in adapters)}: "
+                f"{escape(reason)}</li>" for reason, adapters in laid.not_applicable.items())
+                + "</ul>")
+        if laid.not_selected:
+            body.append(f'<p class="meta">{escape(laid.not_selected_line)}.</p>')
         check = blind.of_result(result, case)
         if check is not None and check.warning:  # a pass here proves less: say so by the table
             body.append(f'<p class="warning">Warning: {escape(check.warning)}</p>')
+        if check is not None:
+            body += [f'<p class="meta">Note: {_inline(n)}.</p>' for n in check.notes]
         for p in pairs:
             body.append(_plots(p, jobs.get(id(p)), drawn.get(id(p), ())))
         body.append("</section>")

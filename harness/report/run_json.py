@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import sys
 from datetime import UTC, datetime
 
 from harness.report.record import SCHEMA_VERSION, RunRecord
 from harness.version import __version__
+
+# an adapter's versions() also says how it ran (Keras's backend, LiteRT's unroll, a thread
+# count, the GPU's name): settings, which differ between adapters of one run and are no versions
+NUMERIC_SETTINGS = ("torch_threads", "intra_op_num_threads")
+
+
+def is_version(key: str, value: object) -> bool:
+    """Whether an entry of an adapter's versions is a package's version (it begins with a
+    digit) rather than a setting (``keras_backend: jax``, ``unroll: True``, a thread count)."""
+    return key not in NUMERIC_SETTINGS and bool(re.match(r"\d", str(value)))
+
+
+def split_versions(entries: dict) -> tuple[dict, dict]:
+    """(versions, settings) of an adapter's versions (:func:`is_version`)."""
+    versions = {k: v for k, v in entries.items() if is_version(k, v)}
+    return versions, {k: v for k, v in entries.items() if k not in versions}
 
 
 def run_record(result) -> RunRecord:
@@ -32,7 +49,7 @@ def run_record(result) -> RunRecord:
                                                "precision_flags": env["precision_flags"]}
             if "cpu_flags" in env:  # the host's, where the adapter ran (harness.cpu_flags)
                 adapters[a.name]["environment"]["cpu_flags"] = env["cpu_flags"]
-            versions.update(env["versions"])
+            versions.update(split_versions(env["versions"])[0])  # settings stay per adapter
             flags.update(env["precision_flags"])
         if "versions_error" in env:
             adapters[a.name]["versions_error"] = env["versions_error"]

@@ -1,5 +1,10 @@
 """summary.md: a table per case: adapter, verdict, worst error, first diverging step, reason.
 
+The table has a row for each pair that ran or could have: the not-applicable pairs follow it, a
+line per reason, and the adapters the case did not select (its ``adapters:``/``exclude:``) one
+count line (:func:`case_pairs`), so a case's verdicts are not buried under rows that say
+nothing of it.
+
 A gradient case's table has one more column, the worst gradient row (dx, dh0, dc0, d<block>),
 beside the worst forward row; an adapter without a backward pass says so in its reason. Pairs
 with step-local rows (``run --step-mode``, :mod:`harness.steplocal`) get a line under the
@@ -8,8 +13,9 @@ table: the worst one-step error and how many steps are beyond tolerance.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pandas as pd
-from tabulate import tabulate
 
 from harness import blind, compare
 from harness.errors import printable_lines
@@ -93,14 +99,45 @@ def step_text(rows: pd.DataFrame | None) -> str:
             + f"); {bad} of {len(steps)} steps beyond tolerance")
 
 
+def quantized_rows(rows: pd.DataFrame | None) -> bool:
+    """Whether the rows are a quantized pair's (its ``y`` rows carry ``sqnr_db``,
+    :mod:`harness.quantization`)."""
+    return (rows is not None and "sqnr_db" in rows.columns
+            and bool(rows["sqnr_db"].notna().any()))
+
+
+def quantized_worst_text(worst: pd.Series, record: dict | None) -> str:
+    """A quantized pair's worst row: its tolerance is k output steps against the integer-aware
+    reference, so its multiple says so (``0.5x of 2 steps``); then the cost of quantizing in
+    plain units, from the run's record: dB below an ideal quantization of the same scheme and
+    the largest error against the float64 reference, in output units."""
+    from harness.quantization import K_STEPS
+
+    text = (f"{_fmt(worst['max_abs'])} ({worst['output']}, {worst['tol_ratio']:.2g}x of "
+            f"{K_STEPS:g} steps against the integer-aware reference)")
+    cost = []
+    record = record or {}
+    sqnr, ideal = record.get("sqnr_db"), record.get("ideal_sqnr_db")
+    if sqnr is not None and ideal is not None:
+        below = ideal - sqnr
+        cost.append(f"{below:.1f} dB below the ideal" if below >= 0.05 else
+                    f"{-below:.1f} dB above the ideal" if below <= -0.05 else "as the ideal")
+    if record.get("max_abs") is not None:
+        cost.append(f"largest error {record['max_abs']:.3g} against float64")
+    return text + (f"; cost: {', '.join(cost)}" if cost else "")
+
+
 def pair_row(p, gradients: bool = False, dtype: str | None = None) -> list[str]:
     """A pair's row under :func:`headers`: the worst forward row (y, h_n, c_n) and, for a
     gradient case, the worst gradient row in a column of its own. A float64 case's noise-floor
-    column gives the error in ulp; a DIVERGED pair's reason says where it diverged first."""
+    column gives the error in ulp; a DIVERGED pair's reason says where it diverged first; a
+    quantized pair's worst row is in output steps, with the cost of quantizing."""
     forward, grads = split_rows(p.rows)
     worst, first = compare.worst(forward), p.first_diverging
     worst_text = first_text = ""
-    if worst is not None:
+    if worst is not None and quantized_rows(forward):
+        worst_text = quantized_worst_text(worst, getattr(p, "quantization", None))
+    elif worst is not None:
         worst_text = f"{_fmt(worst['max_abs'])} ({worst['output']}, {worst['tol_ratio']:.2g}x tol)"
     if first is not None:
         first_text = compare.where(first)
@@ -128,6 +165,63 @@ def headers(gradients: bool = False) -> list[str]:
     return HEADERS[:5] + ["worst gradient"] + HEADERS[5:] if gradients else list(HEADERS)
 
 
+@dataclass
+class CasePairs:
+    """A case's pairs as the reports lay them out: the ones with a table row; the not-applicable
+    ones, grouped by reason (a line per reason); the adapters the case did not select (one
+    count line)."""
+
+    shown: list = field(default_factory=list)
+    not_applicable: dict[str, list[str]] = field(default_factory=dict)  # reason -> adapters
+    not_selected: list[str] = field(default_factory=list)
+
+    @property
+    def not_selected_line(self) -> str:
+        """e.g. ``14 adapters not selected by the case (adapters/exclude): a, b, ...``."""
+        n = len(self.not_selected)
+        if not n:
+            return ""
+        return (f"{n} adapter{'s' if n > 1 else ''} {compare.NOT_SELECTED} "
+                f"(adapters/exclude): {', '.join(self.not_selected)}")
+
+
+def not_selected(p) -> bool:
+    """A pair the case's ``adapters:``/``exclude:`` left out (harness.runner)."""
+    return p.status == compare.NOT_APPLICABLE and (p.reason or "").startswith(compare.NOT_SELECTED)
+
+
+def case_pairs(result: RunResult, case, pairs: list) -> CasePairs:
+    """Lay out ``pairs`` (the case's) as :class:`CasePairs`. A named-only adapter of the run
+    with no pair in the case (it runs only where named) counts as not selected, except in a
+    shard, whose other pairs are elsewhere."""
+    out = CasePairs()
+    for p in pairs:
+        if not_selected(p):
+            out.not_selected.append(p.adapter)
+        elif p.status == compare.NOT_APPLICABLE:
+            # "litert-int8: not a quantized case": the adapter is in the list already
+            reason = (p.reason or "").removeprefix(f"{p.adapter}: ") or "(no reason given)"
+            out.not_applicable.setdefault(reason, []).append(p.adapter)
+        else:
+            out.shown.append(p)
+    if not getattr(result, "shard", None):
+        have = {p.adapter for p in pairs}
+        out.not_selected += [a.name for a in result.adapters
+                             if getattr(a, "named_only", None) is not None and a.name not in have]
+    return out
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A GitHub table without padding: a column is not widened to its longest reason on every
+    row (the bundled suite's summary.md was mostly spaces)."""
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ")
+                                 for c in cells) + " |"
+
+    return "\n".join([line(head), "|" + "|".join("---" for _ in head) + "|"]
+                     + [line(r) for r in rows])
+
+
 NO_FRAMEWORK = ("no framework was compared: only the harness's own references (reference, "
                 "noise-floor), whose pairs pass by construction")
 
@@ -149,9 +243,17 @@ def summary_markdown(result: RunResult) -> str:
         pairs = by_case.get(case.name, [])
         lines += ["", f"## {case.name}", ""]
         lines.append(_case_line(case))
-        lines.append("")
-        lines.append(tabulate([pair_row(p, case.gradients, case.dtype) for p in pairs],
-                              headers=headers(case.gradients), tablefmt="github"))
+        laid = case_pairs(result, case, pairs)
+        if laid.shown:
+            lines += ["", markdown_table(headers(case.gradients),
+                                         [pair_row(p, case.gradients, case.dtype)
+                                          for p in laid.shown])]
+        if laid.not_applicable:
+            lines += ["", f"`{compare.NOT_APPLICABLE}`:", ""]
+            lines += [f"- {', '.join(f'`{a}`' for a in adapters)}: {reason}"
+                      for reason, adapters in laid.not_applicable.items()]
+        if laid.not_selected:
+            lines += ["", laid.not_selected_line + "."]
         steps = [(p.adapter, step_text(p.rows)) for p in pairs]
         if any(text for _, text in steps):
             lines += ["", "Step-local (each step from the reference's state, `--step-mode`):", ""]
@@ -159,6 +261,7 @@ def summary_markdown(result: RunResult) -> str:
         check = blind.of_result(result, case)
         if check is not None:
             lines += ["", ("**Warning**: " if check.warning else "") + check.note]
+            lines += [line for n in check.notes for line in ("", f"Note: {n}.")]
     lines.append("")
     lines.append(f"Verdicts: `{compare.PASS}` within tolerance at every row; `{compare.DIVERGED}` "
                  "beyond it somewhere; first diverging = earliest output step beyond tolerance. "
