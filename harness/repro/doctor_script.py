@@ -18,14 +18,15 @@ import numpy as np
 
 from harness.npz import save_npz, write_text
 from harness.repro import equations
+from harness.repro.quote import doc_text, md_code, md_text, py_literal
 from harness.repro.record import script_spec, unsupported
-from harness.repro.render import _data_block, _py, inline
+from harness.repro.render import _data_block, inline
 from harness.spec import Case
 
 SCRIPT = '''#!/usr/bin/env python3
 """{title}
 
-The weights read as layout {layout!r} (as claimed) and read with the correction rnn-harness's
+The weights read as layout {layout} (as claimed) and read with the correction rnn-harness's
 doctor found, each run through the float64 {cell} equations below, against the outputs the
 framework gave ({source}). NumPy only:
 
@@ -43,7 +44,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC_CLAIMED = {claimed}
 SPEC_RIGHT = {right}
-ATOL, RTOL = {atol!r}, {rtol!r}
+ATOL, RTOL = {atol}, {rtol}
 MISTAKES = {mistakes}
 
 '''
@@ -107,6 +108,19 @@ if __name__ == "__main__":
 '''
 
 
+def _readme(title: str, case: Case, layout: str, source: str, mistakes: list[str]) -> str:
+    return "\n".join([
+        f"# {md_text(title)}", "",
+        f"The weights of case {md_code(case.name)} read as layout {md_code(layout)} do not "
+        f"give the outputs of {md_text(source)}; read with this correction they do:", "",
+        *[f"- {md_text(m)}" for m in mistakes], "",
+        "```", "python repro.py", "```", "",
+        "Needs Python with NumPy only. It runs both readings through the float64 "
+        f"{md_text(case.cell.upper())} equations written into it and prints their errors per "
+        "step side by side; exit 1 when the claimed reading diverges and the corrected one "
+        "agrees.", ""])
+
+
 def write_doctor_repro(folder: str | Path, *, case: Case, fixed_case: Case, layout: str,
                        claimed: dict[str, np.ndarray], right: dict[str, np.ndarray],
                        inputs: Any, expected: dict[str, np.ndarray], atol: float, rtol: float,
@@ -129,20 +143,14 @@ def write_doctor_repro(folder: str | Path, *, case: Case, fixed_case: Case, layo
     arrays |= {f"expected/{k}": np.asarray(v, np.float64) for k, v in expected.items()}
     folder.mkdir(parents=True, exist_ok=True)
     title = f"Weights read as {layout!r}: {'; '.join(mistakes)}"
-    head = SCRIPT.format(title=title, layout=layout, cell=case.cell, source=source,
-                         claimed=_py(script_spec(case)), right=_py(script_spec(fixed_case)),
-                         atol=atol, rtol=rtol, mistakes=_py(list(mistakes)))
+    head = SCRIPT.format(title=doc_text(title), layout=doc_text(repr(layout)),
+                         cell=doc_text(case.cell), source=doc_text(source),
+                         claimed=py_literal(script_spec(case)),
+                         right=py_literal(script_spec(fixed_case)), atol=py_literal(atol),
+                         rtol=py_literal(rtol), mistakes=py_literal(list(mistakes)))
     if not inline(arrays):
         save_npz(folder / "data.npz", arrays)
     write_text(folder / "repro.py", head + _data_block(arrays) + "\n\n" + equations.source()
                + MAIN)
-    write_text(folder / "README.md", "\n".join([
-        f"# {title}", "",
-        f"The weights of case `{case.name}` read as layout `{layout}` do not give the outputs "
-        f"of {source}; read with this correction they do:", "",
-        *[f"- {m}" for m in mistakes], "",
-        "```", "python repro.py", "```", "",
-        "Needs Python with NumPy only. It runs both readings through the float64 "
-        f"{case.cell.upper()} equations written into it and prints their errors per step side "
-        "by side; exit 1 when the claimed reading diverges and the corrected one agrees.", ""]))
+    write_text(folder / "README.md", _readme(title, case, layout, source, mistakes))
     return f"Wrote a reproducer of the mistake to {folder}/repro.py (NumPy only)."

@@ -22,20 +22,15 @@ sets the adapter's worker environment before it imports Keras. A quantized pair'
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import numpy as np
 
 from harness.repro import equations, mlx_stack, readout
+from harness.repro.quote import doc_text, py_literal
 from harness.repro.record import ReproRecord
 
 INLINE_MAX = 400  # numbers: at most this many in all, the data are written into the script
-
-
-def _py(value: object) -> str:
-    """A Python literal of a JSON value (``null`` -> None ...)."""
-    return repr(json.loads(json.dumps(value)))
 
 
 def data_arrays(record: ReproRecord) -> dict[str, np.ndarray]:
@@ -62,12 +57,13 @@ def _number(v: object) -> str:
 
 def _literal(a: np.ndarray) -> str:
     values = ", ".join(_number(v.item()) for v in a.reshape(-1))
-    return f"np.array([{values}], dtype={a.dtype.name!r}).reshape({tuple(a.shape)!r})"
+    return (f"np.array([{values}], dtype={py_literal(a.dtype.name)})"
+            f".reshape({tuple(int(n) for n in a.shape)!r})")
 
 
 def _data_block(arrays: dict[str, np.ndarray]) -> str:
     if inline(arrays):
-        body = "\n".join(f"    {k!r}: {_literal(v)}," for k, v in arrays.items())
+        body = "\n".join(f"    {py_literal(k)}: {_literal(v)}," for k, v in arrays.items())
         return f"DATA = {{\n{body}\n}}\n"
     return ('with np.load(os.path.join(HERE, "data.npz"), allow_pickle=False) as _npz:\n'
             "    DATA = {k: _npz[k] for k in _npz.files}\n")
@@ -76,7 +72,7 @@ def _data_block(arrays: dict[str, np.ndarray]) -> str:
 HEADER = '''#!/usr/bin/env python3
 """{title}
 
-Case {case!r}, adapter {adapter!r} of rnn-harness ({status}). Standalone: it needs Python
+Case {case}, adapter {adapter} of rnn-harness ({status}). Standalone: it needs Python
 with NumPy and {needs}, nothing else, and downloads nothing.
 
     python repro.py
@@ -94,7 +90,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = {spec}
-ATOL, RTOL = {atol!r}, {rtol!r}
+ATOL, RTOL = {atol}, {rtol}
 
 '''
 
@@ -197,7 +193,7 @@ if __name__ == "__main__":
 COST_HEADER = '''#!/usr/bin/env python3
 """{title}
 
-Case {case!r}, adapter {adapter!r} of rnn-harness ({status}): a quantized model ({scheme}).
+Case {case}, adapter {adapter} of rnn-harness ({status}): a quantized model ({scheme}).
 Standalone: it needs Python with NumPy and {needs}, nothing else, and downloads nothing.
 
     python repro.py
@@ -223,7 +219,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = {spec}
 # The cost question's data. sqnr_db, ideal_sqnr_db: the SQNR over y of the harness's run and of
-# an ideal {scheme} quantization (None: infinite), from the report's run.json (quantization).
+# an ideal quantization of the same scheme (None: infinite), from the report's run.json
+# (quantization).
 # margin_db: rnn-harness's harness.quantization.IDEAL_MARGIN_DB; min_sqnr_db: the case's
 # quantization floor. The rule is harness.quantization.cost_status: the pair is DIVERGED where
 # its SQNR is below ideal_sqnr_db - margin_db or below min_sqnr_db.
@@ -418,7 +415,7 @@ def _flax(record: ReproRecord) -> tuple[str, str]:
     nnx = call["api"] == "nnx"
     text = FLAX.format(api_import=("from flax import nnx  # noqa: E402" if nnx else
                                    "from flax import linen as nn  # noqa: E402"),
-                       call=_py(call), run_layer=NNX_LAYER if nnx else LINEN_LAYER)
+                       call=py_literal(call), run_layer=NNX_LAYER if nnx else LINEN_LAYER)
     return text, "JAX and Flax (pip install jax flax)"
 
 
@@ -524,7 +521,7 @@ def run_model():
 def _onnx(record: ReproRecord) -> tuple[str, str]:
     call = record.handed.call
     runtime, needs = RUNTIMES[call["runtime"]]
-    return ONNX.format(call=_py(call), runtime=runtime), needs
+    return ONNX.format(call=py_literal(call), runtime=runtime), needs
 
 
 # PyTorch -------------------------------------------------------------------------------------
@@ -593,16 +590,18 @@ def run_framework():
 
 
 def _torch(record: ReproRecord) -> tuple[str, str]:
-    return TORCH.format(call=_py(record.handed.call)), "PyTorch (pip install torch)"
+    return TORCH.format(call=py_literal(record.handed.call)), "PyTorch (pip install torch)"
 
 
 # Keras (tf_keras, Keras 3 on TensorFlow) -------------------------------------------------------
 
 KERAS = '''
-{backend}import tensorflow as tf  # noqa: E402
-import {module} as K  # noqa: E402
+{backend}import importlib  # noqa: E402
+
+import tensorflow as tf  # noqa: E402
 
 CALL = {call}
+K = importlib.import_module(CALL["module"])  # tf_keras, or Keras 3
 NAMES = ("forward", "backward")
 
 
@@ -689,7 +688,7 @@ def _keras(record: ReproRecord) -> tuple[str, str]:
                if keras3 else "")
     needs = ("TensorFlow and Keras 3 (pip install tensorflow keras)" if keras3 else
              "TensorFlow and tf_keras (pip install tensorflow tf_keras)")
-    return (KERAS.format(backend=backend, module=call["module"], call=_py(call))
+    return (KERAS.format(backend=backend, call=py_literal(call))
             + KERAS_STACK), needs
 
 
@@ -746,7 +745,7 @@ def run_framework():
 
 def _tflite(record: ReproRecord) -> tuple[str, str]:
     needs = "ai-edge-litert (pip install ai-edge-litert)"
-    return TFLITE.format(call=_py(record.handed.call)), needs
+    return TFLITE.format(call=py_literal(record.handed.call)), needs
 
 
 EXECUTORCH = '''
@@ -790,7 +789,7 @@ def run_framework():
 
 
 def _executorch(record: ReproRecord) -> tuple[str, str]:
-    return (EXECUTORCH.format(call=_py(record.handed.call)),
+    return (EXECUTORCH.format(call=py_literal(record.handed.call)),
             "PyTorch and ExecuTorch (pip install torch executorch)")
 
 
@@ -867,7 +866,7 @@ BACKEND_NEEDS = {"torch": "Keras 3 and PyTorch (pip install keras torch)",
 def _keras3_backend(record: ReproRecord) -> tuple[str, str]:
     call = record.handed.call
     needs = BACKEND_NEEDS.get(call["backend"], f"Keras 3 and {call['backend']}")
-    return KERAS3_BACKEND.format(call=_py(call)) + KERAS_STACK, needs
+    return KERAS3_BACKEND.format(call=py_literal(call)) + KERAS_STACK, needs
 
 
 # MLX ------------------------------------------------------------------------------------------
@@ -908,7 +907,7 @@ def run_framework():
 
 
 def _mlx(record: ReproRecord) -> tuple[str, str]:
-    return MLX.format(call=_py(record.handed.call)), "MLX (pip install 'mlx[cpu]')"
+    return MLX.format(call=py_literal(record.handed.call)), "MLX (pip install 'mlx[cpu]')"
 
 
 RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {
@@ -916,6 +915,13 @@ RENDERERS: dict[str, Callable[[ReproRecord], tuple[str, str]]] = {
     "executorch": _executorch, "mlx": _mlx,
     "keras3-backend": _keras3_backend}
 """Handed.family -> (the framework part of the script, what it needs installed)."""
+
+CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+    "flax": {"api": ("nnx", "linen")}, "onnx": {"runtime": tuple(RUNTIMES)},
+    "keras": {"module": ("keras", "tf_keras")}}
+"""Handed.family -> the keys of ``Handed.call`` that choose the text of its script, with the
+values that do: each script a family renders is one value of each (every other value of the
+call is data written into the script as a literal)."""
 
 READOUT = ("tflite", "executorch")
 """The families whose script reads a converted model's outputs with harness/repro/readout.py,
@@ -937,17 +943,20 @@ def script(record: ReproRecord) -> str:
     if record.quantization is not None:
         scheme = record.handed.call.get("scheme") or "quantized"
         head = COST_HEADER.format(
-            title=f"{record.title}: the cost of {scheme} quantization against the float64 "
-                  f"{cell} equations", case=record.case, adapter=record.adapter,
-            status=record.status, scheme=scheme, needs=needs, spec=_py(record.spec),
-            cost=_py(record.quantization))
+            title=doc_text(f"{record.title}: the cost of {scheme} quantization against the "
+                           f"float64 {cell} equations"),
+            case=doc_text(repr(record.case)), adapter=doc_text(repr(record.adapter)),
+            status=doc_text(record.status), scheme=doc_text(scheme), needs=doc_text(needs),
+            spec=py_literal(record.spec), cost=py_literal(record.quantization))
         tail = COST_MAIN
     else:
-        head = HEADER.format(title=f"{record.title}: diverges from the float64 {cell}"
-                             " equations" if record.status != "pass" else record.title,
-                             case=record.case, adapter=record.adapter, status=record.status,
-                             needs=needs, spec=_py(record.spec), atol=record.atol,
-                             rtol=record.rtol)
+        title = (f"{record.title}: diverges from the float64 {cell} equations"
+                 if record.status != "pass" else record.title)
+        head = HEADER.format(title=doc_text(title), case=doc_text(repr(record.case)),
+                             adapter=doc_text(repr(record.adapter)),
+                             status=doc_text(record.status), needs=doc_text(needs),
+                             spec=py_literal(record.spec), atol=py_literal(record.atol),
+                             rtol=py_literal(record.rtol))
         tail = COMPARE
     return (head + _data_block(data_arrays(record)) + INPUTS + "\n\n" + equations.source()
             + "\n" + pasted_text + framework + SHARED + tail)

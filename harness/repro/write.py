@@ -26,6 +26,7 @@ import numpy as np
 from harness import known_bugs
 from harness.npz import save_npz, write_text
 from harness.repro import render
+from harness.repro.quote import md_code, md_text
 from harness.repro.record import MAX_BYTES, ReproRecord
 
 MAX_NAME = 80
@@ -69,6 +70,19 @@ def inside(root: Path, path: Path) -> Path:
 def issue_url(upstream: str) -> str:
     """owner/repo#N -> its GitHub URL (harness.known_bugs.link); anything else as it is."""
     return known_bugs.link(upstream.strip()) or upstream.strip()
+
+
+# a URL given as the upstream id, linked only where it can end no Markdown link it sits in
+_PLAIN_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]+")
+
+
+def upstream_markdown(upstream: str) -> str:
+    """The case's ``upstream:`` text as one line of Markdown: a link where it is an
+    owner/repo#N id or a plain URL, else the text escaped (it may hold anything)."""
+    url = issue_url(upstream)
+    if _PLAIN_URL.fullmatch(url):
+        return f"[{md_text(upstream.strip())}]({url})"
+    return md_text(upstream.strip())
 
 
 # ONNX backend-test data ------------------------------------------------------------------------
@@ -154,7 +168,7 @@ def _framework(record: ReproRecord) -> str:
 def _finding(record: ReproRecord, agreeing: list[str]) -> list[str]:
     f = record.first
     if f is not None:
-        where = f"`{f['output']}` layer {f['layer']}"
+        where = f"{md_code(f['output'])} layer {f['layer']}"
         where += "" if f["direction"] is None else f", direction {f['direction']}"
         where += "" if f["t"] is None else f", step t={f['t']}"
         lines = [f"- first diverging: {where}"]
@@ -162,16 +176,17 @@ def _finding(record: ReproRecord, agreeing: list[str]) -> list[str]:
         lines = ["- the harness did not run this pair (unavailable, reason below): the "
                  "reproducer runs what the adapter would hand the framework"]
     else:
-        lines = [f"- verdict: {record.status}" + (f" ({record.detail})" if record.detail else "")]
-    lines += [f"- step-local reading: {record.step_reading}",
+        lines = [f"- verdict: {md_text(record.status)}"
+                 + (f" ({md_text(record.detail)})" if record.detail else "")]
+    lines += [f"- step-local reading: {md_text(record.step_reading)}",
               "- adapters that agree with float64 on this case: "
-              + (", ".join(f"`{a}`" for a in agreeing) if agreeing else "none in this run"),
+              + (", ".join(md_code(a) for a in agreeing) if agreeing else "none in this run"),
               (f"- judged in quantization steps and by its cost (the reason below); the "
                f"script checks the cost: {_cost_line(record.quantization)}"
                if record.quantization is not None else
                f"- tolerance: |error| <= {record.atol:g} + {record.rtol:g} x |expected|")]
     if record.reason:
-        lines.append(f"- the harness's reason: {record.reason}")
+        lines.append(f"- the harness's reason: {md_text(record.reason)}")
     return lines
 
 
@@ -212,23 +227,25 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
             f"{spec['dtype']}")
     framework = _framework(record)
     verb = "agrees with" if record.status in ("pass", "looks fixed") else "diverges from"
-    title = (f"{TITLE_PREFIX.get(framework, '')}{record.title}: {cell} output {verb} the "
-             f"float64 equations ({spec['dir_mode']}, {spec['dtype']})")
+    title = (f"{record.title}: {cell} output {verb} the float64 equations "
+             f"({spec['dir_mode']}, {spec['dtype']})")
     if record.quantization is not None:
-        title = (f"{TITLE_PREFIX.get(framework, '')}{record.title}: {cell} output, the cost "
-                 f"of quantization against the float64 equations ({spec['dir_mode']})")
-    lines = [f"# {title}", ""]
+        title = (f"{record.title}: {cell} output, the cost of quantization against the float64 "
+                 f"equations ({spec['dir_mode']})")
+    lines = [f"# {TITLE_PREFIX.get(framework, '')}{md_text(title)}", ""]
     if record.upstream:
-        lines += [f"Known upstream bug: [{record.upstream}]({issue_url(record.upstream)}).", ""]
+        lines += [f"Known upstream bug: {upstream_markdown(record.upstream)}.", ""]
     if not written:
-        lines += [f"A reproducer is not available for `{record.adapter}` on case "
-                  f"`{record.case}`: {why_not}.", ""]
+        lines += [f"A reproducer is not available for {md_code(record.adapter)} on case "
+                  f"{md_code(record.case)}: {md_text(why_not)}.", ""]
     else:
         tracker = TRACKERS.get(framework)
-        lines += [f"Case `{record.case}` ({what}), adapter `{record.adapter}`"
-                  + (f"; tracker: {tracker}" if tracker else "") + ".", "",
+        lines += [f"Case {md_code(record.case)} ({md_text(what)}), adapter "
+                  f"{md_code(record.adapter)}" + (f"; tracker: {tracker}" if tracker else "")
+                  + ".", "",
                   "## Reproduce", "",
-                  f"Needs Python with NumPy and {render.needs(record)}; nothing is downloaded.",
+                  f"Needs Python with NumPy and {md_text(render.needs(record))}; nothing is "
+                  "downloaded.",
                   "", "```", "python repro.py", "```", ""]
         if record.quantization is not None:
             lines += [cost_question(record), ""]
@@ -244,14 +261,15 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
                       "its outputs); it does not convert the model again.", ""]
         if record.handed.call.get("exporter"):
             lines += [f"`model.onnx` is the graph `torch.onnx.export` "
-                      f"({record.handed.call['exporter']}) wrote for the module and ONNX Runtime "
-                      "ran; the script runs it again (it does not export it again).", ""]
+                      f"({md_text(record.handed.call['exporter'])}) wrote for the module and "
+                      "ONNX Runtime ran; the script runs it again (it does not export it "
+                      "again).", ""]
         if record.handed.family == "onnx":
             lines += ["`model.onnx` with `test_data_set_0/` is an ONNX backend-test folder "
                       "(inputs as fed, outputs from the float64 equations in the model's type): "
                       "`onnx_test_runner` and ONNX's backend test runner read it.", ""]
     lines += ["## What the harness found", "", *_finding(record, agreeing), "", "## Versions", ""]
-    lines += ([f"- {k}: {v}" for k, v in sorted(record.versions.items())]
+    lines += ([f"- {md_text(k)}: {md_text(v)}" for k, v in sorted(record.versions.items())]
               or ["- (not recorded: the pair did not run; repro.py prints them)"])
     return "\n".join(lines) + "\n"
 
