@@ -12,8 +12,10 @@ import pytest
 _OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--rnn-adapters", "--adapters", dict(
         dest="rnn_adapters", default=None, metavar="A,B",
-        help="comma-separated adapters to pair with every case (default: every adapter of "
-             "--rnn-device); the baseline (reference) is compared with, not an item itself")),
+        help="comma-separated adapters to pair with every case, or all (the default: every "
+             "adapter of --rnn-device but those run only when named, which `rnn-harness "
+             "adapters` lists), or every (those too); the baseline (reference) is compared "
+             "with, not an item itself")),
     ("--rnn-device", "--device", dict(
         dest="rnn_device", default="all", choices=["cpu", "gpu", "all"],
         help="the adapters of this device (default: all); with gpu, each case's reference is "
@@ -64,6 +66,8 @@ def chosen_adapters(config: pytest.Config, cases: list) -> list:
 
 
 def named_adapters(config: pytest.Config) -> frozenset[str]:
-    """The adapters ``--rnn-adapters`` names (``all`` left out)."""
+    """The adapters ``--rnn-adapters`` names (``all`` names none, ``every`` each)."""
+    from harness.adapters import named_explicitly
+
     names = config.getoption("rnn_adapters") or ""
-    return frozenset(n.strip() for n in names.split(",") if n.strip()) - {"all"}
+    return named_explicitly(n.strip() for n in names.split(",") if n.strip())
