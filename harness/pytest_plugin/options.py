@@ -60,8 +60,13 @@ def chosen_adapters(config: pytest.Config, cases: list) -> list:
     first case file, not before)."""
     from harness import adapters as registry
 
-    names = config.getoption("rnn_adapters")
-    names = [n.strip() for n in names.split(",") if n.strip()] if names else None
+    given = config.getoption("rnn_adapters")
+    names = [n.strip() for n in given.split(",") if n.strip()] if given else None
+    if names == []:  # "," names nothing: a mistake, not the default selection
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"expected comma-separated adapter names (or all, every), got "
+                           f"{given!r}")
     return registry.select(names, config.getoption("rnn_device"), cases)
 
 

@@ -135,3 +135,10 @@ def test_the_plugins_rnn_adapters_every_selects_the_named_only_adapters_on_every
     assert set(NAMED_ONLY_CPU) <= set(runs)
     default = _Options(rnn_adapters="all", rnn_device="cpu")
     assert not set(NAMED_ONLY_CPU) & {a.name for a in chosen_adapters(default, [case])}
+
+
+def test_the_plugin_refuses_an_rnn_adapters_that_names_nothing():
+    from harness.pytest_plugin.options import chosen_adapters
+
+    with pytest.raises(HarnessError, match="expected comma-separated adapter names"):
+        chosen_adapters(_Options(rnn_adapters=" , ", rnn_device="cpu"), [])
