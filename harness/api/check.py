@@ -140,8 +140,7 @@ def check(case: CaseLike = None, *, weights: Any = None, adapters: str | Sequenc
     names (``"reference,torch-cpu"`` or a list, not empty), ``"all"`` (the default: every
     adapter but those run only when named) or ``"every"`` (those too); ``device`` ``cpu``
     (the default for ``all`` and ``every``), ``gpu`` or ``all`` filters them; within what the
-    case selects. ``out``: a report
-    folder to write (default none).
+    case selects. ``out``: a report folder to write (default none).
 
     Bad input (a case or weights that cannot be read) raises :class:`HarnessError` naming the
     file and field, before anything runs; an adapter that fails is a pair with the verdict
