@@ -177,27 +177,44 @@ def validate_case(data: Any, *, file: str, node: yaml.Node | None = None) -> Cas
     try:
         case = Case.model_validate({**data, "source": file})
     except ValidationError as exc:
-        # an unknown key first: a misspelled key is also the reason a required one is missing
-        errors = sorted(_best_union_member(exc.errors()),
-                        key=lambda e: e["type"] != "extra_forbidden")
-        err = errors[0]
-        loc = _clean_loc(err["loc"])
-        cause = err.get("ctx", {}).get("error")
-        if not loc and isinstance(cause, FieldError):  # a cross-field check names its field
-            loc = tuple(cause.field.split("."))
-        field = _field_text(loc)
-        others = {_clean_loc(e["loc"]) for e in errors[1:]} - {loc, ()}
-        more = f" (and {len(others)} more)" if others else ""
-        raise CaseError(_expected(err, loc) + more, file=file, field=field,
-                        line=_line_of(node, loc)) from None
+        found: dict[tuple, CaseError] = {}  # one mistake a field
+        for err in _best_union_member(exc.errors()):
+            loc = _clean_loc(err["loc"])
+            cause = err.get("ctx", {}).get("error")
+            if not loc and isinstance(cause, FieldError):  # a cross-field check names its field
+                loc = tuple(cause.field.split("."))
+            if loc not in found:
+                found[loc] = CaseError(_expected(err, loc), file=file, field=_field_text(loc),
+                                       line=_line_of(node, loc))
+        # an unknown key first (a misspelled key is also the reason a required one is
+        # missing), then the others in the file's order
+        raise _all_of(sorted(found.values(), key=lambda e: (
+            not e.message.startswith("unknown key"), e.line or 0))) from None
     _check_references(case, file, node)
     return case
 
 
+MAX_MISTAKES_NAMED = 8  # of one case, in its one error line; the rest are counted
+
+
+def _all_of(errors: list[CaseError]) -> CaseError:
+    """One error naming each of ``errors`` (each with its line and field), up to
+    :data:`MAX_MISTAKES_NAMED`: bad input stays one line, and a user fixes every mistake at once
+    instead of one a run."""
+    first, others = errors[0], errors[1:MAX_MISTAKES_NAMED]
+    if len(errors) > MAX_MISTAKES_NAMED:
+        others.append(CaseError(f"{len(errors) - MAX_MISTAKES_NAMED} more not named"))
+    return CaseError(first.message, file=first.file, field=first.field, line=first.line,
+                     also=others)
+
+
 def _check_references(case: Case, file: str, node: yaml.Node | None) -> None:
     """The layout and adapter names a case refers to exist (a typo would silently select none)."""
+    found: list[CaseError] = []
+
     def fail(loc: tuple, message: str) -> None:
-        raise CaseError(message, file=file, field=".".join(map(str, loc)), line=_line_of(node, loc))
+        found.append(CaseError(message, file=file, field=".".join(map(str, loc)),
+                               line=_line_of(node, loc)))
 
     if isinstance(case.weights, TensorFile) and case.weights.layout is not None:
         name = case.weights.layout
@@ -228,6 +245,8 @@ def _check_references(case: Case, file: str, node: yaml.Node | None) -> None:
             if when_key not in WHEN_KEYS:
                 fail(("expected", name, "when", when_key), "not a case key"
                      + _did_you_mean(when_key, WHEN_KEYS) + f" (case keys: {', '.join(WHEN_KEYS)})")
+    if found:
+        raise _all_of(found)
 
 
 def _apply_when(cases: list[Case], file: str, node: yaml.Node | None) -> list[Case]:

@@ -8,6 +8,7 @@ expected, and renders as one line:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 # C0 and C1 control characters: an ESC in a file name must not reach the terminal as one
@@ -44,7 +45,8 @@ def printable_lines(text: str) -> str:
 
 
 class HarnessError(Exception):
-    """Bad input. The CLI prints ``str(err)`` as one line and exits with code 2."""
+    """Bad input. The CLI prints ``str(err)`` as one line and exits with code 2. ``also``: the
+    input's other mistakes found at the same time, each named after this one (``; ``)."""
 
     def __init__(
         self,
@@ -53,11 +55,13 @@ class HarnessError(Exception):
         file: str | Path | None = None,
         field: str | None = None,
         line: int | None = None,
+        also: Sequence[HarnessError] = (),
     ) -> None:
         self.message = message
         self.file = str(file) if file is not None else None
         self.field = field
         self.line = line
+        self.also = tuple(also)
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -65,7 +69,7 @@ class HarnessError(Exception):
         if self.file:
             where = self.file + (f":{self.line}" if self.line else "") + ": "
         field = f"{self.field}: " if self.field else ""
-        return printable(f"{where}{field}{self.message}")
+        return "; ".join([printable(f"{where}{field}{self.message}"), *map(str, self.also)])
 
 
 class CaseError(HarnessError):

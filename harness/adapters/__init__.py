@@ -86,21 +86,45 @@ def get_adapter(name: str) -> Adapter:
         raise HarnessError(f"unknown adapter {name!r}; known: {', '.join(ADAPTERS)}") from None
 
 
+# the selections a name list may hold beside adapter names: ``all`` is the default selection
+# (every adapter but the named-only ones); ``every`` adds the named-only ones
+ALL = "all"
+EVERY = "every"
+SELECTIONS = (ALL, EVERY)
+
+
 def select(names: list[str] | None, device: str = "all",
            cases: Iterable[Case] = ()) -> list[Adapter]:
     """Adapters named, filtered by device (cpu | gpu | all). No names, or ``all``: the default
     selection, every adapter but those left out for cost (:attr:`Adapter.named_only`), which
     come in only where named explicitly: in ``names`` beside ``all``, or in a case's
     ``adapters:`` list (``cases``; :func:`harness.runner.selected_by_case` then runs it on
-    those cases only)."""
-    if not names or "all" in names:
+    those cases only). ``every``: every adapter, the named-only ones included."""
+    if names and EVERY in names:
+        chosen = list(ADAPTERS.values())
+    elif not names or ALL in names:
         named = set(names or ()) | {n for c in cases for n in c.adapters}
         chosen = [a for a in ADAPTERS.values() if a.named_only is None or a.name in named]
-        chosen += [get_adapter(n) for n in names or () if n != "all"
+        chosen += [get_adapter(n) for n in names or () if n != ALL
                    and get_adapter(n) not in chosen]
     else:
         chosen = [get_adapter(n) for n in names]
     return [a for a in chosen if device == "all" or a.device == device or a.baseline]
+
+
+def named_explicitly(names: Iterable[str] | None) -> frozenset[str]:
+    """The adapters ``names`` name explicitly, which a named-only adapter needs to run on every
+    case (:func:`harness.runner.selected_by_case`): ``all`` names none, ``every`` names each."""
+    names = set(names or ())
+    if EVERY in names:
+        return frozenset(ADAPTERS)
+    return frozenset(names - {ALL})
+
+
+def named_only_adapters() -> dict[str, str]:
+    """The adapters left out of the default selection: name -> why (the one list the docs'
+    lists of named-only adapters are checked against)."""
+    return {a.name: a.named_only for a in ADAPTERS.values() if a.named_only is not None}
 
 
 def left_out(chosen: Iterable[Adapter], device: str = "all") -> dict[str, str]:
@@ -112,5 +136,5 @@ def left_out(chosen: Iterable[Adapter], device: str = "all") -> dict[str, str]:
             and (device == "all" or a.device == device)}
 
 
-__all__ = ["ADAPTERS", "Adapter", "AdapterFault", "Capabilities", "get_adapter", "left_out",
-           "select"]
+__all__ = ["ADAPTERS", "ALL", "EVERY", "SELECTIONS", "Adapter", "AdapterFault", "Capabilities",
+           "get_adapter", "left_out", "named_explicitly", "named_only_adapters", "select"]

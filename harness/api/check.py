@@ -106,18 +106,23 @@ def case_inputs(case: CaseLike) -> Inputs:
 
 def _adapters(names: str | Sequence[str] | None, device: str | None) -> tuple[list, str]:
     """The adapters chosen, and the run's device: as ``rnn-harness run``, adapters named one by
-    one are run (or reported unavailable) whatever their device."""
-    from harness.adapters import get_adapter, select
+    one are run (or reported unavailable) whatever their device. An empty list or string is
+    refused: it would otherwise read as "no choice made" and run the default selection."""
+    from harness.adapters import SELECTIONS, get_adapter, select
 
     if isinstance(names, str):
-        names = [n.strip() for n in names.split(",")]
+        names = [n.strip() for n in names.split(",")] if names.strip() else []
     if names is not None:
+        names = list(names)
+        if not names:
+            raise HarnessError("expected adapter names (or 'all', 'every'), got none: leave "
+                               "adapters out for the default selection", field="adapters")
         for n in names:
-            if n != "all":
+            if n not in SELECTIONS:
                 get_adapter(n)  # an unknown name is refused, naming the known ones
     if device is None:
-        device = "all" if names and "all" not in names else "cpu"
-    return select(list(names) if names is not None else None, device), device
+        device = "all" if names and not set(SELECTIONS) & set(names) else "cpu"
+    return select(names, device), device
 
 
 def check(case: CaseLike = None, *, weights: Any = None, adapters: str | Sequence[str] | None
@@ -132,9 +137,10 @@ def check(case: CaseLike = None, *, weights: Any = None, adapters: str | Sequenc
     .onnx, .msgpack), a torch ``nn.LSTM``/``nn.GRU`` module, a Keras layer or model, an ONNX
     ``ModelProto`` or a mapping of native arrays (``layout`` then says whose, unless their
     names and shapes fit one layout only); ``select`` picks the RNN in a model. ``adapters``:
-    names (``"reference,torch-cpu"`` or a list; default every CPU adapter; ``device``
-    ``cpu``, ``gpu`` or ``all`` filters them), within what the case selects. ``out``: a report
-    folder to write (default none).
+    names (``"reference,torch-cpu"`` or a list, not empty), ``"all"`` (the default: every
+    adapter but those run only when named) or ``"every"`` (those too); ``device`` ``cpu``
+    (the default for ``all`` and ``every``), ``gpu`` or ``all`` filters them; within what the
+    case selects. ``out``: a report folder to write (default none).
 
     Bad input (a case or weights that cannot be read) raises :class:`HarnessError` naming the
     file and field, before anything runs; an adapter that fails is a pair with the verdict

@@ -100,8 +100,9 @@ def _text(adapters: dict, reasons: dict[str, str | None], checked: bool) -> str:
     named_only = [f"{a.name}: run when named: {a.named_only}" for a in adapters.values()
                   if a.named_only is not None]
     if named_only:
-        parts.append("Left out of the default selection (run when named in --adapters or in a "
-                     "case's adapters:):\n" + "\n".join(_wrap(n) for n in named_only))
+        parts.append("Left out of the default selection (--adapters all) and run when named: "
+                     "in --adapters, in a case's adapters:,\nor all at once with --adapters "
+                     "every:\n" + "\n".join(_wrap(n) for n in named_only))
     return "\n\n".join(parts)
 
 

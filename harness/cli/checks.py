@@ -23,10 +23,13 @@ def unknown(kind: str, names: str | list[str], known: list[str], field: str) -> 
                         field=field)
 
 
-def check_adapters(names: list[str] | None, field: str = "--adapters") -> None:
+def check_adapters(names: list[str] | None, field: str = "--adapters",
+                   selections: bool = True) -> None:
     """Adapter names from the command line (None: none given): no empty name, no name twice
-    (it would run and report the pairs twice), each one known (or "did you mean")."""
-    from harness.adapters import ADAPTERS
+    (it would run and report the pairs twice), each one known (or "did you mean");
+    ``selections``: ``all`` and ``every`` are names too (not for an option taking one
+    adapter)."""
+    from harness.adapters import ADAPTERS, SELECTIONS
 
     if names is None:
         return
@@ -36,9 +39,10 @@ def check_adapters(names: list[str] | None, field: str = "--adapters") -> None:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise HarnessError(f"{', '.join(twice)} named more than once", field=field)
-    missing = [n for n in names if n != "all" and n not in ADAPTERS]
+    known = [*SELECTIONS, *ADAPTERS] if selections else list(ADAPTERS)
+    missing = [n for n in names if n not in known]
     if missing:  # every one at once, not one per attempt
-        raise unknown("adapter", missing, list(ADAPTERS), field)
+        raise unknown("adapter", missing, known, field)
 
 
 def check_layout(name: str | None, field: str) -> None:

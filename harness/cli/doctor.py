@@ -38,7 +38,7 @@ def handle(args: argparse.Namespace) -> int:
 
     check_layout(args.layout, "--layout")
     if args.adapter:
-        check_adapters([args.adapter], "--adapter")
+        check_adapters([args.adapter], "--adapter", selections=False)
     if not (args.budget > 0 and math.isfinite(args.budget)):
         raise HarnessError(f"expected a finite number of seconds > 0, got {args.budget:g}",
                            field="--budget")

@@ -25,7 +25,7 @@ def handle(args: argparse.Namespace) -> int:
     from harness.probe import probe_file
     from harness.progress import plain_progress
 
-    check_adapters([args.adapter], "--adapter")
+    check_adapters([args.adapter], "--adapter", selections=False)
     text, code = probe_file(args.adapter, args.case, name=args.name, case_sizes=args.case_sizes,
                             progress=plain_progress)
     print(text, end="")

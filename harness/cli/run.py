@@ -22,8 +22,9 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
                    "which `rnn-harness init DIR` copies out)")
     r.add_argument("--builtin", action="store_true",
                    help="run the bundled cases (the default when no CASES are given)")
-    r.add_argument("--adapters", help="comma-separated adapter names (default: every adapter "
-                   "of the devices --device selects)")
+    r.add_argument("--adapters", help="comma-separated adapter names, or all (the default: "
+                   "every adapter of the devices --device selects but those run only when "
+                   "named, which `rnn-harness adapters` lists), or every (those too)")
     r.add_argument("--atol", type=float, metavar="A",
                    help="absolute tolerance for every case, dtype and adapter (replaces the "
                         "cases' and adapters' own)")
@@ -107,10 +108,10 @@ def handle(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.adapters.split(",")] if args.adapters is not None else None
     check_adapters(names)
     device, why = default_device(args.device, args.require_gpu,
-                                 named=bool(names) and "all" not in names)
+                                 named=bool(names) and not set(registry.SELECTIONS) & set(names))
     # a named-only adapter (Adapter.named_only) comes in where named: here or in a case
     chosen = registry.select(names, device, cases)
-    named = frozenset(n for n in names or () if n != "all")
+    named = registry.named_explicitly(names)
     if args.require_gpu:
         missing, noted = runner.missing_gpu(chosen)
         for line in noted:

@@ -12,8 +12,10 @@ import pytest
 _OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--rnn-adapters", "--adapters", dict(
         dest="rnn_adapters", default=None, metavar="A,B",
-        help="comma-separated adapters to pair with every case (default: every adapter of "
-             "--rnn-device); the baseline (reference) is compared with, not an item itself")),
+        help="comma-separated adapters to pair with every case, or all (the default: every "
+             "adapter of --rnn-device but those run only when named, which `rnn-harness "
+             "adapters` lists), or every (those too); the baseline (reference) is compared "
+             "with, not an item itself")),
     ("--rnn-device", "--device", dict(
         dest="rnn_device", default="all", choices=["cpu", "gpu", "all"],
         help="the adapters of this device (default: all); with gpu, each case's reference is "
@@ -58,12 +60,19 @@ def chosen_adapters(config: pytest.Config, cases: list) -> list:
     first case file, not before)."""
     from harness import adapters as registry
 
-    names = config.getoption("rnn_adapters")
-    names = [n.strip() for n in names.split(",") if n.strip()] if names else None
+    given = config.getoption("rnn_adapters")
+    names = [n.strip() for n in given.split(",") if n.strip()] if given else None
+    if names == []:  # "," names nothing: a mistake, not the default selection
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"expected comma-separated adapter names (or all, every), got "
+                           f"{given!r}")
     return registry.select(names, config.getoption("rnn_device"), cases)
 
 
 def named_adapters(config: pytest.Config) -> frozenset[str]:
-    """The adapters ``--rnn-adapters`` names (``all`` left out)."""
+    """The adapters ``--rnn-adapters`` names (``all`` names none, ``every`` each)."""
+    from harness.adapters import named_explicitly
+
     names = config.getoption("rnn_adapters") or ""
-    return frozenset(n.strip() for n in names.split(",") if n.strip()) - {"all"}
+    return named_explicitly(n.strip() for n in names.split(",") if n.strip())
