@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import safe_files
 from harness.npz import save_npz, write_text
 from harness.repro import equations
 from harness.repro.record import script_spec, unsupported
@@ -118,7 +119,10 @@ def write_doctor_repro(folder: str | Path, *, case: Case, fixed_case: Case, layo
     if why:
         return f"No reproducer written to {folder}: {why}."
     folder = Path(folder)
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+    if folder.is_symlink():
+        return (f"No reproducer written to {folder}: it is a symbolic link, which rnn-harness "
+                "does not write through.")
+    if folder.exists() and not folder.is_dir():
         return f"No reproducer written to {folder}: it exists and is not a folder."
     arrays = {f"claimed/{k}": np.asarray(v, np.float64) for k, v in claimed.items()}
     arrays |= {f"right/{k}": np.asarray(v, np.float64) for k, v in right.items()}
@@ -127,15 +131,15 @@ def write_doctor_repro(folder: str | Path, *, case: Case, fixed_case: Case, layo
     if inputs.c0 is not None:
         arrays["c0"] = np.asarray(inputs.c0, np.float64)
     arrays |= {f"expected/{k}": np.asarray(v, np.float64) for k, v in expected.items()}
-    folder.mkdir(parents=True, exist_ok=True)
+    safe_files.folder(folder, field="--repro")
     title = f"Weights read as {layout!r}: {'; '.join(mistakes)}"
     head = SCRIPT.format(title=title, layout=layout, cell=case.cell, source=source,
                          claimed=_py(script_spec(case)), right=_py(script_spec(fixed_case)),
                          atol=atol, rtol=rtol, mistakes=_py(list(mistakes)))
     if not inline(arrays):
-        save_npz(folder / "data.npz", arrays)
+        save_npz(folder / "data.npz", arrays, folder)
     write_text(folder / "repro.py", head + _data_block(arrays) + "\n\n" + equations.source()
-               + MAIN)
+               + MAIN, folder)
     write_text(folder / "README.md", "\n".join([
         f"# {title}", "",
         f"The weights of case `{case.name}` read as layout `{layout}` do not give the outputs "
@@ -144,5 +148,6 @@ def write_doctor_repro(folder: str | Path, *, case: Case, fixed_case: Case, layo
         "```", "python repro.py", "```", "",
         "Needs Python with NumPy only. It runs both readings through the float64 "
         f"{case.cell.upper()} equations written into it and prints their errors per step side "
-        "by side; exit 1 when the claimed reading diverges and the corrected one agrees.", ""]))
+        "by side; exit 1 when the claimed reading diverges and the corrected one agrees.", ""]),
+        folder)
     return f"Wrote a reproducer of the mistake to {folder}/repro.py (NumPy only)."
