@@ -151,7 +151,8 @@ def created(path: str | Path, top: str | Path | None = None, *, text: bool = Fal
             if dfd is None:
                 os.replace(tmp_path, path)
             else:
-                os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                # rename(2) where dir_fd exists (POSIX) replaces, as os.replace does
+                os.rename(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_path, **where)
