@@ -503,12 +503,13 @@ def merge_folders(folders: list[str], out: str | None) -> tuple[str, str, list[s
 
 
 def check_writable(out: str | Path, option: str = "--out", names: Iterable[str] = ()) -> Path:
-    """Refuse, as bad input, a report folder that cannot be written: an empty name, an existing
-    file, a path under a file, a folder whose parent is not writable (the new report is swapped
-    in there), a folder that is not a report folder (:func:`owned_entries`), a name the file
-    system cannot hold (:func:`check_names`, ``names``: paths the report writes). Puts back a
-    previous report a killed run left aside (:func:`recover`); creates the missing parent
-    folders; returns the path."""
+    """Refuse, as bad input, a report folder that cannot be written: an empty name, a link
+    (:mod:`harness.safe_files`: never written through), an existing file, a path under a file,
+    a folder whose parent is not writable (the new report is swapped in there), a folder that
+    is not a report folder (:func:`owned_entries`), a name the file system cannot hold
+    (:func:`check_names`, ``names``: paths the report writes). Puts back a previous report a
+    killed run left aside (:func:`recover`); creates the missing parent folders; returns the
+    path."""
     if str(out).strip() == "":
         raise HarnessError("expected a folder name, got an empty one", field=option)
     out = Path(out)
