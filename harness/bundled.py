@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+from harness import safe_files
 from harness.errors import HarnessError
 
 _HERE = Path(__file__).resolve().parent
@@ -37,6 +38,8 @@ def copy_bundled(dest: str | Path) -> list[Path]:
     dest = Path(dest)
     files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".yaml", ".npz"))
     targets = [dest / p.relative_to(src) for p in files]
+    if dest.is_symlink():  # the folder written into: a link would put the files where it points
+        raise safe_files.link_error(dest, "DIR")
     for target in targets:
         for part in [*reversed(target.relative_to(dest).parents[:-1]), target.relative_to(dest)]:
             if (dest / part).is_symlink():
@@ -49,7 +52,7 @@ def copy_bundled(dest: str | Path) -> list[Path]:
                            "empty or new folder", file=str(dest))
     written = []
     for p, target in zip(files, targets, strict=True):
-        target.parent.mkdir(parents=True, exist_ok=True)
+        safe_files.folder(target.parent, top=dest, field="DIR")
         # O_EXCL | O_NOFOLLOW: a link planted since the check above is refused, not followed
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                      0o644)

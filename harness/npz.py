@@ -1,12 +1,11 @@
 """Reading and writing .npz tensor files safely (never unpickling), with errors that name the
-file; writing atomically, so a killed run never leaves a half-written file."""
+file; writing atomically (so a killed run never leaves a half-written file) and never through a
+link."""
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import HarnessError, WeightsError
+from harness.safe_files import created
 
 NPY_MAGIC = b"\x93NUMPY"
 
@@ -115,41 +115,17 @@ def writing(path: Path) -> Iterator[None]:
         raise HarnessError(f"cannot write: {exc.strerror or exc}{where}", file=path) from None
 
 
-def save_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write an .npz atomically (temporary file, then rename)."""
+def save_npz(path: str | Path, arrays: dict[str, np.ndarray], top: str | Path | None = None
+             ) -> None:
+    """Write an .npz whole or not at all, never through a link (:func:`harness.safe_files.created`;
+    ``top``: the folder written into, which may hold no link down to the file)."""
     path = Path(path)
-    with writing(path):
-        _save_npz(path, arrays)
+    with writing(path), created(path, top) as f:
+        np.savez(f, **arrays)
 
 
-def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_text(path: str | Path, text: str) -> None:
-    """Write a text file atomically."""
+def write_text(path: str | Path, text: str, top: str | Path | None = None) -> None:
+    """Write a text file whole or not at all, never through a link (as :func:`save_npz`)."""
     path = Path(path)
-    with writing(path):
-        _write_text(path, text)
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are for people and web servers
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with writing(path), created(path, top, text=True) as f:
+        f.write(text)

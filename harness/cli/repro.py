@@ -6,7 +6,8 @@ validated, no pickle, nothing outside it followed): the pair must be one of its 
 the case is its recorded spec (a case that reads a weights or inputs file is refused: a report
 from elsewhere must not make this command read other files), and the adapter one of this
 installation's. The pair is run again here (same seed, same data), and its folder written as
-the report writes it: into ``REPORT/repro/<case>/<adapter>/``, or ``--out DIR``.
+the report writes it: into ``REPORT/repro/<case>/<adapter>/``, or ``--out DIR``; a link at or
+below ``REPORT/repro`` or ``--out`` is refused before the run (harness.safe_files).
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ def _case(report, name: str):
 
 
 def _out_folder(out: Path) -> None:
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
+    from harness import safe_files
+
+    safe_files.check(out / "test_data_set_0", top=out, field="--out")
+    if out.exists() and not out.is_dir():
         raise HarnessError("exists and is not a folder", file=out, field="--out")
     if out.is_dir():
         other = sorted(p.name for p in out.iterdir() if p.name not in _WRITTEN)
@@ -77,11 +81,12 @@ def _out_folder(out: Path) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from harness import safe_files
     from harness.adapters import get_adapter
     from harness.prepare import prepare
     from harness.report import agreeing_in
     from harness.report.folder import read_report
-    from harness.repro.write import inside, safe_name, write_one
+    from harness.repro.write import safe_name, write_one
     from harness.runner import reproduce
 
     report = read_report(args.report)
@@ -93,17 +98,16 @@ def handle(args: argparse.Namespace) -> int:
         _out_folder(root)
     else:
         root = report.folder / "repro"
-        if root.is_symlink():
-            raise HarnessError("not a report folder's repro/ (a symbolic link)", file=root)
         names = (safe_name(case_name), safe_name(adapter_name))
-        inside(report.folder, root / names[0] / names[1])
+        # refused before the run: a downloaded report's repro/ may link anywhere
+        safe_files.check(root / names[0] / names[1] / "test_data_set_0", top=root)
     from harness.prepare import check_memory
 
     check_memory(case)  # a recorded spec of any size: refused before anything is allocated
     record = reproduce(prepare(case), adapter)
     agree = agreeing_in([(p.case, p.adapter, p.status) for p in report.run.pairs], case_name)
     if args.out:
-        root.mkdir(parents=True, exist_ok=True)
+        safe_files.folder(root, field="--out")
         names = (".", ".")  # the folder itself
     folder = write_one(root, record, agree, names)
     print(f"{record.case}::{record.adapter} ({record.status}): {folder.resolve()}")

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from harness import safe_files
 from harness.errors import HarnessError
 from harness.report.record import SCHEMA_VERSION, RunRecord
 
@@ -321,7 +322,7 @@ def _carry_outputs(previous: Path, out: Path) -> bool:
             if target.exists() or target.is_symlink():
                 left = True  # never replace what is there; keep the previous folder instead
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
+            safe_files.folder(target.parent, top=out)
             os.replace(src, target)
     return not left
 
@@ -502,12 +503,13 @@ def merge_folders(folders: list[str], out: str | None) -> tuple[str, str, list[s
 
 
 def check_writable(out: str | Path, option: str = "--out", names: Iterable[str] = ()) -> Path:
-    """Refuse, as bad input, a report folder that cannot be written: an empty name, an existing
-    file, a path under a file, a folder whose parent is not writable (the new report is swapped
-    in there), a folder that is not a report folder (:func:`owned_entries`), a name the file
-    system cannot hold (:func:`check_names`, ``names``: paths the report writes). Puts back a
-    previous report a killed run left aside (:func:`recover`); creates the missing parent
-    folders; returns the path."""
+    """Refuse, as bad input, a report folder that cannot be written: an empty name, a link
+    (:mod:`harness.safe_files`: never written through), an existing file, a path under a file,
+    a folder whose parent is not writable (the new report is swapped in there), a folder that
+    is not a report folder (:func:`owned_entries`), a name the file system cannot hold
+    (:func:`check_names`, ``names``: paths the report writes). Puts back a previous report a
+    killed run left aside (:func:`recover`); creates the missing parent folders; returns the
+    path."""
     if str(out).strip() == "":
         raise HarnessError("expected a folder name, got an empty one", field=option)
     out = Path(out)
@@ -517,8 +519,10 @@ def check_writable(out: str | Path, option: str = "--out", names: Iterable[str] 
     check_names(out, names, option)
     with contextlib.suppress(OSError):
         recover(out)
-    if out.exists() or out.is_symlink():
-        if not out.is_dir() or out.is_symlink():
+    if out.is_symlink():
+        raise safe_files.link_error(out, option)
+    if out.exists():
+        if not out.is_dir():
             raise HarnessError("exists and is not a folder", file=out, field=option)
         owned_entries(out, option)
     parent = out.parent
@@ -547,7 +551,9 @@ def staged(out: str | Path, option: str = "--out") -> Iterator[Path]:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     recover(out)
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
+    if out.is_symlink():
+        raise safe_files.link_error(out, option)
+    if out.exists() and not out.is_dir():
         raise HarnessError("exists and is not a folder", file=out, field=option)
     owned_entries(out, option)  # refused before anything is written
     _note(out, "kept" if out.exists() else "absent")
@@ -642,10 +648,8 @@ def copy_outputs(source: Path, target: Path) -> None:
                 if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
                     continue
                 dst = target / "outputs" / src.relative_to(top)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                with open(dst, "wb") as out:
+                with safe_files.created(dst, target) as out:
                     shutil.copyfileobj(f, out)
-            os.chmod(dst, 0o644)
 
 
 # Reading --------------------------------------------------------------------------------------

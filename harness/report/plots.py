@@ -59,8 +59,10 @@ def _figure(height: float, right: float, top: float, bottom: float):
 
 
 def _save(fig, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
+    from harness.safe_files import created
+
+    with created(path, path.parent) as f:  # plots/ of a report being written: no link
+        fig.savefig(f, dpi=DPI, format="png")
 
 
 def _name(layer: int, direction: int) -> str:

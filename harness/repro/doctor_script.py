@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import safe_files
 from harness.npz import save_npz, write_text
 from harness.repro import equations
 from harness.repro.quote import doc_text, md_code, md_text, py_literal
@@ -132,7 +133,10 @@ def write_doctor_repro(folder: str | Path, *, case: Case, fixed_case: Case, layo
     if why:
         return f"No reproducer written to {folder}: {why}."
     folder = Path(folder)
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+    if folder.is_symlink():
+        return (f"No reproducer written to {folder}: it is a symbolic link, which rnn-harness "
+                "does not write through.")
+    if folder.exists() and not folder.is_dir():
         return f"No reproducer written to {folder}: it exists and is not a folder."
     arrays = {f"claimed/{k}": np.asarray(v, np.float64) for k, v in claimed.items()}
     arrays |= {f"right/{k}": np.asarray(v, np.float64) for k, v in right.items()}
@@ -141,7 +145,7 @@ def write_doctor_repro(folder: str | Path, *, case: Case, fixed_case: Case, layo
     if inputs.c0 is not None:
         arrays["c0"] = np.asarray(inputs.c0, np.float64)
     arrays |= {f"expected/{k}": np.asarray(v, np.float64) for k, v in expected.items()}
-    folder.mkdir(parents=True, exist_ok=True)
+    safe_files.folder(folder, field="--repro")
     title = f"Weights read as {layout!r}: {'; '.join(mistakes)}"
     head = SCRIPT.format(title=doc_text(title), layout=doc_text(repr(layout)),
                          cell=doc_text(case.cell), source=doc_text(source),
@@ -149,8 +153,8 @@ def write_doctor_repro(folder: str | Path, *, case: Case, fixed_case: Case, layo
                          right=py_literal(script_spec(fixed_case)), atol=py_literal(atol),
                          rtol=py_literal(rtol), mistakes=py_literal(list(mistakes)))
     if not inline(arrays):
-        save_npz(folder / "data.npz", arrays)
+        save_npz(folder / "data.npz", arrays, folder)
     write_text(folder / "repro.py", head + _data_block(arrays) + "\n\n" + equations.source()
-               + MAIN)
-    write_text(folder / "README.md", _readme(title, case, layout, source, mistakes))
+               + MAIN, folder)
+    write_text(folder / "README.md", _readme(title, case, layout, source, mistakes), folder)
     return f"Wrote a reproducer of the mistake to {folder}/repro.py (NumPy only)."

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import known_bugs
+from harness import known_bugs, safe_files
 from harness.npz import save_npz, write_text
 from harness.repro import render
 from harness.repro.quote import md_code, md_text
@@ -149,13 +149,13 @@ def _onnx_test_set(folder: Path, record: ReproRecord) -> None:
     call = record.handed.call
     feeds = {name[len("feed/"):]: v for name, v in record.handed.arrays.items()
              if name.startswith("feed/")}
-    data = folder / "test_data_set_0"
-    data.mkdir(parents=True, exist_ok=True)
+    data = safe_files.folder(folder / "test_data_set_0", top=folder)
     for n, name in enumerate(call["inputs"]):
-        (data / f"input_{n}.pb").write_bytes(tensor_proto(feeds[name], name))
+        safe_files.write_bytes(data / f"input_{n}.pb", tensor_proto(feeds[name], name), folder)
     expected = onnx_expected(record)
     for n, name in enumerate(call["outputs"]):
-        (data / f"output_{n}.pb").write_bytes(tensor_proto(expected[name], name))
+        safe_files.write_bytes(data / f"output_{n}.pb", tensor_proto(expected[name], name),
+                               folder)
 
 
 # README --------------------------------------------------------------------------------------
@@ -300,19 +300,19 @@ def write_one(root: Path, record: ReproRecord, agreeing: list[str] = (),
     and return it."""
     case_dir, adapter_dir = folder_name or (safe_name(record.case), safe_name(record.adapter))
     folder = inside(root, root / case_dir / adapter_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    safe_files.folder(folder, top=root)
     why = why_not(record)
     if not why:
         text = render.script(record)
         arrays = render.data_arrays(record)
         if not render.inline(arrays):
-            save_npz(folder / "data.npz", arrays)
-        write_text(folder / "repro.py", text)
+            save_npz(folder / "data.npz", arrays, root)
+        write_text(folder / "repro.py", text, root)
         for name, data in record.handed.files.items():
-            (inside(root, folder / safe_name(name))).write_bytes(data)
+            safe_files.write_bytes(inside(root, folder / safe_name(name)), data, root)
         if record.handed.family == "onnx":
             _onnx_test_set(folder, record)
-    write_text(folder / "README.md", readme(record, list(agreeing), not why, why))
+    write_text(folder / "README.md", readme(record, list(agreeing), not why, why), root)
     return folder
 
 
