@@ -5,20 +5,14 @@ that a file of 3 KB cannot make the harness allocate a GiB (issue 53.4)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from harness.errors import WeightsError
+from harness.errors import HarnessError, WeightsError
 
 torch = pytest.importorskip("torch")
 
-ROOT = Path(__file__).parents[2]
 ROWS = 2**25  # the view's logical rows: 2**25 x 3 float64 is 768 MiB
 VIEW_MIB = ROWS * 3 * 8 / 2**20
 
@@ -30,54 +24,60 @@ def _state(view_of: str) -> dict:
     return state
 
 
-# a case of that LSTM reading the file, and a module whose state_dict() returns the view; the
-# process reports what happened and its own peak resident memory
-SCRIPT = textwrap.dedent("""
-    import json, resource, sys, torch
-    import harness
-    from harness.cli import main
-    from harness.errors import HarnessError
+def _peak_growth_mib(call) -> float:
+    """How far this process's peak resident memory rose above its resident memory during
+    ``call()`` (Linux: writing 5 to /proc/self/clear_refs resets the peak, VmHWM)."""
+    def hwm() -> float:
+        status = Path("/proc/self/status").read_text()
+        return int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM:")).split()[1]
+                   ) / 1024
 
-    rc = main(["run", sys.argv[1], "--adapters", "reference", "--out", sys.argv[2], "--quiet"])
-
-    class Viewed(torch.nn.LSTM):
-        def state_dict(self, *args, **kwargs):
-            state = super().state_dict(*args, **kwargs)
-            state["weight_ih_l0"] = torch.zeros(1).expand(2**25, 3)
-            return state
-
-    try:
-        harness.check(weights=Viewed(3, 4), adapters="reference", batch=1, seq_len=2)
-        api = None
-    except HarnessError as exc:
-        api = str(exc)
-    print(json.dumps({"rc": rc, "api": api,
-                      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-""")
+    Path("/proc/self/clear_refs").write_text("5")
+    before = hwm()
+    call()
+    return hwm() - before
 
 
-def test_a_pt_view_is_refused_by_its_shape_without_allocating_it(tmp_path):
+class Viewed(torch.nn.LSTM):
+    """An nn.LSTM(3, 4) whose state_dict() returns its input weights as the view."""
+
+    def state_dict(self, *args, **kwargs):
+        state = super().state_dict(*args, **kwargs)
+        state["weight_ih_l0"] = torch.zeros(1).expand(ROWS, 3)
+        return state
+
+
+def test_a_pt_view_is_refused_by_its_shape_without_allocating_it(tmp_path, monkeypatch, capsys):
     """Under RNN_HARNESS_MAX_MEMORY=64MiB, ``run`` on a case whose .pt holds the view, and
     ``harness.check`` given a module whose state_dict() returns it, are refused naming the
-    tensor and its shape; the process never holds the view's 768 MiB (torch and the harness
-    take about 280 MiB)."""
+    tensor and its shape; the process never holds the view's 768 MiB."""
+    import harness
+    from harness.cli import main
+
+    monkeypatch.setenv("RNN_HARNESS_MAX_MEMORY", "64MiB")
     torch.save(_state("weight_ih_l0"), tmp_path / "view.pt")
     assert (tmp_path / "view.pt").stat().st_size < 4000
     case = tmp_path / "case.yaml"
     case.write_text("name: v\ncell: lstm\ninput_size: 3\nhidden_size: 4\nbatch: 1\nseq_len: 2\n"
                     "seed: 1\nweights: {file: view.pt}\n")
-    got = subprocess.run([sys.executable, "-c", SCRIPT, str(case), str(tmp_path / "out")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env={**os.environ, "RNN_HARNESS_MAX_MEMORY": "64MiB"})
-    assert got.returncode == 0, got.stderr
-    result = json.loads(got.stdout.splitlines()[-1])
-    errors = [line for line in got.stderr.splitlines() if line.startswith("rnn-harness:")]
-    assert result["rc"] == 2 and len(errors) == 1, got.stderr
-    assert errors[0].startswith(f"rnn-harness: error: {tmp_path / 'view.pt'}: weight_ih_l0: "
-                                f"expected shape [16, 3], got [{ROWS}, 3]"), errors
-    assert result["api"] == (f"the torch Viewed module: weight_ih_l0: expected shape [16, 3], "
-                             f"got [{ROWS}, 3]")
-    assert result["peak_mib"] < VIEW_MIB / 2, result
+    codes = []
+    grew = _peak_growth_mib(lambda: codes.append(main([
+        "run", str(case), "--adapters", "reference", "--out", str(tmp_path / "out"),
+        "--quiet"])))
+    err = capsys.readouterr().err.splitlines()
+    assert codes == [2] and len(err) == 1, err
+    assert err[0].startswith(f"rnn-harness: error: {tmp_path / 'view.pt'}: weight_ih_l0: "
+                             f"expected shape [16, 3], got [{ROWS}, 3]"), err
+    assert grew < VIEW_MIB / 4, grew
+
+    def check() -> None:
+        with pytest.raises(HarnessError) as exc:
+            harness.check(weights=Viewed(3, 4), adapters="reference", batch=1, seq_len=2)
+        assert str(exc.value) == (f"the torch Viewed module: weight_ih_l0: expected shape "
+                                  f"[16, 3], got [{ROWS}, 3]")
+
+    grew = _peak_growth_mib(check)
+    assert grew < VIEW_MIB / 4, grew
 
 
 def test_a_view_beyond_the_memory_limit_is_refused_before_conversion(tmp_path):
