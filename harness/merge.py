@@ -18,8 +18,9 @@ Refused here (HarnessError, exit 2): a folder that is not a shard, shards of dif
 (other cases or adapters), a pair in two folders, a shard given twice, an incomplete set of
 shards, a pair whose case has no recorded spec (or another case's), a pair whose status in
 run.json is not the one its divergence.csv rows and recorded spec give (the run's own verdict
-function, :func:`harness.compare.pair_status`: verdicts are derived, never taken on trust), and
-an OUT_DIR that would replace a shard;
+function, :func:`harness.compare.pair_status`: verdicts are derived, never taken on trust; a
+quantized pair's SQNR over y from its rows, which its record must agree with:
+:func:`harness.quantization.sqnr_of_rows`), and an OUT_DIR that would replace a shard;
 ``allow_partial`` accepts all but the overlaps, and the report says what is missing.
 """
 

@@ -1,9 +1,11 @@
 """PyTorch files (``.pt`` / ``.pth`` / ``.bin``, layout ``torch``): a ``state_dict`` saved with
 ``torch.save``, loaded with ``torch.load(..., weights_only=True)`` (no code runs) once its zip
 members are within the memory limit (a legacy, non-zip file is refused: its sizes cannot be
-checked before torch allocates them). A model's state_dict prefixes the RNN's names
-(``encoder.rnn.weight_ih_l0``); the prefix is found, or chosen with ``select``. An
-``nn.LSTMCell``/``nn.GRUCell`` is read as one layer.
+checked before torch allocates them). torch.load keeps a view a view (a tensor saved as its
+storage, ``torch.zeros(1).expand(2**25, 4)`` in 3 KB): each tensor's logical shape is checked
+against the case and the memory limit before it is converted. A model's state_dict prefixes
+the RNN's names (``encoder.rnn.weight_ih_l0``); the prefix is found, or chosen with
+``select``. An ``nn.LSTMCell``/``nn.GRUCell`` is read as one layer.
 """
 
 from __future__ import annotations
