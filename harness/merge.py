@@ -18,8 +18,9 @@ Refused here (HarnessError, exit 2): a folder that is not a shard, shards of dif
 (other cases or adapters), a pair in two folders, a shard given twice, an incomplete set of
 shards, a pair whose case has no recorded spec (or another case's), a pair whose status in
 run.json is not the one its divergence.csv rows and recorded spec give (the run's own verdict
-function, :func:`harness.compare.pair_status`: verdicts are derived, never taken on trust), and
-an OUT_DIR that would replace a shard;
+function, :func:`harness.compare.pair_status`: verdicts are derived, never taken on trust; a
+quantized pair's SQNR over y from its rows, which its record must agree with:
+:func:`harness.quantization.sqnr_of_rows`), and an OUT_DIR that would replace a shard;
 ``allow_partial`` accepts all but the overlaps, and the report says what is missing.
 """
 
@@ -174,8 +175,8 @@ def _check_statuses(reports: list[ReportFolder], cases: dict[str, Case],
                                    "divergence.csv rows: it compared outputs",
                                    file=r.folder / "run.json", field="pairs")
             case = cases[p.case]
-            if "sqnr_db" in rows.columns and rows["sqnr_db"].notna().any():
-                statuses = _quantized_statuses(rows, case, p)
+            if judged_quantized(case, p.adapter):
+                statuses = _quantized_statuses(rows, case, p, r.folder / "run.json")
                 if p.status not in statuses:
                     raise HarnessError(f"pair {pid} is {p.status!r} in run.json, but its "
                                        f"divergence.csv rows and SQNR record give "
@@ -196,21 +197,48 @@ def _check_statuses(reports: list[ReportFolder], cases: dict[str, Case],
                                    file=r.folder / "run.json", field="pairs")
 
 
-def _quantized_statuses(rows: pd.DataFrame, case: Case, p: Any) -> tuple[str, ...]:
-    """The statuses a quantized pair's rows (in output steps: the kernel question) and its
-    recorded SQNR figures (the cost question) give, by the run's rule
-    (:func:`harness.quantization.cost_status`), read against the known bugs on the case alone
-    (merge has neither the weights of a weights file nor the outputs): that reading, or the
-    plain status where an entry applies."""
+def judged_quantized(case: Case, adapter: str) -> bool:
+    """Whether a pair is judged as a quantized one: its case has ``quantization:`` and its
+    adapter is not one this installation knows as a float runtime (a float adapter runs a
+    quantized case as a float pair). Decided by the case and the registry, never by the rows'
+    columns, which a shard may have blanked."""
+    known = ADAPTERS.get(adapter)
+    return case.quantization is not None and (known is None or known.quantized)
+
+
+def _quantized_statuses(rows: pd.DataFrame, case: Case, p: Any, run_json: Path
+                        ) -> tuple[str, ...]:
+    """The statuses a quantized pair's rows give: the kernel question from their output
+    steps, the cost question from the SQNR over y their cost columns give again
+    (:func:`harness.quantization.sqnr_of_rows`), which run.json's record must agree with, and
+    the record's ideal SQNR (an ideal quantization's figure, which the rows cannot give), by
+    the run's rule (:func:`harness.quantization.cost_status`); read against the known bugs on
+    the case alone (merge has neither the weights of a weights file nor the outputs): that
+    reading, or the plain status where an entry applies."""
     from harness import quantization
 
+    pid = pair_id(p.case, p.adapter)[:160]
     record = p.quantization
     if not isinstance(record, dict) or "sqnr_db" not in record or "ideal_sqnr_db" not in record:
-        raise HarnessError(f"pair {pair_id(p.case, p.adapter)[:160]} has quantization rows "
-                           "(sqnr_db) but no SQNR record in run.json (quantization: {sqnr_db, "
-                           "ideal_sqnr_db})", field="pairs")
+        raise HarnessError(f"pair {pid} has quantization rows (sqnr_db) but no SQNR record in "
+                           "run.json (quantization: {sqnr_db, ideal_sqnr_db})", file=run_json,
+                           field="pairs")
+    given = quantization.sqnr_of_rows(rows)
+    if given.missing:
+        raise HarnessError(f"pair {pid} is a quantized pair (its case has quantization:), but "
+                           f"{given.missing} of its y rows in divergence.csv have no SQNR and "
+                           "RMSE (sqnr_db, rmse_steps): the shard was changed after it ran",
+                           file=run_json, field="pairs")
+    recorded = record["sqnr_db"]
+    if not given.allows(recorded):  # run.json's record is validated: numbers or None
+        shown = "inf" if recorded is None else f"{recorded:.4g}"
+        bound = "" if given.exact else "at least "
+        raise HarnessError(f"pair {pid} has an SQNR over y of {shown} dB in run.json, but its "
+                           f"divergence.csv rows give {bound}{given.db:.4g} dB: the shard was "
+                           "changed after it ran", file=run_json, field="pairs")
+    total = given.db if given.exact else recorded
     verdict, _ = compare.pair_status(rows, case, p.adapter, None, expected=False)
-    plain, _ = quantization.cost_status(case, verdict, record["sqnr_db"],
+    plain, _ = quantization.cost_status(case, verdict, None if total == float("inf") else total,
                                         record["ideal_sqnr_db"])
     read, _ = compare.as_expected(plain, "", case, p.adapter, None)
     return (read, plain) if read != plain else (read,)

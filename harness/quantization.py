@@ -341,6 +341,68 @@ def cost_status(case: Case, verdict: str, total: float | None, ideal: float | No
     return status, said
 
 
+SQNR_READ_BACK_DB = 0.01
+"""How far a quantized pair's SQNR over y in run.json (4 decimals) may lie from the one its
+divergence.csv rows give again (6 significant digits a column): far above both roundings, far
+below any margin a verdict turns on."""
+
+
+@dataclass(frozen=True)
+class RowsSqnr:
+    """The SQNR over y that a quantized pair's rows give (:func:`sqnr_of_rows`): ``db`` (inf:
+    no error), ``exact`` False where a row without error (its ``sqnr_db`` inf) keeps its
+    signal's power to itself, which makes ``db`` a lower bound; ``missing``: y rows whose cost
+    columns are blank or not numbers."""
+
+    db: float
+    exact: bool
+    missing: int
+
+    def allows(self, recorded: float | None) -> bool:
+        """Whether an SQNR over y recorded for the pair (None: infinite) is the one the rows
+        give: equal within :data:`SQNR_READ_BACK_DB`, or, where the rows give a lower bound,
+        not below it."""
+        total = np.inf if recorded is None else float(recorded)
+        if np.isinf(self.db) or np.isinf(total):
+            return total == self.db or (not self.exact and total >= self.db)
+        if not self.exact:
+            return total >= self.db - SQNR_READ_BACK_DB
+        return abs(total - self.db) <= SQNR_READ_BACK_DB
+
+
+def sqnr_of_rows(rows: pd.DataFrame) -> RowsSqnr:
+    """The SQNR over y again from a quantized pair's y rows (:func:`cost_columns`): a row's
+    noise power is its ``rmse_steps`` squared (every row holds B x F values in the same step)
+    and its signal power that times 10^(``sqnr_db``/10); the SQNR over y is their sums' ratio,
+    as :func:`sqnr_db` takes it over all of y at once. A row with no error (``rmse_steps`` 0)
+    and a signal (``sqnr_db`` inf) tells no signal power: the sum then is a lower bound."""
+    ys = rows[rows["output"] == "y"]
+
+    def column(name: str) -> np.ndarray:
+        if name not in ys.columns:
+            return np.full(len(ys), np.nan)
+        return pd.to_numeric(ys[name], errors="coerce").to_numpy(dtype=float)
+
+    rmse, db = column("rmse_steps"), column("sqnr_db")
+    noise = rmse ** 2
+    silent = noise == 0  # y equals the reference there
+    # a noisy row's SQNR is finite, or -inf (no signal); a silent row's inf, or blank (0/0)
+    fits = np.where(silent, np.isposinf(db) | np.isnan(db), np.isfinite(db) | np.isneginf(db))
+    missing = ~np.isfinite(rmse) | (rmse < 0) | ~fits
+    ok = ~missing
+    exact = not bool(np.any(ok & silent & np.isposinf(db)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        signal = noise * 10.0 ** (db / 10.0)
+    signal = np.where(ok & ~silent & np.isfinite(db), signal, 0.0)
+    s, e = float(np.sum(signal)), float(np.sum(np.where(ok, noise, 0.0)))
+    if e == 0.0:
+        total = np.inf
+    else:
+        with np.errstate(divide="ignore"):
+            total = float(10.0 * np.log10(s / e))
+    return RowsSqnr(total, exact, int(np.sum(missing)))
+
+
 def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs: Inputs,
           canonical: Canonical, reference: Outputs) -> Judgement:
     """Both questions of the module text for one pair."""

@@ -53,6 +53,8 @@ def given_weights(weights: Any, folder: Path, *, layout: str | None = None,
     torch = sys.modules.get("torch")  # an object of a framework that is not imported cannot be
     if torch is not None and isinstance(weights, torch.nn.Module):
         path = folder / "module.pt"
+        # a view is saved as its storage, as in a user's file: the reader checks its logical
+        # shape against the case and the memory limit before converting it
         torch.save(weights.state_dict(), path)
         return _file(path, layout, select, f"the torch {type(weights).__name__} module")
     onnx = sys.modules.get("onnx")

@@ -18,7 +18,9 @@ external raw storage and virtual datasets, and ONNX external data, are refused. 
 checked against the memory limit before anything is read: the file's, a zip's members once
 inflated (``.keras``, ``torch.save``; a legacy non-zip ``torch.save`` file is refused), an HDF5
 file's datasets as declared, a ``.msgpack``'s objects counted in its bytes, the tensors an ONNX
-model's recurrent nodes use as declared (the rest is never parsed). Whatever else a malformed
+model's recurrent nodes use as declared (the rest is never parsed); a torch tensor's logical
+shape (a view is saved as its storage alone) against the case and the limit before it is
+converted. Whatever else a malformed
 file makes a reader raise is one line naming the file (:mod:`harness.readers.limits`).
 
 Every reader returns ``(native, notes)``: the tensors under the layout's names, and lines worth

@@ -1,13 +1,16 @@
 """PyTorch files (``.pt`` / ``.pth`` / ``.bin``, layout ``torch``): a ``state_dict`` saved with
 ``torch.save``, loaded with ``torch.load(..., weights_only=True)`` (no code runs) once its zip
 members are within the memory limit (a legacy, non-zip file is refused: its sizes cannot be
-checked before torch allocates them). A model's state_dict prefixes the RNN's names
-(``encoder.rnn.weight_ih_l0``); the prefix is found, or chosen with ``select``. An
-``nn.LSTMCell``/``nn.GRUCell`` is read as one layer.
+checked before torch allocates them). torch.load keeps a view a view (a tensor saved as its
+storage, ``torch.zeros(1).expand(2**25, 4)`` in 3 KB): each tensor's logical shape is checked
+against the case and the memory limit before it is converted. A model's state_dict prefixes
+the RNN's names (``encoder.rnn.weight_ih_l0``); the prefix is found, or chosen with
+``select``. An ``nn.LSTMCell``/``nn.GRUCell`` is read as one layer.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 import zipfile
@@ -16,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import WeightsError, whole_sentences
-from harness.readers.limits import check_zip
+from harness.readers.limits import check_size, check_zip
 from harness.spec import Case
 
 SUFFIXES = (".pt", ".pth", ".bin")
@@ -24,11 +27,17 @@ SUFFIXES = (".pt", ".pth", ".bin")
 
 def read(path: Path, layout: str, case: Case, *, select: str | None, max_bytes: int | None
          ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """The ``torch`` tensors of ``path`` (:func:`read_torch`); another layout is refused."""
+    """The ``torch`` tensors of ``path`` (:func:`read_torch`), each checked against the shape
+    the case gives it before it is converted; another layout is refused."""
     if layout != "torch":
         raise WeightsError(f"a PyTorch file holds `torch` tensors, not {layout!r}; use "
                            "--from torch", file=path)
-    return read_torch(path, select=select, max_bytes=max_bytes)
+    from harness.layouts import LAYOUTS
+
+    torch_layout = LAYOUTS["torch"]
+    expected = dict(torch_layout.shapes(case))
+    expected.update({name: opt.shape for name, opt in torch_layout.optional(case).items()})
+    return read_torch(path, select=select, max_bytes=max_bytes, expected=expected)
 
 
 _TORCH_NAME = re.compile(r"^(?P<prefix>.*?)(?P<name>(weight|bias)_(ih|hh|hr)_l\d+(_reverse)?)$")
@@ -36,9 +45,34 @@ _TORCH_NAME = re.compile(r"^(?P<prefix>.*?)(?P<name>(weight|bias)_(ih|hh|hr)_l\d
 _TORCH_CELL_NAME = re.compile(r"^(?P<prefix>(.*\.)?)(?P<name>(weight|bias)_(ih|hh))$")
 
 
-def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None = None
+def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None = None,
+               expected: dict[str, tuple[int, ...]] | None = None
                ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """An ``nn.LSTM``/``nn.GRU`` state_dict (maybe inside a model's) from a ``torch.save`` file."""
+    """An ``nn.LSTM``/``nn.GRU`` state_dict (maybe inside a model's) from a ``torch.save``
+    file, as float64 arrays. Each tensor's logical shape is checked before it is converted:
+    against ``expected`` (native name -> shape) where it names the tensor, and, as float64,
+    against the memory limit ``max_bytes``."""
+    import torch
+
+    native, notes = _torch_tensors(path, select, max_bytes)
+    total = 0
+    for name, t in native.items():
+        shape = tuple(t.shape)
+        if expected is not None and name in expected and shape != tuple(expected[name]):
+            raise WeightsError(f"expected shape {list(expected[name])}, got {list(shape)}",
+                               file=path, field=name)
+        # a view (torch.zeros(1).expand(2**25, 4)) is saved as its small storage: its
+        # logical size, not the file's, is what converting it allocates
+        total += math.prod(shape) * 8
+        check_size(path, total, max_bytes, "its tensors would take, as float64 with views at "
+                   "their full shape,", field=name)
+    return {name: t.detach().to(torch.float64).numpy() for name, t in native.items()}, notes
+
+
+def _torch_tensors(path: Path, select: str | None, max_bytes: int | None
+                   ) -> tuple[dict[str, object], list[str]]:
+    """The RNN module's tensors in a ``torch.save`` file as torch loaded them (views kept as
+    views: nothing is copied or converted here), under their native names, and notes."""
     try:
         import torch
     except ImportError as exc:
@@ -73,7 +107,7 @@ def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None =
             flat[prefix[:-1]] = o
 
     walk(obj, "")
-    groups: dict[str, dict[str, np.ndarray]] = {}
+    groups: dict[str, dict[str, torch.Tensor]] = {}
     cells = set()
     for name, t in flat.items():
         m = _TORCH_NAME.match(name) or _TORCH_CELL_NAME.match(name)
@@ -87,7 +121,7 @@ def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None =
         native = m["name"] if "_l" in m["name"] else m["name"] + "_l0"  # a cell is one layer
         if native != m["name"]:
             cells.add(m["prefix"])
-        groups.setdefault(m["prefix"], {})[native] = t.detach().to(torch.float64).numpy()
+        groups.setdefault(m["prefix"], {})[native] = t
     if select is not None:
         prefix = select if select == "" or select.endswith(".") else select + "."
         if prefix not in groups:
@@ -110,13 +144,13 @@ def read_torch(path: Path, *, select: str | None = None, max_bytes: int | None =
     return native, notes
 
 
-
 def infer(path: Path, select: str | None, max_bytes: int | None) -> tuple[dict, str, list[str]]:
     """The case fields of an nn.LSTM/GRU (or cell) state_dict: cell and hidden size from
     ``weight_hh`` [G H, H] (``weight_hr`` [P, H] with a projection), input size from
     ``weight_ih_l0``, layers and directions from the names. PyTorch has sigmoid gates and
     reset-after GRUs only."""
-    native, notes = read_torch(path, select=select, max_bytes=max_bytes)
+    # shapes only: a tensor the sizes are read from is not converted (it may be a view)
+    native, notes = _torch_tensors(path, select, max_bytes)
     hh = native.get("weight_hh_l0")
     ih = native.get("weight_ih_l0")
     if hh is None or ih is None:

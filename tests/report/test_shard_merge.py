@@ -551,7 +551,8 @@ def test_merge_derives_a_quantized_pairs_status_from_its_rows_and_sqnr_record(tm
                                                                               capsys):
     """A quantized pair (judged in output steps and by its cost, harness/quantization.py) is
     derived again like every pair: its rows and run.json's SQNR record, by the run's rule. An
-    SQNR lowered past the ideal's margin, or removed, is a shard changed after it ran."""
+    ideal SQNR raised past the margin, or the record removed, is a shard changed after it
+    ran."""
     pytest.importorskip("torch")
     (tmp_path / "q.yaml").write_text(QUANTIZED)
     shards = {"s1": tmp_path / "s1"}  # one shard of one: the merge's checks, at least cost
@@ -565,9 +566,11 @@ def test_merge_derives_a_quantized_pairs_status_from_its_rows_and_sqnr_record(tm
     assert [p["quantization"] for p in merged if p["adapter"] == "torch-dynamic-int8"] == [
         pair["quantization"]]
 
-    ideal = pair["quantization"]["ideal_sqnr_db"]
-    _edit_pair(shards, "q", "torch-dynamic-int8", quantization={"sqnr_db": ideal - 10,
-                                                                "ideal_sqnr_db": ideal})
+    # the SQNR over y is the rows' (tests/report/test_merge_forged_quantized.py); an ideal
+    # raised past the margin gives another status
+    sqnr = pair["quantization"]["sqnr_db"]
+    _edit_pair(shards, "q", "torch-dynamic-int8", quantization={"sqnr_db": sqnr,
+                                                                "ideal_sqnr_db": sqnr + 10})
     err = _merge_error(shards, tmp_path, capsys)
     assert ("pair q::torch-dynamic-int8 is 'pass' in run.json, but its divergence.csv rows and "
             "SQNR record give 'DIVERGED'") in err, err
