@@ -16,10 +16,12 @@ is an error row naming the signal, or, for a crash the known-bug registry declar
 adapter (:data:`harness.known_bugs.KNOWN_BUGS`, an entry with a ``crash``), a known upstream bug;
 where such an entry applies and the converter converts the model, the pair "looks fixed". A
 model none of whose recurrent ops reads an integer tensor is an error row ("nothing was
-quantized"): a quantized pair that passes on a float model tests nothing. The pair is judged by
-:func:`harness.quantization.judge` (docs/quantization.md); where the converted model declares
-two grids for one set of integers (:func:`._litert_flatbuffer.grid_conflicts`), the pair's
-reason says where.
+quantized"): a quantized pair that passes on a float model tests nothing. Where the
+dynamic-range converter leaves every weight float by design (tensors under 1024 elements:
+:func:`too_small_for_dynamic_range`), ``litert-dynamic`` is not applicable, with that reason.
+The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md); where the
+converted model declares two grids for one set of integers
+(:func:`._litert_flatbuffer.grid_conflicts`), the pair's reason says where.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ ZERO_STATES = "a deployed quantized model starts from zero states (its states ar
 NO_FUSED_GRU_DYNAMIC = ("TFLite has no fused GRU op: a dynamic-range GRU is a WHILE loop whose "
                         "weights the harness does not map back to the gates")
 UPSTREAM_16X8 = "tensorflow/tensorflow#59626"
+# The converter's dynamic-range quantization leaves a weight tensor of fewer elements float
+# (min_elements_for_weights); the fused LSTM's weights are one tensor per gate, H x I and H x H
+DYNAMIC_MIN_ELEMENTS = 1024
 
 
 # the last conversion (QuantizedLiteRT.convert): its model, or how it failed
@@ -244,6 +249,27 @@ class LiteRTDynamic(QuantizedLiteRT):
         "cells": frozenset({"lstm"}),
         "reasons": QuantizedLiteRT.capabilities.reasons | {"cells": NO_FUSED_GRU_DYNAMIC},
     })
+
+    def not_applicable_reason(self, case: Case) -> str | None:
+        return super().not_applicable_reason(case) or too_small_for_dynamic_range(case)
+
+
+def too_small_for_dynamic_range(case: Case) -> str | None:
+    """Why the dynamic-range converter would quantize none of ``case``'s LSTM, or None: it
+    leaves a weight tensor under :data:`DYNAMIC_MIN_ELEMENTS` elements float, and it quantizes
+    a fused LSTM only when every one of its per-gate weights reaches that (measured with
+    TensorFlow 2.21: H x I = 256 or 1024 with H x H = 1024 or 256 stay float; 1024 and 1024
+    are int8). A float model would pass while testing nothing (executorch PR#14893)."""
+    H = case.hidden_size
+    small = [f"{what} have {H} x {size} = {H * size} elements per gate" for what, size in (
+        ("input weights", min(case.layer_input_size(la) for la in range(case.num_layers))),
+        ("recurrent weights", H)) if H * size < DYNAMIC_MIN_ELEMENTS]
+    if not small:
+        return None
+    return (f"the converter's dynamic-range quantization leaves weight tensors under "
+            f"{DYNAMIC_MIN_ELEMENTS} elements float, by design, and quantizes a fused LSTM only "
+            f"when all its per-gate weights reach that; this case's {' and '.join(small)}: "
+            f"nothing would be quantized")
 
 
 class LiteRTInt16x8(QuantizedLiteRT):

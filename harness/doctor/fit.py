@@ -47,8 +47,25 @@ def fit_missing_bias(doctor: Scorer, budget_s: float = 20.0) -> Finding | None:
     score = doctor.score(run(theta))
     if not score.ok:
         return None
-    delta = {k: theta[i * H:(i + 1) * H] for i, k in enumerate(keys)}
+    theta, score = _keep_what_the_file_has(theta, score, len(keys), H, doctor, run)
+    delta = {k: theta[i * H:(i + 1) * H] for i, k in enumerate(keys)
+             if theta[i * H:(i + 1) * H].any()}
     return Finding((missing_bias_half(case, delta),), score)
+
+
+def _keep_what_the_file_has(theta: np.ndarray, score, blocks: int, H: int, doctor: Scorer, run):
+    """``theta`` with each block's fitted change dropped where the outputs do not need it,
+    smallest first: the fit moves every block it may (GRU reset-after's ``bW_n`` with the
+    ``bR`` blocks) by at least its rounding noise, and a block the file holds right would
+    otherwise read as changed, in the corrected weights and in the mapping."""
+    order = sorted(range(blocks), key=lambda i: float(np.abs(theta[i * H:(i + 1) * H]).max()))
+    for i in order:
+        trial = theta.copy()
+        trial[i * H:(i + 1) * H] = 0.0
+        s = doctor.score(run(trial))
+        if s.ok:
+            theta, score = trial, s
+    return theta, score
 
 
 def least_squares(resid, n: int, budget: Budget, iterations: int = 60) -> np.ndarray:

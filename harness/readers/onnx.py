@@ -172,16 +172,107 @@ def _fields(data: bytes, start: int, end: int):
         pos = after
 
 
-def _count_graph_entries(data: bytes) -> None:
-    """Refuse a graph of more than :data:`_MAX_GRAPH_ENTRIES` entries from the encoding, before
-    any is parsed: each costs its parsed form tens of bytes however few it takes in the file."""
+_MODEL_GRAPH, _MODEL_FUNCTIONS = 7, 25  # ModelProto.graph, ModelProto.functions
+_NODE_FIELD = {_MODEL_GRAPH: 1, _MODEL_FUNCTIONS: 7}  # GraphProto.node, FunctionProto.node
+_MAX_NESTING = 32  # onnx.load's protobuf parse stops past 33 (upb's 100 messages, 3 a level)
+_NAME_SHOWN = 60  # bytes of a name quoted in a message
+
+
+class Malformed(ValueError):
+    """A model that breaks ONNX's structure (the reader's message names the file)."""
+
+
+def _check_structure(data: bytes) -> None:
+    """Refuse a model whose graphs are malformed, from the encoding, before anything is parsed
+    and without reading a tensor's data: the light parse keeps attributes as bytes, so without
+    this walk a subgraph (an ``If`` branch, a ``Loop`` body) would never be looked at.
+
+    - every graph's and function's nodes, subgraphs included, are well-formed protobuf with the
+      wire types ONNX declares;
+    - subgraphs nest at most :data:`_MAX_NESTING` deep (the walk keeps its own stack: a file
+      nesting thousands deep costs neither Python's recursion nor protobuf's);
+    - at most :data:`_MAX_GRAPH_ENTRIES` entries in all graphs together;
+    - a node names its operator; an attribute its name; an ONNX ``Constant`` has exactly one
+      attribute and one named output.
+    """
     entries = 0
+    # (start, end, nesting, the field number of the container's nodes, what it is)
+    todo: list[tuple[int, int, int, int, str]] = []
     for number, wire, start, end in _fields(data, 0, len(data)):
-        if number == 7 and wire == 2:  # ModelProto.graph (repeated occurrences merge)
-            for _ in _fields(data, start, end):
-                entries += 1
-                if entries > _MAX_GRAPH_ENTRIES:
-                    raise ValueError(f"a graph of more than {_MAX_GRAPH_ENTRIES} entries")
+        if number in (_MODEL_GRAPH, _MODEL_FUNCTIONS):
+            _want_message(wire, "the model's graph" if number == _MODEL_GRAPH else "a function")
+            todo.append((start, end, 0, _NODE_FIELD[number],
+                         "the graph" if number == _MODEL_GRAPH else "a function"))
+    while todo:
+        start, end, depth, node_field, where = todo.pop()
+        for number, wire, begin, after in _fields(data, start, end):
+            entries += 1
+            if entries > _MAX_GRAPH_ENTRIES:
+                raise ValueError(f"a graph of more than {_MAX_GRAPH_ENTRIES} entries")
+            if number == node_field:
+                _want_message(wire, f"a node of {where}")
+                for sub_start, sub_end, holder in _node_subgraphs(data, begin, after, where):
+                    if depth + 1 > _MAX_NESTING:
+                        raise Malformed(f"subgraphs nested more than {_MAX_NESTING} deep "
+                                        f"({holder})")
+                    todo.append((sub_start, sub_end, depth + 1, 1,
+                                 f"a subgraph {depth + 1} deep"))
+
+
+def _want_message(wire: int, what: str) -> None:
+    if wire != 2:
+        raise Malformed(f"{what} is not a message (wire type {wire})")
+
+
+def _text(data: bytes, start: int, end: int) -> str:
+    return data[start:min(end, start + _NAME_SHOWN)].decode("utf-8", "replace")
+
+
+def _node_subgraphs(data: bytes, start: int, end: int, where: str
+                    ) -> list[tuple[int, int, str]]:
+    """The spans of one node's subgraphs (attributes ``g`` and ``graphs``) and what holds
+    each, after the node's own fields are checked."""
+    op_type = name = domain = ""
+    outputs: list[bool] = []  # whether each output is named
+    attributes: list[tuple[int, int]] = []
+    for number, wire, begin, after in _fields(data, start, end):
+        if number in (1, 2, 3, 4, 5, 7):  # input, output, name, op_type, attribute, domain
+            _want_message(wire, f"field {number} of a node of {where}")
+        if number == 2:
+            outputs.append(after > begin)
+        elif number == 3:
+            name = _text(data, begin, after)
+        elif number == 4:
+            op_type = _text(data, begin, after)
+        elif number == 5:
+            attributes.append((begin, after))
+        elif number == 7:
+            domain = _text(data, begin, after)
+    node = f"node {name!r} ({op_type or 'no operator'}) of {where}"
+    if not op_type:
+        raise Malformed(f"{node} names no operator")
+    if op_type == "Constant" and domain in _ONNX_DOMAINS:
+        if len(outputs) != 1 or not outputs[0]:
+            raise Malformed(f"{node} has {len(outputs)} output(s)"
+                             f"{'' if all(outputs) else ', one unnamed'}; a Constant has "
+                             "exactly one, named")
+        if len(attributes) != 1:
+            raise Malformed(f"{node} has {len(attributes)} attributes; a Constant has exactly "
+                             "one (its value)")
+    subgraphs = []
+    for begin, after in attributes:
+        attribute, graphs = "", []
+        for number, wire, a, b in _fields(data, begin, after):
+            if number in (1, 6, 11):  # name, g, graphs
+                _want_message(wire, f"field {number} of an attribute of {node}")
+            if number == 1:
+                attribute = _text(data, a, b)
+            elif number in (6, 11):
+                graphs.append((a, b))
+        if not attribute:
+            raise Malformed(f"{node} has an attribute without a name")
+        subgraphs += [(a, b, f"attribute {attribute!r} of {node}") for a, b in graphs]
+    return subgraphs
 
 
 def _initializer_encoding(data: bytes, index: int) -> bytes:
@@ -207,9 +298,11 @@ class _Model:
         self.data = path.read_bytes()
         schemas = _light_schemas()
         try:
-            _count_graph_entries(self.data)
+            _check_structure(self.data)
             self.graph = schemas["Model"].FromString(self.data).graph
             self.graph.DiscardUnknownFields()  # the tensors' data: read from self.data if used
+        except Malformed as exc:
+            raise WeightsError(f"a malformed ONNX model: {exc}", file=path) from None
         except Exception as exc:
             raise WeightsError(f"not a readable ONNX model ({type(exc).__name__}: "
                                f"{(str(exc).splitlines() or [''])[0][:200]})",
