@@ -17,8 +17,8 @@ worker of its own fails ("An attempt has been made to start a new process before
 process has finished its bootstrapping phase"). So the worker is ``python -c`` with a fixed
 line that imports this module from where the parent has it and calls :func:`_child`, which
 takes the parent's ``sys.path`` and ``sys.argv``, then the job, over a socket it inherits by
-file descriptor: the user's main module is never imported there, whether it is a script, a
-notebook or ``python -c``.
+file descriptor (``pass_fds``: POSIX): the user's main module is never imported there, whether
+it is a script, a notebook or ``python -c``.
 """
 
 from __future__ import annotations
