@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import atexit
 import math
-import multiprocessing
 import queue
 import shutil
 import tempfile
@@ -248,9 +247,8 @@ class _AdapterJob:
 class Isolated:
     """One worker process per adapter, restarted after a crash or a timeout."""
 
-    def __init__(self, timeout: float | None = None, context: str = "spawn") -> None:
+    def __init__(self, timeout: float | None = None) -> None:
         self.timeout = _limit(timeout)
-        self.context = multiprocessing.get_context(context)
         self._workers: dict[str, Worker] = {}
         self._reasons: dict[str, str | None] = {}
         self._environments: dict[str, dict] = {}  # as the adapter's worker process saw it
@@ -265,7 +263,7 @@ class Isolated:
         self._drop_scratch(adapter.name)
         try:
             w = Worker(_AdapterJob, (adapter,), name=f"rnn-harness-{adapter.name}",
-                       context=self.context, env=self._own_env(adapter))
+                       env=self._own_env(adapter))
         except Exception as exc:  # e.g. the adapter does not pickle
             self._drop_scratch(adapter.name)
             raise PairFailure(f"cannot start a worker process for {adapter.name}: "

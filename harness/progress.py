@@ -119,13 +119,18 @@ def time_left(finished: list[float], total: int) -> str:
 
 
 def describe(r: PairResult) -> str:
-    """A pair's result in a few words: the verdict, with the worst or first diverging row."""
-    if r.status == compare.PASS:
-        w = r.worst
+    """A pair's result in a few words: the verdict, with the worst or first diverging row.
+
+    A verdict need not rest on a row: a quantized pair is DIVERGED by its SQNR (the case's
+    ``min_sqnr_db`` floor, or its cost beyond an ideal quantization's) with every row within
+    tolerance, and a known upstream crash has no outputs at all. Such a pair is described by
+    its reason, which says what decided it."""
+    w = r.worst
+    if r.status == compare.PASS and w is not None:
         return (f"pass  max_abs {w['max_abs']:.2e} ({w['tol_ratio']:.2g}x tolerance) "
                 f"{r.seconds:.2f}s")
-    if r.status in (compare.DIVERGED, compare.KNOWN_BUG):
-        f = r.first_diverging
+    f = r.first_diverging
+    if r.status in (compare.DIVERGED, compare.KNOWN_BUG) and f is not None:
         known = f"{r.status}: " if r.status == compare.KNOWN_BUG else ""
         return (f"{known}DIVERGED first at {compare.where(f)}: max_abs {f['max_abs']:.2e} "
                 f"({f['tol_ratio']:.3g}x tolerance)")

@@ -511,8 +511,7 @@ def _run_parallel(plan: list[tuple[Case, list[Adapter]]], adapters: list[Adapter
         return True
 
     def start() -> None:
-        # not a daemon: with --isolate it starts worker processes of its own
-        w = Worker(_CaseJob, (adapters, options), name="rnn-harness-job", daemon=False)
+        w = Worker(_CaseJob, (adapters, options), name="rnn-harness-job")
         running[w] = None
         give_work(w)
 
@@ -598,8 +597,8 @@ def run(cases: Iterable[Case], adapters: list[Adapter], options: RunOptions | No
                     for event in _case_events(case, chosen, executor, options):
                         collector.event(index, event)
             finally:
-                # on an exception the workers go too: daemon processes and threads end with
-                # this process
+                # on an exception the workers go too: worker processes (harness.workers) and
+                # daemon threads end with this process
                 executor.close()
     finally:
         if on_event is not None:

@@ -391,8 +391,7 @@ def test_an_inherited_sigterm_ignore_is_kept(monkeypatch):
 
 
 _START_INTERRUPTED = """
-import gc, multiprocessing, os, signal, sys
-import multiprocessing.popen_spawn_posix as popen
+import gc, os, signal, subprocess, sys
 from harness.adapters.reference import Reference
 from harness.isolation import _AdapterJob
 from harness.workers import Worker
@@ -401,12 +400,15 @@ from harness.workers import Worker
 # background job): a child inherits the ignore, and Python then installs no handler of its own
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
-def interrupted_open(*args, **kwargs):  # the child exists; its start-up data is sent next
+started = []
+real_popen = subprocess.Popen
+def interrupted_popen(*args, **kwargs):  # the child exists; its start-up data is sent next
+    started.append(real_popen(*args, **kwargs))
     os.kill(os.getpid(), signal.SIGINT)
     for _ in range(1000):  # where Python runs a handler: an unheld Ctrl-C is raised here
         pass
-    return open(*args, **kwargs)
-popen.open = interrupted_open
+    return started[-1]
+subprocess.Popen = interrupted_popen
 interrupted = False
 try:
     w = Worker(_AdapterJob, (Reference(),), name="w")
@@ -418,11 +420,11 @@ if interrupted:
     # the half-made Worker goes, and its end of the pipe with it: the worker process reads EOF
     # and ends; waited for (not a sleep), so whatever it would print on a half start is seen
     gc.collect()
-    for child in multiprocessing.active_children():
-        child.join(100)
-        print("worker ended" if not child.is_alive() else "worker still running", flush=True)
+    for child in started:
+        child.wait(100)
+        print("worker ended" if child.poll() is not None else "worker still running", flush=True)
     sys.exit(0)
-del popen.open
+subprocess.Popen = real_popen
 print("ready:", w.receive(60)[0])
 w.stop()
 """
