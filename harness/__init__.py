@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.version import __version__
 
-# the final line's "s in all": wall time on one monotonic clock (harness/cli/run.py, _process_seconds)
+# the final line's "s in all": the run's wall time on one monotonic clock
+# (harness/cli/run.py, _process_seconds)
 IMPORTED_AT = time.monotonic()
 
 # TensorFlow prints start-up chatter to stderr (oneDNN, CUDA stubs, cuInit errors) unless told
