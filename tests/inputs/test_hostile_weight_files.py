@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.protobuf import varint as _varint
 
 from harness.cli import main
 from harness.errors import WeightsError
@@ -197,15 +198,6 @@ def test_an_unused_initializer_is_never_parsed(tmp_path):
     grown, errors = peak_of_reading(path, "onnx", 32 * MiB)
     assert errors == [None, None], errors
     assert grown < 32 * MiB, grown
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
 
 
 def _typed(data_type: str, values: list) -> object:

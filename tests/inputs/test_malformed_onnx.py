@@ -9,28 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.protobuf import field as _field
+from support.protobuf import key as _key
+from support.protobuf import varint as _varint
 
 from harness.cli import main
 
 I, H = 2, 3
-
-
-def _key(number: int, wire: int) -> bytes:
-    return _varint(number << 3 | wire)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field, encoded as protobuf would."""
-    return _key(number, 2) + _varint(len(payload)) + payload
 
 
 def _lstm_model(path: Path, *extra_nodes) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from support.cli import cli, one_line
 from support.runnable import runnable
 
 from harness import data, params
@@ -29,20 +30,6 @@ from harness.spec import Case
 USERS = b"the user's own file: not the harness's to write\n"
 BASIC = "name: basic\ncell: lstm\ninput_size: 2\nhidden_size: 3\nbatch: 2\nseq_len: 3\n"
 LINK_WORDS = "is a symbolic link, and rnn-harness does not write through links"
-
-
-def cli(argv: list[str], capsys) -> tuple[int, list[str]]:
-    code = main(argv)
-    return code, capsys.readouterr().err.splitlines()
-
-
-def one_line(code: int, err: list[str], *words: str) -> str:
-    __tracebackhide__ = True
-    assert code == 2 and len(err) == 1, f"got exit {code} and {err}, but should be 2 and one line"
-    assert err[0].startswith("rnn-harness: error: ") and "Traceback" not in err[0], err
-    for w in words:
-        assert w in err[0], f"got {err[0]!r}, but should hold {w!r}"
-    return err[0]
 
 
 def _users_file(tmp_path: Path) -> Path:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.cli import cli
+from support.cli import one_line as support_one_line
 
 from harness.cases import discover, load_cases
 from harness.cli import main
@@ -36,19 +38,9 @@ GOOD = "name: good\ncell: lstm\ninput_size: 2\nhidden_size: 3\nbatch: 2\nseq_len
 I, H = 2, 3
 
 
-def cli(argv: list[str], capsys) -> tuple[int, list[str]]:
-    code = main(argv)
-    return code, capsys.readouterr().err.splitlines()
-
-
 def one_line(code: int, err: list[str], *words: str) -> str:
     __tracebackhide__ = True
-    assert code == 2 and len(err) == 1, f"got exit {code} and {err}, but should be 2 and one line"
-    assert err[0].startswith("rnn-harness: error: ") and "Traceback" not in err[0], err
-    for w in words:
-        assert w in err[0], f"got {err[0]!r}, but should hold {w!r}"
-    assert "TOPSECRET" not in err[0], err[0]
-    return err[0]
+    return support_one_line(code, err, *words, absent=("TOPSECRET",))
 
 
 def _secret(tmp_path: Path) -> Path:
