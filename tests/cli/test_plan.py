@@ -89,7 +89,7 @@ def test_the_three_doors_plan_the_same_by_default(plans, monkeypatch, pytester, 
     shutil.copy(CASE, pytester.path / "reverse.yaml")
     got = _pytest(pytester, "reverse.yaml")
     assert got.ret == 0, got.stdout.str()
-    assert len(plans) == 3  # one each: the plugin plans once, then per case file
+    assert len(plans) == 3  # one each: the plugin plans once (a case file's: Plan.for_cases)
     cli, api, plugin = plans
     assert {(p.request.adapters, p.request.device, p.request.require_gpu) for p in plans} \
         == {(None, None, False)}
