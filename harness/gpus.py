@@ -30,6 +30,7 @@ def gpu_free_memory() -> int | None:
 
 def gpu_present() -> bool:
     """Whether this machine has a GPU the GPU adapters could use: ``nvidia-smi`` answers for a
-    visible one. ``run``'s default selection (:func:`harness.cli.run.default_device`) and tox's
-    ``gpu`` environment (``toxfile.py``) ask it."""
+    visible one. The default device of ``run``, ``check()`` and the pytest plugin
+    (:func:`harness.plan.default_device`) and tox's ``gpu`` environment (``toxfile.py``) ask
+    it."""
     return gpu_free_memory() is not None

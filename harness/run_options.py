@@ -36,9 +36,10 @@ class RunOptions:
     # a reproducer record for each DIVERGED, error (with outputs) or known-bug pair, which the
     # report writes as repro/<case>/<adapter>/ (harness/repro/; ``run --no-repro``: none)
     repro: bool = True
-    # the adapters named on the command line (``--adapters``, ``all`` left out): a named-only
-    # adapter (Adapter.named_only) runs on every case there, else only on the cases whose
-    # ``adapters:`` name it. None: every adapter handed to the run counts as named
+    # the adapters named explicitly (``--adapters``, check()'s ``adapters``: harness.plan's
+    # Plan.named, ``all`` left out): a named-only adapter (Adapter.named_only) runs on every
+    # case there, else only on the cases whose ``adapters:`` name it. None: every adapter
+    # handed to the run counts as named
     named: frozenset[str] | None = None
 
     def __post_init__(self) -> None:

@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,27 +105,6 @@ def case_inputs(case: CaseLike) -> Inputs:
     return with_file_context(case, "inputs", lambda: load_inputs(case))
 
 
-def _adapters(names: str | Sequence[str] | None, device: str | None) -> tuple[list, str]:
-    """The adapters chosen, and the run's device: as ``rnn-harness run``, adapters named one by
-    one are run (or reported unavailable) whatever their device. An empty list or string is
-    refused: it would otherwise read as "no choice made" and run the default selection."""
-    from harness.adapters import SELECTIONS, get_adapter, select
-
-    if isinstance(names, str):
-        names = [n.strip() for n in names.split(",")] if names.strip() else []
-    if names is not None:
-        names = list(names)
-        if not names:
-            raise HarnessError("expected adapter names (or 'all', 'every'), got none: leave "
-                               "adapters out for the default selection", field="adapters")
-        for n in names:
-            if n not in SELECTIONS:
-                get_adapter(n)  # an unknown name is refused, naming the known ones
-    if device is None:
-        device = "all" if names and not set(SELECTIONS) & set(names) else "cpu"
-    return select(names, device), device
-
-
 def check(case: CaseLike = None, *, weights: Any = None, adapters: str | Sequence[str] | None
           = None, device: str | None = None, layout: str | None = None, select: str | None = None,
           out: str | os.PathLike | None = None, step_mode: str = "auto",
@@ -138,17 +118,22 @@ def check(case: CaseLike = None, *, weights: Any = None, adapters: str | Sequenc
     ``ModelProto`` or a mapping of native arrays (``layout`` then says whose, unless their
     names and shapes fit one layout only); ``select`` picks the RNN in a model. ``adapters``:
     names (``"reference,torch-cpu"`` or a list, not empty), ``"all"`` (the default: every
-    adapter but those run only when named) or ``"every"`` (those too); ``device`` ``cpu``
-    (the default for ``all`` and ``every``), ``gpu`` or ``all`` filters them; within what the
-    case selects. ``out``: a report folder to write (default none).
+    adapter but those run only when named) or ``"every"`` (those too); ``device`` ``cpu``,
+    ``gpu`` or ``all`` filters them (default: as ``rnn-harness run``, the devices this machine
+    has for ``all`` and ``every``, every device for names); within what the case selects.
+    ``out``: a report folder to write (default none).
 
     Bad input (a case or weights that cannot be read) raises :class:`HarnessError` naming the
     file and field, before anything runs; an adapter that fails is a pair with the verdict
     ``error``, never an exception."""
     from harness import prepare, runner
+    from harness.plan import Request, plan
     from harness.run_options import RunOptions
 
-    chosen, device = _adapters(adapters, device)
+    # the adapters, the device and the named-only rule, as the command line and the plugin have
+    # them (harness.plan); bad names and devices are refused here, before any weights are read
+    request = Request(adapters=adapters, device=device, adapters_field="adapters",
+                      device_field="device")
     with _scratch() as folder:
         given = (given_weights(weights, folder, layout=layout, select=select)
                  if weights is not None else None)
@@ -156,8 +141,10 @@ def check(case: CaseLike = None, *, weights: Any = None, adapters: str | Sequenc
             cases = _cases(case, given, fields)
             for c in cases:  # bad input raises here, before anything runs
                 prepare.check(c)
-        options = RunOptions(timeout=timeout, step_mode=step_mode, device=device)
-        result = runner.run(cases, chosen, options)
+        planned = plan(replace(request, cases=cases))
+        options = RunOptions(timeout=timeout, step_mode=step_mode, device=planned.device,
+                             named=planned.named)
+        result = runner.run(cases, list(planned.adapters), options)
         report = None
         if out is not None:
             from harness.report import write_report

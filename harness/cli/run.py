@@ -8,7 +8,6 @@ import os
 import sys
 import time
 
-from harness.cli.checks import check_adapters
 from harness.cli.options import plots_option
 from harness.cli.outcome import compared_anything, counts, tested_a_framework
 from harness.errors import HarnessError, printable
@@ -84,10 +83,10 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness import adapters as registry
     from harness import cases as case_files
     from harness import memory, prepare, runner
     from harness.bundled import bundled_cases
+    from harness.plan import Request, plan
     from harness.progress import RunDisplay, RunProgress
     from harness.report import write_report
     from harness.report.folder import check_writable, report_names
@@ -105,13 +104,10 @@ def handle(args: argparse.Namespace) -> int:
             raise HarnessError(f"expected a finite tolerance >= 0, got {value:g}", field=name)
     if args.atol is not None or args.rtol is not None:
         cases = [_tolerance_override(c, args.atol, args.rtol) for c in cases]
-    names = [n.strip() for n in args.adapters.split(",")] if args.adapters is not None else None
-    check_adapters(names)
-    device, why = default_device(args.device, args.require_gpu,
-                                 named=bool(names) and not set(registry.SELECTIONS) & set(names))
-    # a named-only adapter (Adapter.named_only) comes in where named: here or in a case
-    chosen = registry.select(names, device, cases)
-    named = registry.named_explicitly(names)
+    # the adapters, the device and the named-only rule: harness.plan, as check() and the plugin
+    planned = plan(Request(adapters=args.adapters, device=args.device,
+                           require_gpu=args.require_gpu, cases=cases))
+    chosen, device, named = list(planned.adapters), planned.device, planned.named
     if args.require_gpu:
         missing, noted = runner.missing_gpu(chosen)
         for line in noted:
@@ -126,7 +122,7 @@ def handle(args: argparse.Namespace) -> int:
         raise HarnessError(f"expected seconds >= 0 (0: no limit), got {args.timeout:g}",
                            field="--timeout")
     # the limits follow the machine: RAM for the host, free GPU memory where GPU adapters run
-    limit = memory.max_memory(args.max_memory, gpu_work=any(a.device == "gpu" for a in chosen))
+    limit = memory.max_memory(args.max_memory, gpu_work=planned.gpu_work)
     # before the run, not after it: every name the report writes
     check_writable(args.out, names=report_names([(c.name, a.name) for c in cases for a in chosen],
                                                 outputs=args.save_outputs,
@@ -143,7 +139,7 @@ def handle(args: argparse.Namespace) -> int:
                        progress=report_progress)
     where = f"shard {shard}: {len(result.pairs)} pair(s) of " if shard else ""
     print(printable(f"{where}{len(cases)} case(s), {len(chosen)} adapter(s): "
-                    + _run_counts(result.pairs, chosen, why) + _case_problems(result)
+                    + _run_counts(result.pairs, chosen, planned.note) + _case_problems(result)
                     + f"; report in {out}/ (pairs {result.seconds:.1f} s; "
                     f"{_process_seconds():.1f} s in all)"))
     if result.failed:
@@ -167,24 +163,6 @@ def _tolerance_override(case, atol: float | None, rtol: float | None):
     tol = Tolerance(atol=atol, rtol=rtol, **{case.dtype: both},
                     adapters={name: both for name in ADAPTERS})
     return case.model_copy(update={"tolerance": tol})
-
-
-def default_device(device: str | None, require_gpu: bool = False,
-                   named: bool = False) -> tuple[str, str]:
-    """``run --device``, and a note for the summary line when the default left adapters out.
-    Given: as given. By default the devices this machine has: the CPU adapters, and the GPU ones
-    where :func:`harness.gpus.gpu_present` sees a GPU; every device with ``--require-gpu``
-    (a GPU job names each GPU adapter that cannot run) or with adapters named one by one
-    (``named``: a named GPU adapter is run, or reported unavailable, never dropped)."""
-    from harness.gpus import gpu_present
-
-    if device is not None:
-        return device, ""
-    if require_gpu or named:
-        return "all", ""
-    if gpu_present():
-        return "all", ""
-    return "cpu", "no GPU here: GPU adapters not selected (--device all reports them)"
 
 
 def _run_counts(pairs: list, chosen: list, why: str) -> str:

@@ -16,9 +16,13 @@ what they name::
 
 Outcomes: a compared pair passes or fails with its first diverging step and a short
 per-timestep table (not a traceback); not-applicable and unavailable pairs are skipped with their
-reason (``--rnn-require-gpu`` fails an unavailable GPU adapter instead); a known upstream bug is
-an xfail, one that looks fixed a failure. A case file that cannot be loaded is one failing item,
-``<file>::load``, whose message names the file, line and field: collection itself goes on.
+reason (``--rnn-require-gpu`` fails an unavailable GPU adapter instead); a known upstream bug
+is an xfail, one that looks fixed a failure. A case file that cannot be loaded is one failing
+item, ``<file>::load``, whose message names the file, line and field: collection itself goes on.
+
+The adapters and the device are chosen as ``rnn-harness run`` chooses them (:mod:`harness.plan`):
+by default the devices this machine has, so a machine without a GPU collects no GPU item unless
+asked (``--rnn-device gpu`` or ``all``, ``--rnn-require-gpu``, or a GPU adapter named).
 
 Each item's JUnit ``<property>`` elements (``--junitxml``) carry the case, adapter, framework,
 device, dtype, the verdict, the worst error (``max_abs``, ``tol_ratio``) and the first diverging
@@ -47,9 +51,10 @@ import pytest
 from harness.pytest_plugin.detect import CASE_SUFFIXES, is_case_file
 from harness.pytest_plugin.items import CaseFile, LoadError, PairItem
 from harness.pytest_plugin.options import (
+    PLAN,
     add_options,
     add_short_options,
-    chosen_adapters,
+    request,
     spelled,
 )
 
@@ -85,12 +90,17 @@ def pytest_configure(config: pytest.Config) -> None:
                                if text is not None else None)
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if config.getoption("rnn_adapters"):  # an unknown name is a usage error, up front
+    if config.getoption("rnn_adapters") is not None:  # an unknown name: a usage error, up front
         try:
-            chosen_adapters(config, [])
+            request(config)
         except HarnessError as exc:
-            raise pytest.UsageError(f"{spelled(config, '--rnn-adapters', '--adapters')}: "
-                                    f"{exc}") from None
+            raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    """Where the device rule left the GPU adapters out (as ``run``'s summary line says it)."""
+    plan = config.stash.get(PLAN, None)  # made only where a case file was collected
+    return [f"rnn-harness: {plan.note}"] if plan is not None and plan.note else []
 
 
 

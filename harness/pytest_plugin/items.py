@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness.pytest_plugin.messages import failure_text, pair_properties
-from harness.pytest_plugin.options import chosen_adapters, named_adapters
+from harness.pytest_plugin.options import planned
 
 LOAD_ITEM = "load"  # the item of a case file that cannot be loaded
 
@@ -44,11 +44,11 @@ class CaseFile(pytest.File):
             return
         from harness.runner import selected_by_case
 
-        adapters = [a for a in chosen_adapters(self.config, cases) if not a.baseline]
-        named = named_adapters(self.config)
+        plan = planned(self.config).for_cases(cases)
+        adapters = [a for a in plan.adapters if not a.baseline]
         for case in cases:
             mine = [a for a in adapters
-                    if a.named_only is None or selected_by_case(case, a, named)]
+                    if a.named_only is None or selected_by_case(case, a, plan.named)]
             yield CaseNode.from_parent(self, name=case.name, case=case, adapters=mine)
 
 
@@ -92,7 +92,7 @@ class CaseNode(pytest.Collector):
 
         if self._prepared is None:
             try:  # --rnn-device gpu: the reference on the GPU
-                self._prepared = prepare(self.case, device=self.config.getoption("rnn_device"))
+                self._prepared = prepare(self.case, device=planned(self.config).device)
             except HarnessError as exc:
                 self._prepared = exc
         if isinstance(self._prepared, HarnessError):

@@ -1,12 +1,16 @@
 """The plugin's options (``--rnn-adapters``, ``--rnn-device``, ``--rnn-require-gpu``,
-``--rnn-shard``), their short names for a conftest that wants them, and the adapters they
-select."""
+``--rnn-shard``), their short names for a conftest that wants them, and the plan they make
+(:mod:`harness.plan`: the adapters and the device, decided as ``rnn-harness run`` decides
+them)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from harness.plan import Plan, Request
 
 # (plugin option, short name a conftest may add, argparse keywords)
 _OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -17,9 +21,11 @@ _OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
              "adapters` lists), or every (those too); the baseline (reference) is compared "
              "with, not an item itself")),
     ("--rnn-device", "--device", dict(
-        dest="rnn_device", default="all", choices=["cpu", "gpu", "all"],
-        help="the adapters of this device (default: all); with gpu, each case's reference is "
-             "computed on the GPU where torch sees one")),
+        dest="rnn_device", default=None, choices=["cpu", "gpu", "all"],
+        help="the adapters of this device (default, as `rnn-harness run`: the devices this "
+             "machine has: cpu, and gpu too where nvidia-smi sees a GPU; all with "
+             "--rnn-require-gpu or when --rnn-adapters names adapters); with gpu, each case's "
+             "reference is computed on the GPU where torch sees one")),
     ("--rnn-require-gpu", "--require-gpu", dict(
         dest="rnn_require_gpu", action="store_true",
         help="fail, not skip, the items of a GPU adapter that cannot run")),
@@ -53,26 +59,27 @@ def spelled(config: pytest.Config, option: str, short: str) -> str:
     return short if short in given and option not in given else option
 
 
-def chosen_adapters(config: pytest.Config, cases: list) -> list:
-    """The adapters ``--rnn-adapters`` and ``--rnn-device`` select for one case file's
-    ``cases``: a named-only adapter (left out of the default selection for cost) where it is
-    named, on the command line or in a case's ``adapters:`` (the registry is imported at the
-    first case file, not before)."""
-    from harness import adapters as registry
+def request(config: pytest.Config) -> Request:
+    """The plugin's options as a :class:`harness.plan.Request` (checked: an unknown adapter is
+    a :class:`HarnessError` naming the option as the command line spelled it)."""
+    from harness.plan import Request
 
-    given = config.getoption("rnn_adapters")
-    names = [n.strip() for n in given.split(",") if n.strip()] if given else None
-    if names == []:  # "," names nothing: a mistake, not the default selection
-        from harness.errors import HarnessError
-
-        raise HarnessError(f"expected comma-separated adapter names (or all, every), got "
-                           f"{given!r}")
-    return registry.select(names, config.getoption("rnn_device"), cases)
+    return Request(adapters=config.getoption("rnn_adapters"),
+                   device=config.getoption("rnn_device"),
+                   require_gpu=bool(config.getoption("rnn_require_gpu")),
+                   adapters_field=spelled(config, "--rnn-adapters", "--adapters"),
+                   device_field=spelled(config, "--rnn-device", "--device"))
 
 
-def named_adapters(config: pytest.Config) -> frozenset[str]:
-    """The adapters ``--rnn-adapters`` names (``all`` names none, ``every`` each)."""
-    from harness.adapters import named_explicitly
+PLAN = pytest.StashKey["Plan"]()
 
-    names = config.getoption("rnn_adapters") or ""
-    return named_explicitly(n.strip() for n in names.split(",") if n.strip())
+
+def planned(config: pytest.Config) -> Plan:
+    """The run's :class:`harness.plan.Plan`, as ``rnn-harness run`` makes it from the same
+    options: made at the first case file (the registry is imported then, not before, and the
+    machine asked for a GPU once), then kept. :meth:`Plan.for_cases` gives a case file's."""
+    if PLAN not in config.stash:
+        from harness.plan import plan
+
+        config.stash[PLAN] = plan(request(config))
+    return config.stash[PLAN]

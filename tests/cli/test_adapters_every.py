@@ -5,6 +5,8 @@ front door hands the runner, never by running the costly adapters."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 import harness
@@ -81,7 +83,10 @@ def test_a_misspelled_every_is_refused_with_the_selections_among_the_known(capsy
     assert len(err.splitlines()) == 1
 
 
-def test_check_adapters_every_plans_every_cpu_adapter(planned):
+def test_check_adapters_every_plans_every_cpu_adapter(planned, monkeypatch):
+    from harness import gpus
+
+    monkeypatch.setattr(gpus, "gpu_present", lambda: False)  # the devices of a CPU machine
     with pytest.raises(_Planned):
         harness.check(CASE, name="reverse-lstm", adapters="every")
     assert planned["chosen"] == CPU
@@ -112,33 +117,34 @@ def test_the_adapters_command_says_every_runs_the_named_only_ones(capsys):
 
 
 class _Options:
-    """What the plugin reads of pytest's config: its options' values."""
+    """What the plugin reads of pytest's config: its options' values, the command line (to
+    spell an option as it was given) and the stash its plan is kept in."""
 
-    def __init__(self, **values: str) -> None:
-        self.values = values
+    def __init__(self, **values: str | None) -> None:
+        self.values = {"rnn_device": None, "rnn_require_gpu": False, **values}
+        self.invocation_params = SimpleNamespace(args=())
+        self.stash: dict = {}
 
-    def getoption(self, dest: str) -> str:
+    def getoption(self, dest: str) -> str | None:
         return self.values[dest]
 
 
 def test_the_plugins_rnn_adapters_every_selects_the_named_only_adapters_on_every_case():
     """What the plugin's collection pairs each case with (a pytest run on the command line
     costs seconds: tests/project/test_pytest_plugin.py runs it)."""
-    from harness.pytest_plugin.options import chosen_adapters, named_adapters
+    from harness.pytest_plugin.options import planned
 
     case = harness.make_case(CASE, name="reverse-lstm")
-    config = _Options(rnn_adapters="every", rnn_device="cpu")
-    chosen = chosen_adapters(config, [case])
-    assert [a.name for a in chosen] == CPU
-    named = named_adapters(config)
-    runs = [a.name for a in chosen if runner.selected_by_case(case, a, named)]
+    plan = planned(_Options(rnn_adapters="every", rnn_device="cpu")).for_cases([case])
+    assert [a.name for a in plan.adapters] == CPU
+    runs = [a.name for a in plan.adapters if runner.selected_by_case(case, a, plan.named)]
     assert set(NAMED_ONLY_CPU) <= set(runs)
-    default = _Options(rnn_adapters="all", rnn_device="cpu")
-    assert not set(NAMED_ONLY_CPU) & {a.name for a in chosen_adapters(default, [case])}
+    default = planned(_Options(rnn_adapters="all", rnn_device="cpu")).for_cases([case])
+    assert not set(NAMED_ONLY_CPU) & {a.name for a in default.adapters}
 
 
 def test_the_plugin_refuses_an_rnn_adapters_that_names_nothing():
-    from harness.pytest_plugin.options import chosen_adapters
+    from harness.pytest_plugin.options import request
 
     with pytest.raises(HarnessError, match="expected comma-separated adapter names"):
-        chosen_adapters(_Options(rnn_adapters=" , ", rnn_device="cpu"), [])
+        request(_Options(rnn_adapters=" , ", rnn_device="cpu"))

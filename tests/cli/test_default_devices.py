@@ -10,7 +10,7 @@ import pytest
 from harness import adapters as registry
 from harness import gpus, prepare
 from harness.cli import main
-from harness.cli.run import default_device
+from harness.plan import default_device
 
 CASE = "cases/reverse.yaml"
 NO_GPU = "stand-in: no CUDA device"

@@ -201,3 +201,20 @@ def test_the_run_core_shows_nothing_itself() -> None:
     bad = {m: sorted(t for t in _reach(m) if _within(t, shown)) for m in core}
     bad = {m: t for m, t in bad.items() if t}
     assert not bad, f"the run core imports the display or the command line: {bad}"
+
+
+# The front doors: each turns its own arguments into a harness.plan.Request; the plan decides
+# what runs, below every door and above the registry.
+DOORS = ("harness.cli.run", "harness.api.check", "harness.pytest_plugin.options")
+
+
+def test_one_plan_below_the_three_front_doors() -> None:
+    assert all("harness.plan" in GRAPH[door] for door in DOORS)
+    above = ("harness.cli", "harness.api", "harness.pytest_plugin", "harness.runner",
+             "harness.report", "harness.progress")
+    bad = sorted(t for t in _reach("harness.plan") if _within(t, above))
+    assert not bad, f"the plan imports what sits above it: {bad}"
+    # no door decides the selection itself
+    for door in DOORS:
+        text = _modules()[door].read_text(encoding="utf-8")
+        assert "select(" not in text and "named_explicitly" not in text, door

@@ -41,7 +41,9 @@ def _pytest(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     installed = any(ep.name == pytest_plugin.PLUGIN_NAME
                     for ep in importlib.metadata.entry_points(group="pytest11"))
     extra = [] if installed else ["-p", "harness.pytest_plugin"]
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *extra, "-rf", *args)
+    # hypothesis's plugin writes its statistics at the end of each session: a second each
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                        *extra, "-rf", *args)
 
 
 @pytest.fixture
