@@ -201,7 +201,7 @@ class Folder:
         self._visiting.add(key)
         try:
             if kind == "initializer":
-                plan = self._stored(definition[1], f"initializer {name[:60]!r}")
+                plan = self._stored(definition[1], f"reaches the initializer {name[:60]!r}, which")
             else:
                 plan = self._operator(owner, definition[1], definition[2], depth)
         finally:
@@ -212,7 +212,7 @@ class Folder:
 
     def _check_size(self, meta: Meta, name: str) -> None:
         if self.max_bytes is not None and meta.nbytes > self.max_bytes:
-            raise FoldError(f"{name[:60]!r} would be dims {list(meta.shape)[:8]} of "
+            raise FoldError(f"{name[:60]!r} would have dims {list(meta.shape)[:8]} of "
                             f"{dtype_name(meta.code)}: {meta.nbytes} bytes, more than the "
                             f"memory limit of {self.max_bytes} bytes")
 
@@ -229,7 +229,10 @@ class Folder:
             raise FoldError(f"{what} declares dims {list(dims)[:8]}")
         code = tensor.data_type
         meta = Meta(code, dims)
-        self._check_size(meta, tensor.name)
+        if self.max_bytes is not None and meta.nbytes > self.max_bytes:
+            raise FoldError(f"{what} declares dims {list(dims)[:8]} of {dtype_name(code)}: "
+                            f"{meta.nbytes} bytes, more than the memory limit of "
+                            f"{self.max_bytes} bytes")
         return _Plan(meta, load=lambda: tensor_values(tensor).astype(DTYPES[code][1],
                                                                      copy=False))
 
@@ -290,7 +293,7 @@ class Folder:
     def _constant(self, c: _Ctx, output: int) -> _Plan:
         a = c.node.attribute[0]
         if a.name == "value":
-            return self._stored(a.t, f"the value of {_node(c.node)}")
+            return self._stored(a.t, f"reaches {_node(c.node)}, whose value")
         if a.name in ("value_float", "value_floats", "value_int", "value_ints"):
             value = attribute_value(a, _node(c.node))
             code = 1 if "float" in a.name else 7

@@ -191,8 +191,6 @@ class _Finder:
             metas[tensor] = meta
             layer.dtypes[tensor] = dtype_name(meta.code)
         hidden = attrs.get("hidden_size")
-        if hidden is None and "R" in metas and len(metas["R"].shape) == 3:
-            hidden = metas["R"].shape[2]
         if hidden is None:
             raise self.fail(f"{where} has no hidden_size attribute: cannot tell the sizes")
         if not isinstance(hidden, int) or hidden < 1:
