@@ -57,6 +57,16 @@ def _selected(layers: list[OnnxLayer], select: str | None) -> list[OnnxLayer]:
     return [layer for layer in layers if layer.name in wanted or layer.path in wanted]
 
 
+def _one_graph(path: Path, layers: list[OnnxLayer]) -> None:
+    """Refuse nodes of different graphs as one stack (an If's two branches are
+    alternatives, not layers)."""
+    graphs = {n.path.rpartition("/")[0] for n in layers}
+    if len(graphs) > 1:
+        raise WeightsError(f"the model has {len(layers)} {layers[0].op_type} nodes in "
+                           f"{len(graphs)} graphs ({', '.join(n.path for n in layers[:8])}): "
+                           "choose one with --select (a name or a path)", file=path)
+
+
 def read_onnx(path: Path, case: Case, *, select: str | None = None,
               max_bytes: int | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
     """``W``, ``R``, ``B``, ``P`` of the model's LSTM/GRU nodes (graph order = layer order,
@@ -75,6 +85,7 @@ def read_onnx(path: Path, case: Case, *, select: str | None = None,
                            f"{', '.join(n.path for n in layers[:8])}), the case has "
                            f"{case.num_layers} layer(s); choose nodes with --select (names or "
                            "paths)", file=path)
+    _one_graph(path, layers)
     native, notes = {}, []
     for k, layer in enumerate(layers):
         _check_onnx_attrs(path, layer.name, layer.attributes, case)
@@ -167,6 +178,7 @@ def infer(path: Path, select: str | None, max_bytes: int | None) -> tuple[dict, 
     if len({n.op_type for n in layers}) > 1:
         raise WeightsError("the model has both LSTM and GRU nodes; choose with --select",
                            file=path)
+    _one_graph(path, layers)
     first = layers[0]
     if first.problem is not None:
         raise WeightsError(first.problem, file=path)

@@ -170,9 +170,9 @@ class Folder:
         chain = self._chain(scope, name)
         total = sum(self._plans[k].meta.nbytes for k in chain)
         if self.max_bytes is not None and total > self.max_bytes:
-            raise FoldError(f"folding {name[:60]!r} takes {total} bytes of tensors "
-                            f"({len(chain)} of them), more than the memory limit of "
-                            f"{self.max_bytes} bytes")
+            raise FoldError(f"needs {total} bytes of tensors ({len(chain)} of them) to fold "
+                            f"{name[:60]!r}, more than the memory limit of {self.max_bytes} "
+                            "bytes")
         return self._compute(scope, name, {})
 
     # planning ----------------------------------------------------------------------------------

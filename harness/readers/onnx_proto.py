@@ -137,7 +137,8 @@ def subgraphs(node) -> list[tuple[str, object]]:
     """``(label, light GraphProto)`` of a node's graph attributes: ``then_branch`` for ``g``,
     ``branches[1]`` for the second of ``graphs``."""
     out = []
-    for a in node.attribute:
+    # an If's then-branch first, whatever order the file keeps its attributes in
+    for a in sorted(node.attribute, key=lambda a: a.name != "then_branch"):
         if a.HasField("g"):
             out.append((a.name, a.g))
         out += [(f"{a.name}[{k}]", g) for k, g in enumerate(a.graphs)]
