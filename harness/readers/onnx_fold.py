@@ -206,13 +206,12 @@ class Folder:
                 plan = self._operator(owner, definition[1], definition[2], depth)
         finally:
             self._visiting.discard(key)
-        self._check_size(plan.meta, name)
         self._plans[key] = plan
         return plan
 
-    def _check_size(self, meta: Meta, name: str) -> None:
+    def _check_size(self, meta: Meta, what: str) -> None:
         if self.max_bytes is not None and meta.nbytes > self.max_bytes:
-            raise FoldError(f"{name[:60]!r} would have dims {list(meta.shape)[:8]} of "
+            raise FoldError(f"{what} dims {list(meta.shape)[:8]} of "
                             f"{dtype_name(meta.code)}: {meta.nbytes} bytes, more than the "
                             f"memory limit of {self.max_bytes} bytes")
 
@@ -249,9 +248,11 @@ class Folder:
                             f"{MAX_NODE_INPUTS} a folded chain may have")
         builder = getattr(self, f"_{op.lower()}")
         try:
-            return builder(_Ctx(self, scope, node, depth), output)
+            plan = builder(_Ctx(self, scope, node, depth), output)
         except _Bad as exc:
             raise FoldError(f"{_node(node)} {exc}") from None
+        self._check_size(plan.meta, f"{_node(node)} would make {node.output[output][:60]!r}")
+        return plan
 
     # computing ---------------------------------------------------------------------------------
 

@@ -480,8 +480,8 @@ def test_hostile_chains_are_refused_in_one_line(tmp_path):
             "node 'cat' (Concat) has 100000 inputs, more than the 4096"),
         "a Concat past the memory limit": (
             [helper.make_node("Concat", ["x"] * 8, ["W"], name="cat", axis=1)], [x],
-            "'W' would have dims [1, 512, 1024] of FLOAT: 2097152 bytes, more than the memory "
-            "limit of 1048576"),
+            "node 'cat' (Concat) would make 'W' dims [1, 512, 1024] of FLOAT: 2097152 bytes, "
+            "more than the memory limit of 1048576"),
         "a Reshape to a huge shape": (
             [_const("sh", [1, 10**12, 10**12]),
              helper.make_node("Reshape", ["x", "sh"], ["W"], name="re")], [x],
