@@ -186,7 +186,7 @@ class Folder:
         if key in self._plans:
             return self._plans[key]
         if key in self._visiting:
-            raise FoldError(f"{name[:60]!r} is computed from itself (a cycle of names)")
+            raise FoldError(f"reaches {name[:60]!r} again (a cycle of names)")
         if depth > MAX_CHAIN_DEPTH:
             raise FoldError(f"its chain is more than {MAX_CHAIN_DEPTH} nodes deep")
         self._visited += 1
@@ -244,14 +244,16 @@ class Folder:
                               + ", which the reader does not fold (it folds "
                               + ", ".join(FOLDED) + ")")
         if len(node.input) > MAX_NODE_INPUTS:
-            raise FoldError(f"{_node(node)} has {len(node.input)} inputs, more than the "
+            raise FoldError(f"is folded through {_node(node)}, which has {len(node.input)} "
+                            "inputs, more than the "
                             f"{MAX_NODE_INPUTS} a folded chain may have")
         builder = getattr(self, f"_{op.lower()}")
         try:
             plan = builder(_Ctx(self, scope, node, depth), output)
         except _Bad as exc:
-            raise FoldError(f"{_node(node)} {exc}") from None
-        self._check_size(plan.meta, f"{_node(node)} would make {node.output[output][:60]!r}")
+            raise FoldError(f"is folded through {_node(node)}, which {exc}") from None
+        self._check_size(plan.meta, f"is folded through {_node(node)}, which would make "
+                                    f"{node.output[output][:60]!r}")
         return plan
 
     # computing ---------------------------------------------------------------------------------
@@ -317,7 +319,8 @@ class Folder:
         def cast(x: np.ndarray) -> np.ndarray:
             if to in INTEGERS and m.code in FLOATS:
                 if not np.isfinite(x).all():
-                    raise FoldError(f"{_node(c.node)} casts NaN or Inf to an integer")
+                    raise FoldError(f"is folded through {_node(c.node)}, which casts NaN or "
+                                    "Inf to an integer")
                 x = np.trunc(x)
             if to == 16:
                 import ml_dtypes
@@ -409,6 +412,8 @@ class Folder:
         m = c.data(0)
         axes = c.attr("axes") if c.opset("Unsqueeze") < 13 else c.ints(1)
         rank = len(m.shape) + len(axes)
+        if rank > MAX_RANK:
+            raise c.bad(f"makes a tensor of {rank} dimensions")
         axes = sorted(c.axes(axes, rank))
         shape = list(m.shape)
         for a in axes:

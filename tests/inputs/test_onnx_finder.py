@@ -477,19 +477,19 @@ def test_hostile_chains_are_refused_in_one_line(tmp_path):
     checked = {
         "a Concat of 100000 inputs": (
             [helper.make_node("Concat", ["x"] * 10**5, ["W"], name="cat", axis=1)], [x],
-            "node 'cat' (Concat) has 100000 inputs, more than the 4096"),
+            "node 'cat' (Concat), which has 100000 inputs, more than the 4096"),
         "a Concat past the memory limit": (
             [helper.make_node("Concat", ["x"] * 8, ["W"], name="cat", axis=1)], [x],
-            "node 'cat' (Concat) would make 'W' dims [1, 512, 1024] of FLOAT: 2097152 bytes, "
-            "more than the memory limit of 1048576"),
+            "node 'cat' (Concat), which would make 'W' dims [1, 512, 1024] of FLOAT: "
+            "2097152 bytes, more than the memory limit of 1048576"),
         "a Reshape to a huge shape": (
             [_const("sh", [1, 10**12, 10**12]),
              helper.make_node("Reshape", ["x", "sh"], ["W"], name="re")], [x],
-            "node 're' (Reshape) reshapes 65536 elements"),
+            "node 're' (Reshape), which reshapes 65536 elements"),
         "a cycle of names": (
             [helper.make_node("Identity", ["b"], ["W"], name="i1"),
              helper.make_node("Identity", ["W"], ["b"], name="i2")], [],
-            "'W' is computed from itself (a cycle of names)"),
+            "its W reaches 'W' again (a cycle of names)"),
         "a chain too deep": (
             [helper.make_node("Identity", [f"t{k + 1}"], [f"t{k}" if k else "W"], name=f"i{k}")
              for k in range(150)] + [_const("t150", np.zeros((1, 4 * H, I)), np.float32)], [],
@@ -497,7 +497,7 @@ def test_hostile_chains_are_refused_in_one_line(tmp_path):
         "a Gather out of range": (
             [_const("ix", [70]), helper.make_node("Gather", ["x", "ix"], ["W"], name="g",
                                                   axis=1)], [x],
-            "node 'g' (Gather) gathers index 70 of a dimension of 64"),
+            "node 'g' (Gather), which gathers index 70 of a dimension of 64"),
         "a fold of tensors past the limit together": (
             [helper.make_node("Concat", ["x"] * 3, ["y"], name="cat", axis=1),
              helper.make_node("Slice", ["y", "s", "e", "a"], ["W"], name="sl"),
