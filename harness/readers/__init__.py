@@ -9,7 +9,9 @@ One module per format, each with its reader and what the format tells about the 
   (:mod:`harness.readers.torch`).
 - ``.h5`` / ``.hdf5`` / ``.keras`` (layouts ``keras``, ``keras-cudnn``): the recurrent layers of
   a tf_keras or Keras 3 model or weights file, read with h5py (:mod:`harness.readers.keras`).
-- ``.onnx`` (layout ``onnx``): the LSTM/GRU nodes' initializers (:mod:`harness.readers.onnx`).
+- ``.onnx`` (layout ``onnx``): the LSTM/GRU nodes' weights, subgraphs included, folded from
+  constant chains where they are not initializers (:mod:`harness.readers.onnx`;
+  :func:`harness.readers.onnx_layers.recurrent_layers` lists every recurrent node).
 - ``.msgpack`` (layouts ``flax``, ``flax-nnx``): a ``flax.serialization.to_bytes`` parameter
   tree, decoded under limits without flax (:mod:`harness.readers.flax`).
 

@@ -255,8 +255,9 @@ def test_a_used_tensor_declaring_more_than_the_limit_is_refused_unparsed(tmp_pat
 
     W = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[1, 4 * H, 10**9])
     path = _onnx_model(tmp_path / "huge.onnx", W=W)
-    with pytest.raises(WeightsError, match=r"input W \('W'\) declares dims \[1, 12, 1000000000\]"
-                                           r" of FLOAT: 48000000000 bytes, more than the memory"):
+    with pytest.raises(WeightsError, match=r"initializer 'W', which declares dims "
+                                           r"\[1, 12, 1000000000\] of FLOAT: 48000000000 bytes, "
+                                           r"more than the memory"):
         read_native(path, "onnx", LSTM, max_bytes=MiB)
 
 
