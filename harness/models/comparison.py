@@ -114,7 +114,7 @@ def _selected(original: list[Layer], shipped: list[Layer], select: str
     if chosen:
         return chosen, [s for s in shipped if _pairable(chosen[0], s)]
     names = [la.path for la in shipped] + [la.path for la in original]
-    raise HarnessError(f"--select {select!r} names no layer; the layers: "
+    raise HarnessError(f"{select!r} names no layer; the layers: "
                        f"{', '.join(repr(shown(n)) for n in names[:12])}", field="--select")
 
 

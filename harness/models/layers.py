@@ -300,7 +300,7 @@ def select_layers(layers: list[Layer], select: str) -> list[Layer]:
     if not chosen:
         chosen = [la for la in layers if la.name == select]
     if len(chosen) > 1:
-        raise HarnessError(f"--select {select!r} names {len(chosen)} layers of "
+        raise HarnessError(f"{select!r} names {len(chosen)} layers of "
                            f"{chosen[0].source}: choose one of "
                            f"{', '.join(repr(la.path) for la in chosen)}", field="--select")
     return chosen
