@@ -24,8 +24,8 @@ IMPORTED_AT = time.monotonic()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 __all__ = ["Case", "CaseError", "CheckResult", "Diagnosis", "Divergence", "HarnessError",
-           "PairCheck", "WeightsError", "__version__", "case_inputs", "check", "diagnose",
-           "expected_outputs", "make_case"]
+           "ModelComparison", "PairCheck", "WeightsError", "__version__", "case_inputs", "check",
+           "compare_models", "diagnose", "expected_outputs", "make_case"]
 
 if TYPE_CHECKING:
     from harness.api import (
@@ -35,10 +35,12 @@ if TYPE_CHECKING:
         Diagnosis,
         Divergence,
         HarnessError,
+        ModelComparison,
         PairCheck,
         WeightsError,
         case_inputs,
         check,
+        compare_models,
         diagnose,
         expected_outputs,
         make_case,

@@ -6,6 +6,8 @@
 - :func:`make_case`, :func:`case_inputs`: the case a check runs, and the inputs it feeds.
 - :func:`expected_outputs`: a framework's own outputs in the harness's order.
 - :func:`diagnose`: the layout doctor; returns its :class:`Diagnosis`.
+- :func:`compare_models`: each recurrent layer of a shipped model against its original
+  (docs/compare.md); returns a :class:`ModelComparison`, truthy when they compute the same.
 - Result types :class:`CheckResult`, :class:`PairCheck`, :class:`Divergence`; errors
   :class:`HarnessError` (bad input: :class:`CaseError`, :class:`WeightsError`).
 """
@@ -16,8 +18,9 @@ from harness.api.check import case_inputs, check, diagnose, expected_outputs, ma
 from harness.api.results import CheckResult, Divergence, PairCheck
 from harness.doctor.findings import Diagnosis
 from harness.errors import CaseError, HarnessError, WeightsError
+from harness.models import ModelComparison, compare_models
 from harness.spec import Case
 
 __all__ = ["Case", "CaseError", "CheckResult", "Diagnosis", "Divergence", "HarnessError",
-           "PairCheck", "WeightsError", "case_inputs", "check", "diagnose", "expected_outputs",
-           "make_case"]
+           "ModelComparison", "PairCheck", "WeightsError", "case_inputs", "check",
+           "compare_models", "diagnose", "expected_outputs", "make_case"]

@@ -1,0 +1,19 @@
+"""Is what I ship what I trained? Two model files (or objects) compared layer by layer:
+``rnn-harness compare`` and :func:`harness.compare_models` (docs/compare.md).
+
+- :mod:`.layers`: every recurrent layer of a file or object, as canonical parameters;
+- :mod:`.weights_verdict`: the weights of a pairing, and the doctor's diagnosis where they
+  differ; :mod:`.outputs_verdict`: the shipped layer run in its framework against the float64
+  reference on the original's weights;
+- :mod:`.comparison`: pairing and :func:`compare_models`; :mod:`.render`: the table, the
+  report folder.
+
+A tool beside the run, as the doctor is: it uses the readers, the doctor and the run's pair
+path; nothing of the run imports it.
+"""
+
+from harness.models.comparison import ModelComparison, Pairing, compare_models
+from harness.models.outputs_verdict import OutputsVerdict
+from harness.models.weights_verdict import WeightsVerdict
+
+__all__ = ["ModelComparison", "OutputsVerdict", "Pairing", "WeightsVerdict", "compare_models"]

@@ -1,0 +1,150 @@
+"""``compare_models``: does each recurrent layer of SHIPPED compute what its layer of ORIGINAL
+computes? Pairing, then each pairing judged two ways (:mod:`.weights_verdict`,
+:mod:`.outputs_verdict`), held in a :class:`ModelComparison`.
+
+Pairing: each layer of SHIPPED is matched against the layers of ORIGINAL with the same cell,
+sizes and directions. Those whose weights agree within rounding are its pairing, all named
+(the same weights held twice form one pairing); where none agrees, the nearest by weights
+(:func:`.weights_verdict.distance`: the values whatever their order, so that a layer holding
+the original's weights misplaced is nearest its original) is judged and diagnosed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.errors import HarnessError, WeightsError
+from harness.models.layers import Layer, layers_of, select_layers, shown
+from harness.models.outputs_verdict import NOT_JUDGED, OutputsVerdict, judge_outputs
+from harness.models.weights_verdict import WeightsVerdict, agree, distance, judge_weights
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """A shipped layer, the original's layers it is paired with (several where the original
+    holds the same weights more than once), and its two verdicts. ``agreed``: the weights of
+    ``originals`` agree with the shipped layer's (False: the nearest, judged)."""
+
+    shipped: Layer
+    originals: tuple[Layer, ...]
+    agreed: bool
+    weights: WeightsVerdict
+    outputs: OutputsVerdict
+
+    @property
+    def original(self) -> Layer:
+        return self.originals[0]
+
+    @property
+    def same(self) -> bool:
+        """The weights agree, and the outputs are within the verdict rules (or could not be
+        run here: unavailable, not applicable)."""
+        return bool(self.weights) and (bool(self.outputs) or self.outputs.status in NOT_JUDGED)
+
+    @property
+    def mistakes(self) -> tuple[str, ...]:
+        return self.weights.mistakes
+
+    def title(self) -> str:
+        """``shipped 'rnn' = original's 'gru'`` (or ``~`` where only the nearest)."""
+        names = " = ".join(repr(shown(o.path)) for o in self.originals)
+        return (f"shipped {shown(self.shipped.path)!r} {'=' if self.agreed else '~'} "
+                f"original's {names}")
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """Every pairing of SHIPPED's layers with ORIGINAL's; truthy when every one is the same."""
+
+    original: str
+    shipped: str
+    pairings: tuple[Pairing, ...] = field(default_factory=tuple)
+    seconds: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.pairings) and all(p.same for p in self.pairings)
+
+    @property
+    def differing(self) -> tuple[Pairing, ...]:
+        return tuple(p for p in self.pairings if not p.same)
+
+
+def label_of(source: Any) -> str:
+    return os.fspath(source) if isinstance(source, str | os.PathLike) else type(source).__name__
+
+
+def pair_layers(original: list[Layer], shipped: list[Layer]
+                ) -> list[tuple[Layer, tuple[Layer, ...], bool]]:
+    """(shipped layer, its originals, whether they agree) for each shipped layer. A shipped
+    layer with no original of its cell, sizes and directions is refused (WeightsError naming
+    the shipped file and both files' layers)."""
+    out = []
+    for s in shipped:
+        candidates = [o for o in original if _pairable(o, s)]
+        if not candidates:
+            have = "; ".join(f"{shown(o.path)!r}: {o.sizes}" for o in original[:8])
+            raise WeightsError(f"layer {shown(s.path)!r} ({s.sizes}) has no layer of the same "
+                               f"cell and sizes in {original[0].source} (its layers: {have})",
+                               file=s.source)
+        agreeing = tuple(o for o in candidates if agree(o, s))
+        if agreeing:
+            out.append((s, agreeing, True))
+        else:
+            nearest = min(candidates, key=lambda o: distance(o, s))
+            out.append((s, (nearest,), False))
+    return out
+
+
+def _pairable(o: Layer, s: Layer) -> bool:
+    a, b = o.case, s.case
+    return (a.cell, a.input_size, a.hidden_size, a.proj_size, a.num_directions) == (
+        b.cell, b.input_size, b.hidden_size, b.proj_size, b.num_directions)
+
+
+def _selected(original: list[Layer], shipped: list[Layer], select: str
+              ) -> tuple[list[Layer], list[Layer]]:
+    """``select`` names a shipped layer, or else an original one (then every shipped layer
+    that can pair with it is judged against it alone)."""
+    chosen = select_layers(shipped, select)
+    if chosen:
+        return original, chosen
+    chosen = select_layers(original, select)
+    if chosen:
+        return chosen, [s for s in shipped if _pairable(chosen[0], s)]
+    names = [la.path for la in shipped] + [la.path for la in original]
+    raise HarnessError(f"{select!r} names no layer; the layers: "
+                       f"{', '.join(repr(shown(n)) for n in names[:12])}", field="--select")
+
+
+def compare_models(original: Any, shipped: Any, *, select: str | None = None,
+                   budget_s: float = 30.0) -> ModelComparison:
+    """Does every recurrent layer of ``shipped`` compute what its layer of ``original`` does?
+
+    ``original``, ``shipped``: model files (.pt/.pth/.bin state_dicts, .keras/.h5, .onnx,
+    .msgpack) or objects (a torch ``nn.Module``, a Keras layer or model, an ONNX
+    ``ModelProto``). ``select``: one layer, by its name or path (``rnn/layer1``), of SHIPPED or
+    else of ORIGINAL. ``budget_s``: the doctor's time for each pairing whose weights differ.
+
+    Returns a :class:`ModelComparison`, truthy when every pairing is the same. Bad input (a
+    file that cannot be read, with no recurrent layer, or layers that cannot pair) raises
+    :class:`~harness.errors.HarnessError` naming the file."""
+    import time
+
+    start = time.perf_counter()
+    orig_layers = layers_of(original, "original")
+    ship_layers = layers_of(shipped, "shipped")
+    if select is not None:
+        orig_layers, ship_layers = _selected(orig_layers, ship_layers, select)
+    pairings = []
+    for s, originals, agreed in pair_layers(orig_layers, ship_layers):
+        o = originals[0]
+        weights = judge_weights(o, s, budget_s=budget_s)
+        outputs = judge_outputs(o, s)
+        pairings.append(Pairing(s, originals, agreed, weights, outputs))
+    return ModelComparison(label_of(original), label_of(shipped), tuple(pairings),
+                           time.perf_counter() - start)
+
+
+__all__ = ["ModelComparison", "Pairing", "compare_models", "pair_layers"]
