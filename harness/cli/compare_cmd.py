@@ -31,9 +31,10 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
 def handle(args: argparse.Namespace) -> int:
     import math
 
-    from harness.errors import HarnessError
+    from harness.errors import HarnessError, printable
     from harness.models import compare_models
     from harness.models.render import check_folder, text, write_folder
+    from harness.models.repro import write_repros
 
     if not (args.budget > 0 and math.isfinite(args.budget)):
         raise HarnessError(f"expected a finite number of seconds > 0, got {args.budget:g}",
@@ -45,4 +46,6 @@ def handle(args: argparse.Namespace) -> int:
     print(text(result), end="")
     if args.out:
         print(f"report: {write_folder(result, args.out)}")
+        for line in write_repros(result, args.out):
+            print(printable(line))
     return 0 if result else 1

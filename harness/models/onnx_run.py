@@ -171,10 +171,11 @@ def node_inputs(node: OnnxNode, data: np.ndarray | dict[str, np.ndarray], case: 
     wanted = {k: node.inputs[k] for k in (0, 4, 5, 6)
               if k < len(node.inputs) and node.inputs[k]}
     present = {o.name for o in model.graph.output}
-    for name in wanted.values():
+    elem = getattr(onnx.TensorProto, node.elem)
+    for k, name in wanted.items():
         if name not in present:
             model.graph.output.append(helper.make_tensor_value_info(
-                name, onnx.TensorProto.UNDEFINED, None))
+                name, onnx.TensorProto.INT32 if k == 4 else elem, None))
     try:
         got = run_model("onnxruntime", model.SerializeToString(), feed, list(wanted.values()))
     except Exception as exc:  # the runtime's own words on data that does not fit the model

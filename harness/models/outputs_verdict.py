@@ -52,6 +52,7 @@ class OutputsVerdict:
     inputs: Inputs | None = field(default=None, repr=False, compare=False)
     model: bytes | None = field(default=None, repr=False, compare=False)
     note: str = ""  # how the inputs came (--inputs)
+    got: dict | None = field(default=None, repr=False, compare=False)  # the outputs it gave
 
     def __bool__(self) -> bool:
         return self.status == PASS
@@ -151,9 +152,9 @@ def judge_outputs(original: Layer, shipped: Layer, inputs: Inputs | None = None,
                                      original.canonical, inputs)
     prep = Prepared(case, shipped.canonical, inputs, ref, floor)
     r = runner.run_pair(prep, adapter, step_mode="off", attribute=False)
-    model = None
+    model, got = None, None
     if r.outputs is not None:
-        model = r.outputs.models.get(".onnx")
+        model, got = r.outputs.models.get(".onnx"), r.outputs.named()
     if r.rows is None or r.rows.empty:
         return OutputsVerdict(r.status, adapter.name, r.reason or r.status, inputs=inputs,
                               model=model, note=note)
@@ -175,7 +176,7 @@ def judge_outputs(original: Layer, shipped: Layer, inputs: Inputs | None = None,
     if note:
         reason = f"{reason}; {note}"
     return OutputsVerdict(status, adapter.name, reason, figures, where, rows, inputs, model,
-                          note)
+                          note, got)
 
 
 def _has(node: Any, k: int) -> bool:

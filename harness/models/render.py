@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.errors import HarnessError, printable
+from harness.errors import HarnessError, printable, printable_lines
 from harness.models.comparison import ModelComparison, Pairing
 from harness.models.layers import shown
 from harness.models.outputs_verdict import NOT_JUDGED
 
 REPORT_FILES = ("compare.md", "compare.json")
+REPRO_FOLDER = re.compile(r"repro-[0-9]+")  # a reproducer of a pairing (harness.models.repro)
 
 
 def table(result: ModelComparison) -> str:
@@ -95,7 +97,7 @@ def markdown(result: ModelComparison) -> str:
                                headers=["tensor", "slice", "read as", "holds"],
                                tablefmt="github"), ""]
     lines.append(final_line(result))
-    return printable("\n".join(lines)) + "\n"
+    return printable_lines("\n".join(lines)) + "\n"
 
 
 def as_dict(result: ModelComparison) -> dict:
@@ -143,7 +145,9 @@ def check_folder(out: str | Path) -> Path:
     if out.exists() and not out.is_dir():
         raise HarnessError(f"{out} is not a folder", field="--out")
     if out.is_dir():
-        other = sorted(e.name for e in out.iterdir() if e.name not in REPORT_FILES)
+        other = sorted(e.name for e in out.iterdir() if e.name not in REPORT_FILES
+                       and not (REPRO_FOLDER.fullmatch(e.name) and e.is_dir()
+                                and not e.is_symlink()))
         if other:
             raise HarnessError(f"{out} holds other files than a compare report "
                                f"({', '.join(repr(o) for o in other[:3])}): choose an empty "
