@@ -128,6 +128,10 @@ def run_model(runtime: str, model: bytes, feed: dict[str, np.ndarray], outputs: 
     adapter = OpenVINO()
     core = adapter.core()
     converted = OpenVINO._frontend.convert(OpenVINO._frontend.load(io.BytesIO(model)))
+    # the CPU plugin refuses inputs of unknown rank (a file that declares no shapes): give
+    # each the shape of what it is fed
+    converted.reshape({p.get_any_name(): list(feed[p.get_any_name()].shape)
+                       for p in converted.inputs if p.get_any_name() in feed})
     compiled = core.compile_model(converted, "CPU", COMPILE_CONFIG)
     result = compiled(feed)
     got = {}
