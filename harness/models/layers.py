@@ -10,8 +10,9 @@ directions and semantics (reset_after, the gate activation, ...), with ``num_lay
 
 The formats' readers (:mod:`harness.readers`) do the reading, with their limits on untrusted
 files; :func:`layers_of` is the one place that lists a file's layers, format by format (an
-ONNX model's: its main graph's nodes; the nodes inside ``If``/``Loop``/``Scan`` bodies, with
-weights behind constant chains, come with the ONNX layer finder).
+ONNX model's: every LSTM/GRU node the ONNX layer finder finds, in ``If``/``Loop``/``Scan``
+bodies too, with weights folded through constant chains; a node whose weights depend on a
+graph input is an :class:`Unread`, listed, not compared).
 """
 
 from __future__ import annotations
@@ -152,9 +153,7 @@ def _file_layers(path: Path, label: str, role: str, limit: int
                  for layer in _keras_entry_layers(e, path, label, role, keras3)]
         return _nonempty(found, path, label), []
     elif suffix in onnx.SUFFIXES:
-        from harness.models.onnx_nodes import onnx_layers
-
-        found, unread = onnx_layers(path, label, role, limit)
+        found, unread = _onnx_layers(path, label, role, limit)
         if not found and unread:
             raise WeightsError(f"no recurrent layer whose weights can be read: {unread[0].problem}"
                                + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
@@ -172,6 +171,36 @@ def _file_layers(path: Path, label: str, role: str, limit: int
     found = [layer for name, select in groups
              for layer in _read_group(path, label, name, select, role, limit)]
     return _nonempty(found, path, label), []
+
+
+def _onnx_layers(path: Path, label: str, role: str, limit: int
+                ) -> tuple[list[Layer], list[Unread]]:
+    """(layers, unread) of the ONNX model ``path``; errors name ``label``."""
+    from harness.models.onnx_nodes import node_of
+    from harness.readers import onnx as onnx_reader
+    from harness.readers.onnx_layers import recurrent_layers
+
+    found = one_line(path, lambda: recurrent_layers(path, limit))
+    layers, unread = [], []
+    data = path.read_bytes()
+    for n in found:
+        if n.problem is not None:
+            unread.append(Unread(label, n.path, n.problem))
+            continue
+        try:
+            fields = onnx_reader.fields_of(path, n)
+            case = case_of(role, fields, label)
+            native = onnx_reader.native_of(path, n, case)
+            canonical = get_layout("onnx").from_native(native, case, file=label)
+        except WeightsError as exc:
+            if exc.file is not None and Path(exc.file) == path:
+                exc.file = label
+            raise
+        node = node_of(n, native, data)
+        layers.append(Layer(label, n.name, n.path, case, "onnx", canonical, native,
+                            stored_dtype(native.values()), ADAPTER_OF_LAYOUT["onnx"],
+                            where=n.where, onnx=node))
+    return layers, unread
 
 
 def _nonempty(layers: list[Layer], path: Path, label: str) -> list[Layer]:

@@ -1,25 +1,15 @@
-"""The recurrent layers of an ONNX model for ``compare``: every LSTM and GRU node the ONNX layer
-finder (:func:`harness.readers.onnx_layers.recurrent_layers`) finds, in the main graph and in
-``If``/``Loop``/``Scan`` bodies, with weights folded through constant chains, as
-:class:`~harness.models.layers.Layer` objects, and what the outputs verdict runs of each: the
-node cut out of the model (:func:`cut_out`) or, where the model is that one node, the file
-itself (:func:`runs_as_file`).
-
-A node whose weights depend on a graph input (or on another operator's output) cannot be
-compared: it is kept as an :class:`Unread` with the finder's words, listed in the report.
+"""An ONNX LSTM/GRU node as ``compare`` runs it (:class:`OnnxNode`, made by :func:`node_of`
+from what the ONNX layer finder found): the node cut out of the model (:func:`cut_out`) or,
+where the model's main graph is that one node fed by graph inputs (``sole``), the file itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from harness.errors import WeightsError
-from harness.layouts import get_layout
-from harness.models.layers import ADAPTER_OF_LAYOUT, Layer, Unread, case_of, stored_dtype
-from harness.readers.onnx_layers import INPUTS, OnnxLayer, recurrent_layers
+from harness.readers.onnx_layers import INPUTS, OnnxLayer
 from harness.spec import Case
 
 # the numpy type of each ONNX element type a recurrent node's weights may hold
@@ -51,36 +41,7 @@ class OnnxNode:
     model: bytes = field(repr=False, default=b"")
 
 
-def onnx_layers(path: Path, label: str, role: str, limit: int
-                ) -> tuple[list[Layer], list[Unread]]:
-    """(layers, unread) of the ONNX model ``path``; errors name ``label``."""
-    from harness.readers import onnx as onnx_reader
-    from harness.readers.limits import one_line
-
-    found = one_line(path, lambda: recurrent_layers(path, limit))
-    layers, unread = [], []
-    data = path.read_bytes()
-    for n in found:
-        if n.problem is not None:
-            unread.append(Unread(label, n.path, n.problem))
-            continue
-        try:
-            fields = onnx_reader.fields_of(path, n)
-            case = case_of(role, fields, label)
-            native = onnx_reader.native_of(path, n, case)
-            canonical = get_layout("onnx").from_native(native, case, file=label)
-        except WeightsError as exc:
-            if exc.file is not None and Path(exc.file) == path:
-                exc.file = label
-            raise
-        node = _node(n, native, data)
-        layers.append(Layer(label, n.name, n.path, case, "onnx", canonical, native,
-                            stored_dtype(native.values()), ADAPTER_OF_LAYOUT["onnx"],
-                            where=n.where, onnx=node))
-    return layers, unread
-
-
-def _node(n: OnnxLayer, native: dict[str, np.ndarray], data: bytes) -> OnnxNode:
+def node_of(n: OnnxLayer, native: dict[str, np.ndarray], data: bytes) -> OnnxNode:
     elem = n.dtypes.get("W", "FLOAT")
     np_type = NUMPY_OF.get(elem, np.float32)
     weights = {k: np.asarray(v, dtype=np_type) for k, v in native.items()}
