@@ -17,8 +17,12 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
                    ".keras, an .onnx)")
     c.add_argument("--select", help="one layer, by its name or path (rnn/layer1), of SHIPPED or "
                    "else of ORIGINAL")
-    c.add_argument("--out", metavar="DIR", help="also write DIR/compare.md and "
-                   "DIR/compare.json")
+    c.add_argument("--inputs", metavar="FILE.npy", help="data for the outputs verdict instead "
+                   "of generated inputs: an ONNX node of the main graph sees what the shipped "
+                   "model computes for it; a port's layer gets it as [batch, steps, features] "
+                   "(.npz: arrays by the shipped model's input names)")
+    c.add_argument("--out", metavar="DIR", help="also write DIR/compare.md, DIR/compare.json "
+                   "and a reproducer folder per layer that differs")
     c.add_argument("--budget", type=float, default=30.0, metavar="SECONDS",
                    help="the doctor's time for each layer whose weights differ (default 30)")
     return c
@@ -27,9 +31,10 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
 def handle(args: argparse.Namespace) -> int:
     import math
 
-    from harness.errors import HarnessError
+    from harness.errors import HarnessError, printable
     from harness.models import compare_models
     from harness.models.render import check_folder, text, write_folder
+    from harness.models.repro import write_repros
 
     if not (args.budget > 0 and math.isfinite(args.budget)):
         raise HarnessError(f"expected a finite number of seconds > 0, got {args.budget:g}",
@@ -37,8 +42,10 @@ def handle(args: argparse.Namespace) -> int:
     if args.out:
         check_folder(args.out)
     result = compare_models(args.original, args.shipped, select=args.select,
-                            budget_s=args.budget)
+                            budget_s=args.budget, inputs=args.inputs)
     print(text(result), end="")
     if args.out:
         print(f"report: {write_folder(result, args.out)}")
+        for line in write_repros(result, args.out):
+            print(printable(line))
     return 0 if result else 1

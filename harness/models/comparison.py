@@ -15,9 +15,16 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from harness.errors import HarnessError, WeightsError
-from harness.models.layers import Layer, layers_of, select_layers, shown
-from harness.models.outputs_verdict import NOT_JUDGED, OutputsVerdict, judge_outputs
+from harness.models.layers import Layer, Unread, read_layers, select_layers, shown
+from harness.models.outputs_verdict import (
+    NOT_JUDGED,
+    OutputsVerdict,
+    judge_all_outputs,
+    load_inputs,
+)
 from harness.models.weights_verdict import WeightsVerdict, agree, distance, judge_weights
 
 
@@ -32,6 +39,19 @@ class Pairing:
     agreed: bool
     weights: WeightsVerdict
     outputs: OutputsVerdict
+    # other shipped layers holding exactly the shipped layer's weights and semantics (the same
+    # node in an If's two branches): one pairing, all named
+    also: tuple[Layer, ...] = ()
+    # the outputs verdicts of the other runtimes (an ONNX node: OpenVINO beside ONNX Runtime)
+    more_outputs: tuple[OutputsVerdict, ...] = ()
+
+    @property
+    def all_outputs(self) -> tuple[OutputsVerdict, ...]:
+        return (self.outputs, *self.more_outputs)
+
+    @property
+    def shipped_all(self) -> tuple[Layer, ...]:
+        return (self.shipped, *self.also)
 
     @property
     def original(self) -> Layer:
@@ -39,9 +59,10 @@ class Pairing:
 
     @property
     def same(self) -> bool:
-        """The weights agree, and the outputs are within the verdict rules (or could not be
-        run here: unavailable, not applicable)."""
-        return bool(self.weights) and (bool(self.outputs) or self.outputs.status in NOT_JUDGED)
+        """The weights agree, and the outputs of every runtime are within the verdict rules (or
+        could not be run here: unavailable, not applicable)."""
+        return bool(self.weights) and all(bool(o) or o.status in NOT_JUDGED
+                                          for o in self.all_outputs)
 
     @property
     def mistakes(self) -> tuple[str, ...]:
@@ -50,8 +71,8 @@ class Pairing:
     def title(self) -> str:
         """``shipped 'rnn' = original's 'gru'`` (or ``~`` where only the nearest)."""
         names = " = ".join(repr(shown(o.path)) for o in self.originals)
-        return (f"shipped {shown(self.shipped.path)!r} {'=' if self.agreed else '~'} "
-                f"original's {names}")
+        mine = " = ".join(repr(shown(s.path)) for s in self.shipped_all)
+        return f"shipped {mine} {'=' if self.agreed else '~'} original's {names}"
 
 
 @dataclass(frozen=True)
@@ -62,9 +83,13 @@ class ModelComparison:
     shipped: str
     pairings: tuple[Pairing, ...] = field(default_factory=tuple)
     seconds: float = 0.0
+    # layers found but not compared (an ONNX node whose weights depend on a graph input):
+    # SHIPPED's keep the comparison from being the same, ORIGINAL's are no candidates
+    unread: tuple[Unread, ...] = ()
+    unread_original: tuple[Unread, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.pairings) and all(p.same for p in self.pairings)
+        return bool(self.pairings) and all(p.same for p in self.pairings) and not self.unread
 
     @property
     def differing(self) -> tuple[Pairing, ...]:
@@ -73,6 +98,28 @@ class ModelComparison:
 
 def label_of(source: Any) -> str:
     return os.fspath(source) if isinstance(source, str | os.PathLike) else type(source).__name__
+
+
+def same_layers(shipped: list[Layer]) -> list[tuple[Layer, ...]]:
+    """The shipped layers grouped: those with exactly the same semantics and weights (the
+    same node in an If's two branches) form one group, in model order."""
+    groups: list[list[Layer]] = []
+    for s in shipped:
+        for g in groups:
+            if _identical(g[0], s):
+                g.append(s)
+                break
+        else:
+            groups.append([s])
+    return [tuple(g) for g in groups]
+
+
+def _identical(a: Layer, b: Layer) -> bool:
+    fields = {"source", "name"}
+    if a.case.model_dump(exclude=fields) != b.case.model_dump(exclude=fields):
+        return False
+    ta, tb = a.canonical.tensors, b.canonical.tensors
+    return ta.keys() == tb.keys() and all(np.array_equal(ta[k], tb[k]) for k in ta)
 
 
 def pair_layers(original: list[Layer], shipped: list[Layer]
@@ -119,13 +166,16 @@ def _selected(original: list[Layer], shipped: list[Layer], select: str
 
 
 def compare_models(original: Any, shipped: Any, *, select: str | None = None,
-                   budget_s: float = 30.0) -> ModelComparison:
+                   budget_s: float = 30.0, inputs: Any = None) -> ModelComparison:
     """Does every recurrent layer of ``shipped`` compute what its layer of ``original`` does?
 
     ``original``, ``shipped``: model files (.pt/.pth/.bin state_dicts, .keras/.h5, .onnx,
     .msgpack) or objects (a torch ``nn.Module``, a Keras layer or model, an ONNX
     ``ModelProto``). ``select``: one layer, by its name or path (``rnn/layer1``), of SHIPPED or
     else of ORIGINAL. ``budget_s``: the doctor's time for each pairing whose weights differ.
+    ``inputs``: data for the outputs verdict instead of generated inputs (an .npy/.npz path,
+    an array, or arrays by the shipped ONNX model's input names): a main-graph ONNX node sees
+    what the model computes for it, a port's layer gets it directly ([batch, steps, features]).
 
     Returns a :class:`ModelComparison`, truthy when every pairing is the same. Bad input (a
     file that cannot be read, with no recurrent layer, or layers that cannot pair) raises
@@ -133,18 +183,23 @@ def compare_models(original: Any, shipped: Any, *, select: str | None = None,
     import time
 
     start = time.perf_counter()
-    orig_layers = layers_of(original, "original")
-    ship_layers = layers_of(shipped, "shipped")
+    orig_layers, orig_unread = read_layers(original, "original")
+    ship_layers, ship_unread = read_layers(shipped, "shipped")
+    data = load_inputs(inputs) if inputs is not None else None
     if select is not None:
         orig_layers, ship_layers = _selected(orig_layers, ship_layers, select)
+        ship_unread = []
+    groups = {g[0].path: g[1:] for g in same_layers(ship_layers)}
     pairings = []
-    for s, originals, agreed in pair_layers(orig_layers, ship_layers):
+    heads = [s for s in ship_layers if s.path in groups]
+    for s, originals, agreed in pair_layers(orig_layers, heads):
         o = originals[0]
         weights = judge_weights(o, s, budget_s=budget_s)
-        outputs = judge_outputs(o, s)
-        pairings.append(Pairing(s, originals, agreed, weights, outputs))
+        outputs = judge_all_outputs(o, s, data)
+        pairings.append(Pairing(s, originals, agreed, weights, outputs[0], groups[s.path],
+                                outputs[1:]))
     return ModelComparison(label_of(original), label_of(shipped), tuple(pairings),
-                           time.perf_counter() - start)
+                           time.perf_counter() - start, tuple(ship_unread), tuple(orig_unread))
 
 
 __all__ = ["ModelComparison", "Pairing", "compare_models", "pair_layers"]

@@ -10,8 +10,9 @@ directions and semantics (reset_after, the gate activation, ...), with ``num_lay
 
 The formats' readers (:mod:`harness.readers`) do the reading, with their limits on untrusted
 files; :func:`layers_of` is the one place that lists a file's layers, format by format (an
-ONNX model's: its main graph's nodes; the nodes inside ``If``/``Loop``/``Scan`` bodies, with
-weights behind constant chains, come with the ONNX layer finder).
+ONNX model's: every LSTM/GRU node the ONNX layer finder finds, in ``If``/``Loop``/``Scan``
+bodies too, with weights folded through constant chains; a node whose weights depend on a
+graph input is an :class:`Unread`, listed, not compared).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Layer:
     native: dict[str, np.ndarray] = field(repr=False)
     dtype: str = "float32"
     adapter: str | None = None  # the adapter that runs it in its framework (None: none does)
+    where: str = ""  # where it is in words (an ONNX node in a branch), "" where path says it
+    onnx: Any = field(default=None, repr=False)  # an ONNX node: models.onnx_nodes.OnnxNode
 
     @property
     def sizes(self) -> str:
@@ -67,11 +70,28 @@ class Layer:
                 + (f" P={c.proj_size}" if c.proj_size else "") + f" {c.dir_mode}")
 
 
+@dataclass(frozen=True)
+class Unread:
+    """A recurrent layer found but not compared: ``path`` where it is, ``problem`` why (an
+    ONNX node whose weights depend on a graph input)."""
+
+    source: str
+    path: str
+    problem: str
+
+
 def layers_of(source: Any, role: str, max_bytes: int | None = None) -> list[Layer]:
     """The recurrent layers of ``source``: a file (.pt/.pth/.bin, .keras/.h5, .onnx, .msgpack),
     a torch ``nn.Module``, a Keras layer or model, or an ONNX ``ModelProto``, in model order.
     ``role`` (``original``, ``shipped``) names the layers' cases. A file with no recurrent
-    layer, or one that cannot be read, raises :class:`WeightsError` naming it."""
+    layer that can be read (one whose weights depend on a graph input cannot), or one that
+    cannot be read, raises :class:`WeightsError` naming it."""
+    return read_layers(source, role, max_bytes)[0]
+
+
+def read_layers(source: Any, role: str, max_bytes: int | None = None
+                ) -> tuple[list[Layer], list[Unread]]:
+    """:func:`layers_of`, and the layers found that cannot be compared (:class:`Unread`)."""
     from harness.memory import max_memory
 
     limit = max_memory() if max_bytes is None else max_bytes
@@ -82,7 +102,7 @@ def layers_of(source: Any, role: str, max_bytes: int | None = None) -> list[Laye
         return _file_layers(path, str(path), role, limit)
     keras = _keras_library(source)
     if keras is not None:
-        return _keras_object_layers(source, keras, role)
+        return _keras_object_layers(source, keras, role), []
     with _object_file(source) as (path, label):
         return _file_layers(path, label, role, limit)
 
@@ -119,7 +139,8 @@ def _keras_library(obj: Any) -> str | None:
 
 # Files ---------------------------------------------------------------------------------------
 
-def _file_layers(path: Path, label: str, role: str, limit: int) -> list[Layer]:
+def _file_layers(path: Path, label: str, role: str, limit: int
+                 ) -> tuple[list[Layer], list[Unread]]:
     from harness.readers import keras, onnx, torch
 
     suffix = path.suffix.lower()
@@ -130,17 +151,14 @@ def _file_layers(path: Path, label: str, role: str, limit: int) -> list[Layer]:
         keras3 = suffix == ".keras" or path.name.lower().endswith(".weights.h5")
         found = [layer for e in entries
                  for layer in _keras_entry_layers(e, path, label, role, keras3)]
-        return _nonempty(found, path, label)
+        return _nonempty(found, path, label), []
     elif suffix in onnx.SUFFIXES:
-        model = one_line(path, lambda: onnx._Model(path, limit))
-        nodes = model.recurrent_nodes()
-        names = [n.name for n in nodes]
-        for n in names:
-            if not n or names.count(n) > 1:
-                raise WeightsError(f"an {nodes[names.index(n)].op_type} node "
-                                   + ("has no name" if not n else f"name {n!r} is used twice")
-                                   + ": compare tells layers by their node names", file=label)
-        groups = [(n, n) for n in names]
+        found, unread = _onnx_layers(path, label, role, limit)
+        if not found and unread:
+            raise WeightsError(f"no recurrent layer whose weights can be read: {unread[0].problem}"
+                               + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
+                               file=label)
+        return _nonempty(found, path, label), unread
     elif suffix == ".msgpack":
         groups = [(path.stem.split(".")[0] or "params", None)]
     elif suffix == ".npz":
@@ -152,7 +170,37 @@ def _file_layers(path: Path, label: str, role: str, limit: int) -> list[Layer]:
                            ".keras, .h5, .onnx or .msgpack)", file=label)
     found = [layer for name, select in groups
              for layer in _read_group(path, label, name, select, role, limit)]
-    return _nonempty(found, path, label)
+    return _nonempty(found, path, label), []
+
+
+def _onnx_layers(path: Path, label: str, role: str, limit: int
+                ) -> tuple[list[Layer], list[Unread]]:
+    """(layers, unread) of the ONNX model ``path``; errors name ``label``."""
+    from harness.models.onnx_nodes import node_of
+    from harness.readers import onnx as onnx_reader
+    from harness.readers.onnx_layers import recurrent_layers
+
+    found = one_line(path, lambda: recurrent_layers(path, limit))
+    layers, unread = [], []
+    data = path.read_bytes()
+    for n in found:
+        if n.problem is not None:
+            unread.append(Unread(label, n.path, n.problem))
+            continue
+        try:
+            fields = onnx_reader.fields_of(path, n)
+            case = case_of(role, fields, label)
+            native = onnx_reader.native_of(path, n, case)
+            canonical = get_layout("onnx").from_native(native, case, file=label)
+        except WeightsError as exc:
+            if exc.file is not None and Path(exc.file) == path:
+                exc.file = label
+            raise
+        node = node_of(n, native, data)
+        layers.append(Layer(label, n.name, n.path, case, "onnx", canonical, native,
+                            stored_dtype(native.values()), ADAPTER_OF_LAYOUT["onnx"],
+                            where=n.where, onnx=node))
+    return layers, unread
 
 
 def _nonempty(layers: list[Layer], path: Path, label: str) -> list[Layer]:
@@ -208,7 +256,7 @@ def _read_group(path: Path, label: str, name: str, select: str | None, role: str
 
     try:
         fields, layout, _ = infer_fields(path, select=select)
-        full = _case(role, fields, label)
+        full = case_of(role, fields, label)
         native, _ = read_native(path, layout, full, select=select, max_bytes=limit)
         canonical = get_layout(layout).from_native(native, full, file=str(path))
     except HarnessError as exc:
@@ -218,7 +266,7 @@ def _read_group(path: Path, label: str, name: str, select: str | None, role: str
     return _split(label, name, full, layout, canonical, native, role)
 
 
-def _case(role: str, fields: dict, label: str) -> Case:
+def case_of(role: str, fields: dict, label: str) -> Case:
     try:
         return Case(name=role, **fields)
     except ValueError as exc:
@@ -268,7 +316,7 @@ def _keras_entry_layers(entry: dict, path: Path | str, label: str, role: str,
     from harness.readers.keras import fields_of_layers, native_of_layers
 
     fields, layout, _ = fields_of_layers([entry], label, keras3=keras3, select=None)
-    case = _case(role, fields, label)
+    case = case_of(role, fields, label)
     native, _ = native_of_layers([entry], layout, case, select=None, path=label)
     canonical = get_layout(layout).from_native(native, case, file=label)
     adapter = "keras3" if keras3 else "keras"

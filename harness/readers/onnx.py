@@ -180,22 +180,40 @@ def infer(path: Path, select: str | None, max_bytes: int | None) -> tuple[dict, 
                            file=path)
     _one_graph(path, layers)
     first = layers[0]
-    if first.problem is not None:
-        raise WeightsError(first.problem, file=path)
-    attrs, cell = first.attributes, first.op_type.lower()
-    fields: dict = {"cell": cell, "input_size": first.input_size,
-                    "hidden_size": first.hidden_size, "num_layers": len(layers),
-                    "direction": first.direction}
+    fields = fields_of(path, first)
+    fields["num_layers"] = len(layers)
+    notes = [] if first.path == f"main/{first.name}" else [f"read {first.op_type} node "
+                                                          f"{first.path}"]
+    return fields, "onnx", notes
+
+
+def fields_of(path: Path, layer: OnnxLayer) -> dict:
+    """The case fields of one LSTM/GRU node (one layer): its attributes (hidden_size,
+    direction, clip, input_forget, linear_before_reset, HardSigmoid activations) and its
+    ``W``/``P`` inputs, folded symbolically. A node whose weights are not constants is refused
+    with :attr:`OnnxLayer.problem`."""
+    if layer.problem is not None:
+        raise WeightsError(layer.problem, file=path)
+    attrs, cell = layer.attributes, layer.op_type.lower()
+    fields: dict = {"cell": cell, "input_size": layer.input_size,
+                    "hidden_size": layer.hidden_size, "num_layers": 1,
+                    "direction": layer.direction}
     if attrs.get("clip") is not None:
         fields["gate_clip"] = float(attrs["clip"])
     if cell_named(cell).reads("input_forget"):
         fields["input_forget"] = bool(attrs.get("input_forget", 0))
-        fields["peepholes"] = first.input_name("P") is not None
+        fields["peepholes"] = layer.input_name("P") is not None
     else:
         fields["reset_after"] = bool(attrs.get("linear_before_reset", 0))
-    activation = _gate_activation(path, first.name, attrs, cell, first.num_directions)
+    activation = _gate_activation(path, layer.name, attrs, cell, layer.num_directions)
     if activation != "sigmoid":
         fields["recurrent_activation"] = activation
-    notes = [] if first.path == f"main/{first.name}" else [f"read {first.op_type} node "
-                                                          f"{first.path}"]
-    return fields, "onnx", notes
+    return fields
+
+
+def native_of(path: Path, layer: OnnxLayer, case: Case) -> dict[str, np.ndarray]:
+    """One node's ``W``, ``R``, ``B``, ``P`` (float64, folded) for a one-layer ``case``, its
+    attributes checked against the case; a left-out ``B`` or ``P`` is absent (zeros, as the
+    operator defines: ``Layout.from_native``)."""
+    _check_onnx_attrs(path, layer.name, layer.attributes, case)
+    return layer.arrays()

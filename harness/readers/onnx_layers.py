@@ -88,6 +88,30 @@ class OnnxLayer:
         inputs = self._node.input
         return inputs[k] if k < len(inputs) and inputs[k] else None
 
+    @property
+    def in_main_graph(self) -> bool:
+        """Whether the node is in the model's main graph (not in an If/Loop/Scan body)."""
+        return self._scope.parent is None
+
+    @property
+    def graph_nodes(self) -> int:
+        """How many nodes the graph holding the node has."""
+        return len(self._scope.graph.node)
+
+    @property
+    def node_inputs(self) -> list[str]:
+        return list(self._node.input)
+
+    @property
+    def node_outputs(self) -> list[str]:
+        return list(self._node.output)
+
+    def graph_inputs(self) -> list[str]:
+        """The names of its graph's inputs that are fed (not initializers)."""
+        graph = self._scope.graph
+        inits = {t.name for t in graph.initializer}
+        return [v.name for v in graph.input if v.name not in inits]
+
     def arrays(self, names: tuple[str, ...] = WEIGHTS) -> dict[str, np.ndarray]:
         """The folded ``W``, ``R``, ``B``, ``P`` the node has (a left-out ``B`` or ``P`` is
         absent: zeros, as the operator defines), as float64; computed now, under the memory
