@@ -5,7 +5,7 @@ The default tests need no conversion: ``data/litert-int8-lstm-tiny.tflite`` (3.5
 ``litert-int8`` adapter's conversion (TensorFlow 2.21) of a tiny LSTM: ``cell: lstm``,
 ``input_size: 2``, ``hidden_size: 3``, ``batch: 2``, ``seq_len: 4``, ``seed: 5``,
 ``quantization: {calibration_batches: 4}``. The roads tests convert afresh with the
-project's conversion path: that case (the committed file is what the converter still writes)
+project's conversion path (so that a converter that changes what it writes is seen): that case
 and every bundled quantized LSTM case.
 """
 
