@@ -1,6 +1,8 @@
 """Reading a converted ``.tflite`` model's ops, tensor types and quantization from its flatbuffer
-(TensorFlow's generated schema, ``tensorflow.lite.python.schema_py_generated``), independently
-of the interpreter that runs it: what a quantized adapter compares with (the weights as stored,
+(the generated schema LiteRT ships, ``ai_edge_litert.schema_py_generated``, else TensorFlow's
+``tensorflow.lite.python.schema_py_generated``: the same schema, and LiteRT's imports in a
+fraction of a second where TensorFlow's costs seconds), independently of the interpreter that
+runs it: what a quantized adapter compares with (the weights as stored,
 the grids the model declares) comes from the file, what it reports comes from the kernel.
 
 The fused LSTM op's inputs (TFLite schema, ``UNIDIRECTIONAL_SEQUENCE_LSTM``): 0 the input,
@@ -43,6 +45,7 @@ class Op:
     inputs: list[int]
     outputs: list[int]
     intermediates: list[int] = field(default_factory=list)
+    options: Any = None  # the op's builtin options (schema object), None where it has none
 
 
 @dataclass
@@ -70,14 +73,19 @@ class Flat:
         return Grid(float(q.scale[0]), int(q.zeroPoint[0]) if q.zeroPoint is not None else 0,
                     lo, hi)
 
-    def value(self, index: int) -> np.ndarray:
-        """A constant tensor as stored, dequantized (per tensor or per channel) to float64."""
+    def stored(self, index: int) -> np.ndarray:
+        """A constant tensor's values exactly as stored, in its own type (int8, int32, ...)."""
         t = self.subgraph.tensors[index]
         buffer = self.model.buffers[t.buffer]
         data = (bytes(bytearray(buffer.data)) if buffer.data is not None
                 else self.raw[buffer.offset:buffer.offset + buffer.size])
         raw = np.frombuffer(data, dtype=NUMPY_TYPES[self.tensor_type(index)])
-        a = raw.reshape(tuple(t.shape)).astype(np.float64)
+        return raw.reshape(tuple(t.shape))
+
+    def value(self, index: int) -> np.ndarray:
+        """A constant tensor as stored, dequantized (per tensor or per channel) to float64."""
+        t = self.subgraph.tensors[index]
+        a = self.stored(index).astype(np.float64)
         q = t.quantization
         if self.tensor_type(index) not in INTEGER_TYPES or q is None or q.scale is None \
                 or len(q.scale) == 0:
@@ -91,9 +99,16 @@ class Flat:
         return (a - zero) * scale
 
 
-def read(model: bytes, subgraph: int = 0) -> Flat:
-    from tensorflow.lite.python import schema_py_generated as schema
+def _schema() -> Any:
+    try:
+        from ai_edge_litert import schema_py_generated as schema
+    except ImportError:  # TensorFlow without LiteRT: its own copy of the schema
+        from tensorflow.lite.python import schema_py_generated as schema
+    return schema
 
+
+def read(model: bytes, subgraph: int = 0) -> Flat:
+    schema = _schema()
     m = schema.ModelT.InitFromPackedBuf(model, 0)
     op_names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
@@ -104,14 +119,12 @@ def read(model: bytes, subgraph: int = 0) -> Flat:
         ops.append(Op(op_names[max(code.builtinCode, code.deprecatedBuiltinCode)],
                       [int(i) for i in op.inputs], [int(i) for i in op.outputs],
                       [int(i) for i in op.intermediates] if op.intermediates is not None
-                      else []))
+                      else [], op.builtinOptions))
     return Flat(m, model, sg, ops, op_names, type_names)
 
 
 def subgraph_count(model: bytes) -> int:
-    from tensorflow.lite.python import schema_py_generated as schema
-
-    return len(schema.ModelT.InitFromPackedBuf(model, 0).subgraphs)
+    return len(_schema().ModelT.InitFromPackedBuf(model, 0).subgraphs)
 
 
 def integer_recurrent_tensors(model: bytes) -> list[str]:

@@ -25,6 +25,7 @@ SCRIPTS = {
     "bench_large_case.py": "ratio harness / torch",
     "gpu_reference_routes.py": "fused graphs replayed",  # on CPU: the fused kernels' twin
     "quantizer_coverage.py": "what feeds the recurrent op",
+    "litert_int8_exactness.py": "bit-exact:",
 }
 
 
