@@ -156,11 +156,13 @@ Progress = Callable[[str], None]
 
 
 def bisect(node: Node, package: str, versions: Sequence[str], prepare: Callable[[str], ReleaseEnv],
-           run: Callable[[ReleaseEnv, Node], ReleaseOutcome] = run_release,
+           run: Callable[[ReleaseEnv, Node], ReleaseOutcome] | None = None,
            progress: Progress | None = None) -> list[ReleaseOutcome]:
     """``node`` on each release of ``versions``, oldest first: ``prepare(version)`` gives the
-    release's environment (:func:`harness.release_envs.prepare`), ``run`` runs the node there.
+    release's environment (:func:`harness.release_envs.prepare`), ``run`` runs the node there
+    (:func:`run_release` by default).
     A release that could not be installed or run is an outcome with its ``problem``."""
+    run = run or run_release
     outcomes = []
     for version in sorted(versions, key=Version):
         try:
@@ -218,7 +220,8 @@ def table(outcomes: Sequence[ReleaseOutcome], package: str) -> str:
                          p.first_step or "-"])
     head = [package, *(["case"] if several else []), "verdict", "worst error",
             "first diverging step"]
-    return printable_table(tabulate(rows, headers=head, tablefmt="simple"))
+    # releases are text: "3.0" is not the number 3
+    return printable_table(tabulate(rows, headers=head, tablefmt="simple", disable_numparse=True))
 
 
 def printable_table(text: str) -> str:
