@@ -32,8 +32,8 @@ from harness.cli import (
 from harness.errors import HarnessError, printable
 
 EXIT_CODES = ("0: every applicable pair passed (or the command succeeded); 1: a pair diverged "
-              "or failed (run, merge), a regression (diff), no explanation found (doctor), a release "
-              "that could not be installed or run (bisect); "
+              "or failed (run, merge), a regression (diff), no explanation found (doctor), "
+              "a release that could not be installed or run (bisect); "
               "2: bad input, one line on stderr naming the file and field; 74: the output "
               "could not be written (standard output full or closed); 130: interrupted")
 
