@@ -17,6 +17,7 @@ import threading
 from harness import __version__
 from harness.cli import (
     adapters,
+    bisect,
     compare_cmd,
     convert,
     diff,
@@ -33,13 +34,14 @@ from harness.errors import HarnessError, printable
 
 EXIT_CODES = ("0: every applicable pair passed (or the command succeeded); 1: a pair diverged "
               "or failed (run, merge), a regression (diff), no explanation found (doctor), a "
-              "layer that differs (compare); "
+              "layer that differs (compare), a release that could not be installed or run "
+              "(bisect); "
               "2: bad input, one line on stderr naming the file and field; 74: the output "
               "could not be written (standard output full or closed); 130: interrupted")
 
 # in the order --help lists them
 COMMANDS = (run, merge, init, adapters, schema, layouts, diff, convert, doctor, compare_cmd,
-            probe, repro)
+            probe, repro, bisect)
 
 
 def _epilog() -> str:

@@ -144,7 +144,8 @@ def test_adapters_import_no_other_adapter() -> None:
 # The run (its core) and the tools beside it: a diagnosis may use the run, never the reverse.
 RUN_CORE = ("harness.runner", "harness.blind", "harness.prepare", "harness.compare",
             "harness.isolation", "harness.report")
-TOOLS = ("harness.doctor", "harness.convert", "harness.probe")
+TOOLS = ("harness.doctor", "harness.convert", "harness.probe", "harness.bisect",
+         "harness.release_envs")
 MISTAKE_ENGINE = ("harness.mistakes",)
 
 

@@ -44,3 +44,22 @@ def test_the_nightly_names_every_adapter_left_out_of_the_default_selection():
     missing = [a.name for a in ADAPTERS.values() if a.named_only is not None
                and a.device == "cpu" and a.name not in text and a.name not in named]
     assert missing == [], f"named-only adapters the nightly never runs: {missing}"
+
+
+def test_the_nightly_runs_tox_latest_with_nothing_pinned():
+    """``tox -e latest``: the newest release of every framework, run by the nightly (a step's
+    command, not a comment), with no pin of torch or anything else left from ``[testenv]``."""
+    import configparser
+
+    steps = [str(step.get("run", "")) for job in
+             yaml.safe_load((WORKFLOWS / "nightly.yml").read_text(encoding="utf-8"))["jobs"]
+             .values() for step in job.get("steps", [])]
+    assert [s for s in steps if "tox -e latest" in s], "the nightly does not run tox -e latest"
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(WORKFLOWS.parents[1] / "tox.ini", encoding="utf-8")
+    latest = tox["testenv:latest"]
+    assert latest["deps"].strip() == ""  # [testenv]'s torch pin replaced by nothing
+    assert "--upgrade --upgrade-strategy eager" in latest["install_command"]
+    assert " -c " not in latest["install_command"]  # no constraints file
+    commands = latest["commands"]
+    assert "pytest" in commands and "harness run cases --device cpu" in commands
