@@ -200,7 +200,7 @@ def test_the_cheap_scripts_run_with_hostile_strings(tmp_path, monkeypatch, capsy
         record.handed.arrays = {f"feed/{HOSTILE}": np.asarray(prep.inputs.x, np.float32)}
         record.handed.files = {"model.tflite": b"TFL3 stand-in"}
         if quantized:
-            record.quantization = {"sqnr_db": 50.0, "ideal_sqnr_db": 50.0, "margin_db": 6.0,
+            record.cost = {"sqnr_db": 50.0, "ideal_sqnr_db": 50.0, "margin_db": 6.0,
                                    "min_sqnr_db": None}
         folder = write_one(tmp_path / str(quantized), record)
         namespace = {"__name__": "repro", "__file__": str(folder / "repro.py")}
