@@ -94,8 +94,8 @@ def _record(text: str, family: str, choice: dict[str, str], quantized: bool) -> 
                 "lengths": np.asarray(prep.inputs.lengths, np.int64)},
         reference={}, handed=handed, first={"output": text, "layer": 0, "direction": 1, "t": 2},
         step_reading=text, upstream=text, versions={text: text}, detail=text,
-        quantization=({"sqnr_db": float("nan"), "ideal_sqnr_db": None, "margin_db": 6.0,
-                       "min_sqnr_db": float("-inf"), text: text} if quantized else None))
+        cost=({"sqnr_db": float("nan"), "ideal_sqnr_db": None, "margin_db": 6.0,
+               "min_sqnr_db": float("-inf"), text: text} if quantized else None))
 
 
 def _variants() -> list[tuple[str, dict[str, str], bool]]:
