@@ -23,8 +23,8 @@ A row is within tolerance when its ``tol_ratio`` is at most 1, or, in a case of 
 precision than float64 judged by the default tolerances, when its ``floor_ratio`` is at most
 :data:`NOISE_FLOOR_FACTOR` (:func:`within`, the one place that says so; docs/equations.md
 says why); a pair passes when all of its free-running rows are (:attr:`Divergence.passed`,
-:func:`pair_verdict`: step-local rows explain a verdict, never change it). Everything that
-shows a verdict takes it from here.
+:func:`pair_verdict`: step-local rows explain a verdict, never change it). A pair's judge
+(:mod:`harness.judges`) builds its verdict on these rows.
 """
 
 from __future__ import annotations
@@ -35,10 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness import known_bugs
 from harness.data import Outputs
 from harness.dtypes import FORMATS, ulp
-from harness.known_bugs import Weights
 from harness.params import block_shapes, key, layer_dirs
 from harness.spec import Case, Tol
 
@@ -177,58 +175,6 @@ def pair_verdict(free_rows: pd.DataFrame, step_rows: pd.DataFrame | None = None,
     if not forward_bad.empty:  # step mode checks the forward only: it says nothing of gradients
         return DIVERGED, f"{DIVERGED} at {where(_first(forward_bad))}; {STATE_NOT_CELL}"
     return status, ""
-
-
-def pair_status(rows: pd.DataFrame, case: Case, adapter: str, floor_factor: float | None,
-                reason: str = "", expected: bool = True, weights: Weights | None = None,
-                unexplained: Callable[[], str | None] | None = None) -> tuple[str, str]:
-    """(status, reason) of a compared pair from its divergence rows (free-running and
-    step-local: :func:`pair_verdict`) and its case (what is known of the adapter's upstream
-    bugs: :func:`as_expected`, with ``weights`` and, for a DIVERGED pair, ``unexplained()``;
-    ``expected`` False: the plain verdict, as an attribution's reruns are judged). ``reason``:
-    the run's notes on the pair, which the verdict's reason follows. The one function that
-    says what a pair's status is: the run calls it on the rows it computed, ``merge`` on the
-    rows a shard recorded."""
-    status, why = pair_verdict(of_mode(rows, FREE), of_mode(rows, STEP), floor_factor)
-    reason = _join(reason, why)
-    if not expected:
-        return status, reason
-    return as_expected(status, reason, case, adapter, weights,
-                       unexplained() if unexplained is not None and status == DIVERGED else None)
-
-
-def as_expected(status: str, reason: str, case: Case, adapter: str,
-                weights: Weights | None, unexplained: str | None = None) -> tuple[str, str]:
-    """A compared pair's (status, reason) read against what is known of the adapter's upstream
-    bugs: the case's own ``expected:`` entry for the adapter, else an entry of the registry
-    (:mod:`harness.known_bugs`) that applies to the case, these ``weights`` (None: the case
-    alone) and the installed versions; none: unchanged. DIVERGED as expected: KNOWN_BUG, which
-    does not fail a run, unless ``unexplained`` says why the registry entry's reading of the
-    weights does not reproduce the outputs (:attr:`KnownBug.reading`): DIVERGED, as another
-    bug may hide behind it. PASS: LOOKS_FIXED, which fails a run, so that the stale expectation
-    goes."""
-    if status not in (PASS, DIVERGED):
-        return status, reason
-    declared = case.expected.get(adapter)
-    entry = None if declared else known_bugs.known_bug(case, adapter, weights)
-    if declared is None and entry is None:
-        return status, reason
-    upstream = declared.upstream if declared else entry.upstream
-    named = f"{upstream} ({known_bugs.link(upstream)})" if known_bugs.link(upstream) else upstream
-    if status == DIVERGED and unexplained:
-        return DIVERGED, _join(f"known upstream bug {named} applies here but does not explain "
-                               f"the divergence: {unexplained}", reason)
-    if status == DIVERGED:
-        what = f": {entry.summary}" if entry else ""
-        return KNOWN_BUG, _join(f"known upstream bug {named}{what}", reason)
-    where = (f"remove expected.{adapter} from the case" if declared else
-             f"revisit its entry in harness/known_bugs.py ({entry.installed_versions()})")
-    return LOOKS_FIXED, _join(f"expected DIVERGED (known upstream bug {named}) but passes: "
-                              f"the bug looks fixed; {where}", reason)
-
-
-def _join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
 
 
 STATE_NOT_CELL = ("every one-step error within tolerance: the cell is right, the error builds "

@@ -17,10 +17,10 @@ record validated there: a shard count beyond the bound, a newer schema, a malfor
 Refused here (HarnessError, exit 2): a folder that is not a shard, shards of different runs
 (other cases or adapters), a pair in two folders, a shard given twice, an incomplete set of
 shards, a pair whose case has no recorded spec (or another case's), a pair whose status in
-run.json is not the one its divergence.csv rows and recorded spec give (the run's own verdict
-function, :func:`harness.compare.pair_status`: verdicts are derived, never taken on trust; a
-quantized pair's SQNR over y from its rows, which its record must agree with:
-:func:`harness.quantization.sqnr_of_rows`), and an OUT_DIR that would replace a shard;
+run.json is not the one its divergence.csv rows and recorded spec give (the run's own
+judges, :func:`harness.judges.rejudge`: verdicts are derived, never taken on trust; a pair's
+recorded figures must agree with its rows, its recorded known-bug decision with the case's
+``expected:`` and the registry), and an OUT_DIR that would replace a shard;
 ``allow_partial`` accepts all but the overlaps, and the report says what is missing.
 """
 
@@ -28,19 +28,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from harness import blind, compare, known_bugs
+from harness import blind, judges
 from harness.adapters import ADAPTERS, Adapter
 from harness.errors import HarnessError, printable_lines
+from harness.judges import Disagrees, Verdict
 from harness.npz import write_text
 from harness.report import folder as report_folder
 from harness.report.folder import ReportFolder, read_report
-from harness.report.record import SCHEMA_VERSION, CaseRecord, RunRecord
+from harness.report.record import CaseRecord
+from harness.report.run_json import FromShards, run_record
 from harness.results import PairResult, RunResult
 from harness.shard import pair_id
 from harness.spec import Case
@@ -151,118 +152,35 @@ def _case(name: str, entry: CaseRecord | None, folder: Path) -> Case:
     return case
 
 
-def _check_statuses(reports: list[ReportFolder], cases: dict[str, Case],
-                    rows_of: dict[tuple[str, str], pd.DataFrame]) -> None:
-    """Each pair's status in a shard's run.json is the one its recorded rows and spec give
-    (:func:`harness.compare.pair_status`, as the run judged it): a pair with rows compared
-    something, a compared pair has rows, and the verdict and the case's ``expected:`` reading
-    of its rows is its status. Anything else is a shard edited or corrupted since it ran: an
-    error naming the shard, never a verdict taken on trust."""
-    weights_of: dict[str, dict | None] = {}  # case -> its weights where the spec gives them
+def _judged(reports: list[ReportFolder], cases: dict[str, Case],
+            rows_of: dict[tuple[str, str], pd.DataFrame]) -> dict[tuple[str, str], Verdict]:
+    """Each pair judged again by its judge (:func:`harness.judges.rejudge`) from its recorded
+    rows, figures and known-bug decision, which must agree with its rows, the case's recorded
+    spec and the registry; its status in the shard's run.json must be the one that gives.
+    Anything else is a shard edited or corrupted since it ran: an error naming the shard, never
+    a verdict taken on trust. The verdicts, by (case, adapter)."""
+    verdicts: dict[tuple[str, str], Verdict] = {}
     for r in reports:
         for p in r.run.pairs:
-            rows = rows_of.get((p.case, p.adapter))
             pid = pair_id(p.case, p.adapter)[:160]
-            compared = p.status in compare.COMPARED
-            if rows is None or rows.empty:
-                if compared:
-                    raise HarnessError(f"pair {pid} is {p.status!r} in run.json but has no rows "
-                                       "in divergence.csv", file=r.folder / "run.json",
-                                       field="pairs")
-                continue
-            if not compared:
-                raise HarnessError(f"pair {pid} is {p.status[:40]!r} in run.json but has "
-                                   "divergence.csv rows: it compared outputs",
-                                   file=r.folder / "run.json", field="pairs")
             case = cases[p.case]
-            if judged_quantized(case, p.adapter):
-                statuses = _quantized_statuses(rows, case, p, r.folder / "run.json")
-                if p.status not in statuses:
-                    raise HarnessError(f"pair {pid} is {p.status!r} in run.json, but its "
-                                       f"divergence.csv rows and SQNR record give "
-                                       f"{statuses[0]!r}: the shard was changed after it ran",
-                                       file=r.folder / "run.json", field="pairs")
+            try:
+                v = judges.rejudge(case, p.adapter, ADAPTERS.get(p.adapter), p.status,
+                                   rows_of.get((p.case, p.adapter)),
+                                   p.model_dump(mode="json", exclude_unset=True))
+            except Disagrees as exc:
+                raise HarnessError(f"pair {pid} {exc}", file=r.folder / "run.json",
+                                   field="pairs") from None
+            if v is None:
                 continue
-            floor_factor = compare.tolerance_for(case, p.adapter).floor_factor
-            weights = None  # drawn only for an adapter the registry holds a bug of
-            if known_bugs.for_adapter(p.adapter):
-                if p.case not in weights_of:
-                    weights_of[p.case] = _weights(case)
-                weights = weights_of[p.case]
-            statuses = _statuses_of(rows, case, p.adapter, floor_factor, weights)
-            if p.status not in statuses:
+            if v.status != p.status:
+                evidence = judges.judge_for(case, ADAPTERS.get(p.adapter)).evidence
                 raise HarnessError(f"pair {pid} is {p.status!r} in run.json, but its "
-                                   f"divergence.csv rows and the case's recorded spec give "
-                                   f"{statuses[0]!r}: the shard was changed after it ran",
+                                   f"divergence.csv rows and {evidence} give {v.status!r}: "
+                                   "the shard was changed after it ran",
                                    file=r.folder / "run.json", field="pairs")
-
-
-def judged_quantized(case: Case, adapter: str) -> bool:
-    """Whether a pair is judged as a quantized one: its case has ``quantization:`` and its
-    adapter is not one this installation knows as a float runtime (a float adapter runs a
-    quantized case as a float pair). Decided by the case and the registry, never by the rows'
-    columns, which a shard may have blanked."""
-    known = ADAPTERS.get(adapter)
-    return case.quantization is not None and (known is None or known.quantized)
-
-
-def _quantized_statuses(rows: pd.DataFrame, case: Case, p: Any, run_json: Path
-                        ) -> tuple[str, ...]:
-    """The statuses a quantized pair's rows give: the kernel question from their output
-    steps, the cost question from the SQNR over y their cost columns give again
-    (:func:`harness.quantization.sqnr_of_rows`), which run.json's record must agree with, and
-    the record's ideal SQNR (an ideal quantization's figure, which the rows cannot give), by
-    the run's rule (:func:`harness.quantization.cost_status`); read against the known bugs on
-    the case alone (merge has neither the weights of a weights file nor the outputs): that
-    reading, or the plain status where an entry applies."""
-    from harness import quantization
-
-    pid = pair_id(p.case, p.adapter)[:160]
-    record = p.quantization
-    if not isinstance(record, dict) or "sqnr_db" not in record or "ideal_sqnr_db" not in record:
-        raise HarnessError(f"pair {pid} has quantization rows (sqnr_db) but no SQNR record in "
-                           "run.json (quantization: {sqnr_db, ideal_sqnr_db})", file=run_json,
-                           field="pairs")
-    given = quantization.sqnr_of_rows(rows)
-    if given.missing:
-        raise HarnessError(f"pair {pid} is a quantized pair (its case has quantization:), but "
-                           f"{given.missing} of its y rows in divergence.csv have no SQNR and "
-                           "RMSE (sqnr_db, rmse_steps): the shard was changed after it ran",
-                           file=run_json, field="pairs")
-    recorded = record["sqnr_db"]
-    if not given.allows(recorded):  # run.json's record is validated: numbers or None
-        shown = "inf" if recorded is None else f"{recorded:.4g}"
-        bound = "" if given.exact else "at least "
-        raise HarnessError(f"pair {pid} has an SQNR over y of {shown} dB in run.json, but its "
-                           f"divergence.csv rows give {bound}{given.db:.4g} dB: the shard was "
-                           "changed after it ran", file=run_json, field="pairs")
-    total = given.db if given.exact else recorded
-    verdict, _ = compare.pair_status(rows, case, p.adapter, None, expected=False)
-    plain, _ = quantization.cost_status(case, verdict, None if total == float("inf") else total,
-                                        record["ideal_sqnr_db"])
-    read, _ = compare.as_expected(plain, "", case, p.adapter, None)
-    return (read, plain) if read != plain else (read,)
-
-
-def _weights(case: Case) -> dict | None:
-    """The case's weights where the spec alone gives them (drawn from its seed), else None:
-    a weights file of another job is not read."""
-    from harness import params
-
-    return params.generate(case).tensors if case.weights is None else None
-
-
-def _statuses_of(rows: pd.DataFrame, case: Case, adapter: str, floor_factor: float | None,
-                 weights: dict | None) -> tuple[str, ...]:
-    """The statuses the run may have given these rows, the one derived with what merge knows
-    first. One, except where a registry entry's condition reads the weights or the outputs that
-    merge does not have (a weights file; the check that the entry explains a divergence,
-    harness.runner): then also the plain verdict."""
-    derived, _ = compare.pair_status(rows, case, adapter, floor_factor, weights=weights)
-    entry = None if adapter in case.expected else known_bugs.known_bug(case, adapter, weights)
-    if entry is not None and (weights is None or entry.reading is not None):
-        return derived, compare.pair_status(rows, case, adapter, floor_factor, expected=False)[0]
-    return (derived,)
+            verdicts[(p.case, p.adapter)] = v
+    return verdicts
 
 
 def _differences(reports: list[ReportFolder]) -> tuple[dict[str, dict], list[str]]:
@@ -389,7 +307,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
     numbers = pd.concat([r.rows for r in reports], ignore_index=True)
     rows_of = {key: part.reset_index(drop=True)
                for key, part in numbers.groupby(["case", "adapter"], sort=False)}
-    _check_statuses(reports, cases, rows_of)
+    verdicts = _judged(reports, cases, rows_of)
 
     details: dict[str, str] = {}
     entries = []
@@ -398,11 +316,11 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
         entries += list(r.run.pairs)
     entries.sort(key=lambda p: place(p.case, p.adapter))
     pairs = [PairResult(p.case, p.adapter, p.status, p.reason or "", p.seconds,
+                        rows_of.get((p.case, p.adapter)),
                         detail=details.get(pair_id(p.case, p.adapter), ""),
-                        attribution=p.attribution or "", quantization=p.quantization)
+                        attribution=p.attribution or "",
+                        verdict=verdicts.get((p.case, p.adapter)))
              for p in entries]
-    for p in pairs:
-        p.rows = rows_of.get((p.case, p.adapter))
 
     cases_doc: dict[str, dict] = {}
     case_errors: dict[str, str] = {}
@@ -428,37 +346,31 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
     adapters_doc, more = _adapters(reports)
     warnings += more
     first = reports[0].run
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "platform": first.platform,
-        "machine": first.machine,
-        **environment,
-        "adapters": adapters_doc,
-        "cases": {n: dict(cases_doc[n], prepare_seconds=round(prepare_seconds[n], 4))
-                  for n in names},
-        "case_errors": result.case_errors,
-        "blind_spots": {n: c.warning for n, c in result.blind.items() if c.warning},
-        "blind_checks": {n: c.record() for n, c in result.blind.items()
-                         if not c.recorded_warning},
-        "pairs": [p.model_dump(mode="json", exclude_unset=True) for p in entries],
-        "seconds": round(seconds, 3),
+    result.jobs = max((r.run.jobs or 1) for r in reports)
+    result.memory_limits = (first.model_extra or {}).get("memory_limits")
+    bookkeeping: dict = {
         "shards": present,
         "shard_runs": {_label(r): {
             "folder": str(r.folder), "created": r.run.created,
             "seconds": r.run.seconds, "jobs": r.run.jobs,
             "platform": r.run.platform, "machine": r.run.machine,
             "pairs": len(r.run.pairs), **{s: getattr(r.run, s) for s in ENVIRONMENT}}
-            for r in reports},
-    }
+            for r in reports}}
     whole = next((r.run.shard_of for r in reports if r.run.shard_of), None)
     if whole:
-        doc["shard_of"] = whole.model_dump(mode="json", exclude_unset=True)
+        bookkeeping["shard_of"] = whole.model_dump(mode="json", exclude_unset=True)
     if missing:
-        doc["missing_shards"] = missing
+        bookkeeping["missing_shards"] = missing
         warnings.insert(0, f"partial merge: shard(s) {', '.join(missing)} missing, their pairs "
                            "are not in this report")
-    record = RunRecord.model_validate(json.loads(json.dumps(doc, default=str)))
+    left_out: dict[str, str] = {}
+    for r in reports:
+        left_out.update(r.run.left_out)
+    record = run_record(result, FromShards(
+        first.platform, first.machine, environment["versions"], environment["precision_flags"],
+        adapters_doc, {n: {k: v for k, v in cases_doc[n].items() if k != "prepare_seconds"}
+                       for n in names},
+        result.jobs, left_out, bookkeeping))
 
     with report_folder.report_errors(out), report_folder.staged(out, option) as partial:
         # whole or not at all, as for `run`

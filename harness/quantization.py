@@ -311,22 +311,14 @@ class Judgement:
     # the largest |y - float64 reference| in output units: the cost as a reader weighs it
     max_abs: float = float("nan")
 
-    def record(self) -> dict[str, float | None]:
-        """The cost question's figures as run.json keeps them (None: infinite), from which
-        ``merge`` derives the pair's status again (:func:`cost_status`); ``max_abs``: the
-        largest error against the float64 reference, in output units (reports say it)."""
-        return {k: (round(v, 4) if np.isfinite(v) else None)
-                for k, v in (("sqnr_db", self.sqnr_db), ("ideal_sqnr_db", self.ideal_sqnr_db))
-                } | ({"max_abs": float(f"{self.max_abs:.4g}")} if np.isfinite(self.max_abs)
-                     else {})
-
 
 def cost_status(case: Case, verdict: str, total: float | None, ideal: float | None
                 ) -> tuple[str, list[str]]:
     """A quantized pair's status from the kernel question's ``verdict`` (its rows) and the
     cost question (the SQNR over y, ``total``, against an ideal quantization's, ``ideal``;
     None: infinite, no error), with what the reason says of the cost. The one rule: the run
-    (:func:`judge`) and ``merge`` (from a shard's record) both call it."""
+    (:func:`judge`) and the quantized judge (:mod:`harness.judges.quantized`, for the run and
+    ``merge`` alike) both call it."""
     total = np.inf if total is None else total
     ideal = np.inf if ideal is None else ideal
     status, said = verdict, []

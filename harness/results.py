@@ -12,6 +12,7 @@ from harness import compare
 from harness.adapters import Adapter
 from harness.blind import BlindCheck
 from harness.data import Outputs
+from harness.judges.verdict import Figures, Verdict
 from harness.repro.handed import Handed
 from harness.repro.record import ReproRecord
 from harness.spec import Case
@@ -35,12 +36,18 @@ class PairResult:
     # reproducer record from it (harness/repro/record.py) and drops it
     handed: Handed | None = None
     repro: ReproRecord | None = None  # a DIVERGED, error or known-bug pair's (run --no-repro: none)
-    # a quantized pair's cost figures (harness.quantization.Judgement.record), for merge
-    quantization: dict | None = None
+    # what its judge said (harness.judges): the status, reason and rows above are its, with
+    # its figures and known-bug decision, which run.json keeps for merge; None: not judged
+    verdict: Verdict | None = None
 
     @property
     def has_rows(self) -> bool:
         return self.rows is not None and not self.rows.empty
+
+    @property
+    def figures(self) -> Figures:
+        """What the pair's judge measured beyond the rows (none where it was not judged)."""
+        return self.verdict.figures if self.verdict is not None else Figures()
 
     @property
     def worst(self) -> pd.Series | None:

@@ -28,7 +28,7 @@ class RunOptions:
     shard: Shard | None = None
     # worker processes running cases side by side (1: all in this process)
     jobs: int = 1
-    # when pairs also get step-local rows: auto | on | off (harness.runner.wants_step_mode)
+    # when pairs also get step-local rows: auto | on | off (harness.judges.Judge.wants_steps)
     step_mode: str = "auto"
     # cpu | gpu | all, as ``--device``: on gpu each case's float64 reference and noise floor are
     # computed on the GPU where torch sees one (harness.prepare.prepare)

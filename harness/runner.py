@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness import attribution, compare, isolation, known_bugs, quantization, steplocal
+from harness import attribution, compare, isolation, judges, steplocal
 from harness import blind as blind_check
 from harness.adapters import Adapter, get_adapter, left_out
 from harness.adapters.base import installed_reason, not_installed
@@ -26,8 +26,7 @@ from harness.errors import (
     Unavailable,
 )
 from harness.memory import MemoryLimit
-from harness.params import Canonical
-from harness.prepare import Prepared, prepare, reference_and_floor
+from harness.prepare import Prepared, prepare
 from harness.repro import record as repro_record
 from harness.repro.handed import Handed
 from harness.results import PairResult, RunResult
@@ -68,8 +67,6 @@ def not_selected_reason(adapter: Adapter) -> str:
     return why
 
 
-LOW_PRECISION = ("float32", "float16", "bfloat16")
-
 
 def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | None = None,
              step_mode: str = "auto", attribute: bool = True,
@@ -77,7 +74,8 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
     """Run one pair; every outcome, including a crash, a hang past the executor's timeout or a
     dead worker process, becomes a PairResult. ``executor``: where the adapter runs
     (:mod:`harness.isolation`; default: right here, no time limit). ``step_mode``: when to add
-    step-local rows (:func:`wants_step_mode`). ``attribute``: a DIVERGED pair of a GPU adapter
+    step-local rows (``auto``: where the pair's judge wants them,
+    :meth:`harness.judges.Judge.wants_steps`). ``attribute``: a DIVERGED pair of a GPU adapter
     that declares rerun variants is rerun with each to name the cause. ``named``: the adapters
     named on the command line (:func:`selected_by_case`; None: this one is named)."""
     executor = executor or isolation.InProcess()
@@ -121,10 +119,15 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
             r.status, r.reason = compare.UNAVAILABLE, str(exc)
             return r
         except KnownCrashGone as exc:  # a declared crash that did not come
-            r.status, r.reason = compare.LOOKS_FIXED, str(exc)
+            r.verdict = judges.crashed(case, adapter, compare.LOOKS_FIXED, str(exc),
+                                       exc.upstream, came=False)
+            r.status, r.reason = r.verdict.status, r.verdict.reason
             return r
         except KnownUpstreamCrash as exc:  # declared by the adapter: a finding, not a failure
-            r.status, r.reason = compare.KNOWN_BUG, f"known upstream bug {exc.upstream}: {exc}"
+            r.verdict = judges.crashed(case, adapter, compare.KNOWN_BUG,
+                                       f"known upstream bug {exc.upstream}: {exc}",
+                                       exc.upstream, came=True)
+            r.status, r.reason = r.verdict.status, r.verdict.reason
             r.handed = _handed_by(exc) or r.handed
             return r
         except Exception as exc:  # an adapter crash is a result, not the end of the run
@@ -136,28 +139,15 @@ def run_pair(prep: Prepared, adapter: Adapter, executor: isolation.Executor | No
         r.outputs = out
         r.status, r.reason = compare.BASELINE, "the float64 reference all others are compared with"
         return r
-    tol = compare.tolerance_for(case, adapter.name, adapter.tolerances)
-    if out.quantized is not None:  # judged in quantization steps (harness.quantization)
-        q = quantization.judge(case, adapter.name, out, out.quantized, prep.inputs,
-                               prep.canonical, prep.reference)
-        r.outputs, r.rows, r.status, r.quantization = out, q.rows, q.status, q.record()
-        r.reason = _join(q.reason, out.note, out.absent_note())
-        r.status, r.reason = compare.as_expected(r.status, r.reason, case, adapter.name,
-                                                  prep.canonical.tensors)
-        return r
-    d = compare.divergence(case, adapter.name, out, prep.reference, tol, prep.noise_floor)
-    r.outputs, r.rows = out, d.rows
-    notes = _join(adapter.gradient_note(case) or "", adapter.route_note(case) or "", out.note,
-                  out.absent_note())
-    if adapter.baseline:  # the NumPy reference beside a baseline computed on the GPU
-        notes = _join(notes, f"judged against the float64 reference on {prep.baseline_on}")
-    if wants_step_mode(step_mode, case, d.passed):
-        notes = _join(notes, _add_step_rows(prep, adapter, executor, r, tol))
-    # the status from the rows and the case, as merge derives it from a shard's rows; an
-    # attribution's reruns (attribute False) are judged as plain pairs
-    r.status, r.reason = compare.pair_status(
-        r.rows, case, adapter.name, tol.floor_factor, notes, expected=attribute,
-        weights=prep.canonical.tensors, unexplained=lambda: _unexplained(prep, adapter, out, tol))
+    if step_mode not in STEP_MODES:
+        raise HarnessError(f"expected one of {', '.join(STEP_MODES)}, got {step_mode!r}",
+                           field="--step-mode")
+    # the status from the rows, the figures and the case, as merge derives it from a shard's;
+    # an attribution's reruns (attribute False) are judged as plain pairs
+    r.outputs = out
+    r.verdict = judges.judge(prep, adapter, out, step_mode=step_mode, read_known=attribute,
+                             step_rows=lambda tol: _step_rows(prep, adapter, executor, tol))
+    r.rows, r.status, r.reason = r.verdict.rows, r.verdict.status, r.verdict.reason
     if (attribute and r.status in (compare.DIVERGED, compare.KNOWN_BUG)
             and adapter.device == "gpu" and adapter.reruns):
         r.attribution = _attribution(prep, adapter, executor)
@@ -172,49 +162,10 @@ def _handed_by(exc: BaseException) -> Handed | None:
     return handed if isinstance(handed, Handed) else None
 
 
-def _unexplained(prep: Prepared, adapter: Adapter, out: Outputs,
-                 tol: compare.Tolerance) -> str | None:
-    """Why the registry's known bug of a DIVERGED pair does not explain its outputs, or None
-    (it does, or it has no reading to check): the reference on the weights as the buggy
-    framework reads them must reproduce them within the pair's tolerance. The gradients of the
-    blocks that reading changes are left out: the framework has no such parameter."""
-    case = prep.case
-    if case.expected.get(adapter.name) is not None:
-        return None  # the case's own declaration: taken as it says
-    bug = known_bugs.known_bug(case, adapter.name, prep.canonical.tensors)
-    if bug is None or bug.reading is None:
-        return None
-    weights = bug.reading(case, prep.canonical.tensors)
-    changed = {k.rsplit("/", 1)[1] for k, v in weights.items()
-               if v is not prep.canonical.tensors[k]}
-    ref, floor = reference_and_floor(case, Canonical(weights), prep.inputs)
-    d = compare.divergence(case, adapter.name, out, ref, tol, floor)
-    rows = d.rows[~d.rows["output"].isin({f"d{name}" for name in changed})]
-    f = compare.first_divergence(rows)
-    if f is None:
-        return None
-    return (f"on the weights as {bug.upstream} reads them the outputs still differ, first at "
-            f"{compare.where(f)} ({f['tol_ratio']:.3g}x tolerance)")
-
-
-def wants_step_mode(step_mode: str, case: Case, passed: bool) -> bool:
-    """``on``: every compared pair; ``auto``: low-precision pairs that did not pass free-running
-    (where rounding amplified by the recurrence may be the cause); ``off``: none."""
-    if step_mode not in STEP_MODES:
-        raise HarnessError(f"expected one of {', '.join(STEP_MODES)}, got {step_mode!r}",
-                           field="--step-mode")
-    return step_mode == "on" or (step_mode == "auto" and not passed
-                                 and case.dtype in LOW_PRECISION)
-
-
-def _join(*reasons: str) -> str:
-    return "; ".join(r for r in reasons if r)
-
-
-def _add_step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executor,
-                   r: PairResult, tol: compare.Tolerance) -> str:
-    """Run the adapter on each layer's derived step case (:mod:`harness.steplocal`) through the
-    pair's executor and add the step rows to the pair's (what they show is said by
+def _step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executor,
+               tol: compare.Tolerance) -> tuple[pd.DataFrame | None, str]:
+    """The step rows of the pair: the adapter run on each layer's derived step case
+    (:mod:`harness.steplocal`) through the pair's executor (what they show is said by
     :func:`harness.compare.pair_verdict`: they never change the verdict). An adapter that
     cannot run a derived case (no initial states, ...) or fails on it adds none: the note
     returned says why."""
@@ -224,19 +175,19 @@ def _add_step_rows(prep: Prepared, adapter: Adapter, executor: isolation.Executo
     for sc in steplocal.step_cases(prep):
         reason = adapter.not_applicable_reason(sc.case)
         if reason:
-            return f"step mode not applicable: {reason}"
+            return None, f"step mode not applicable: {reason}"
         try:
             out, _ = executor.call(adapter, sc.case, sc.canonical, sc.inputs, check_finite=False)
         except NotApplicable as exc:
-            return f"step mode not applicable: {exc}"
+            return None, f"step mode not applicable: {exc}"
         except Exception as exc:  # PairFailure (timeout, dead worker) or a crash: one note
-            return "step mode failed: " + f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            return None, ("step mode failed: "
+                          + f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
         rows = compare.step_divergence(case, adapter.name, sc.layer, sc.scatter(out.y, B, T),
                                        prep.reference.y_layers[sc.layer],
                                        sc.scatter(sc.floor.y, B, T), tol).rows
         frames.append(rows)
-    r.rows = pd.concat([r.rows, *frames], ignore_index=True)
-    return ""
+    return (pd.concat(frames, ignore_index=True) if frames else None), ""
 
 
 def _attribution(prep: Prepared, adapter: Adapter, executor: isolation.Executor) -> str:

@@ -156,7 +156,7 @@ class PairItem(pytest.Item):
             self.user_properties.append(("warning", check.warning))
         if check is not None and check.error:
             raise ConformanceFailure(f"case error: {check.error}")
-        # the run decides what is a known upstream bug (harness.compare.as_expected): an xfail
+        # the run decides what is a known upstream bug (harness.judges.known.apply): an xfail
         # while it shows, a failure once it looks fixed, so the stale expectation is removed
         if r.status == compare.KNOWN_BUG:
             pytest.xfail(r.reason)

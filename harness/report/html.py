@@ -20,7 +20,7 @@ import pandas as pd
 from harness import blind, compare
 from harness.report.folder import plot_stem, read_run, slug
 from harness.report.layouts_md import mapping_markdown
-from harness.report.plots import draw_pair, quantization_plot, quantized
+from harness.report.plots import EXTRA_PLOTS, draw_pair
 from harness.report.run_json import split_versions
 from harness.report.summary import _case_line as case_line
 from harness.report.summary import (
@@ -221,9 +221,10 @@ def plotted(p: PairResult, plots: str) -> bool:
         raise ValueError(f"plots: expected one of {', '.join(PLOTS)}, got {plots!r}")
     if plots == "none" or not p.has_rows:
         return False
-    # a quantized pair's cost plot is drawn always (harness.quantization)
+    # the plots of what its judge measured beyond the rows are drawn always (a quantized
+    # pair's cost: Figures.plots)
     return (plots == "all" or p.status in (compare.DIVERGED, compare.ERROR)
-            or quantized(p.rows))
+            or bool(p.figures.plots))
 
 
 PLOT_WORDS = {"failed": "plots of the pairs that did not pass", "all": "plots of every pair",
@@ -231,22 +232,22 @@ PLOT_WORDS = {"failed": "plots of the pairs that did not pass", "all": "plots of
 """What ``--plots`` draws, in words (the report's progress line)."""
 
 
-def _plots_line(plots: str, failed: int, quantized: int = 0) -> str:
+def _plots_line(plots: str, failed: int, always: int = 0) -> str:
     """The sentence of index.html saying which pairs' plots it shows: ``failed`` pairs that did
-    not pass, ``quantized`` other pairs drawn for their quantization cost (drawn always)."""
+    not pass, ``always`` other pairs drawn for their quantization cost (drawn always)."""
     every = "(run with <code>--plots all</code> for every pair)"
     if plots == "all":
-        return f"Plots: every pair with divergence rows ({failed + quantized})."
+        return f"Plots: every pair with divergence rows ({failed + always})."
     if plots == "none":
         return "Plots: none were drawn (<code>--plots none</code>)."
-    cost = (f"; the quantization cost of the {quantized} quantized pair"
-            f"{'s' if quantized > 1 else ''} that passed" if quantized else "")
+    cost = (f"; the quantization cost of the {always} quantized pair"
+            f"{'s' if always > 1 else ''} that passed" if always else "")
     if failed:
         return (f"Plots: the {failed} pair{'s' if failed > 1 else ''} that did not pass{cost} "
                 f"{every}.")
-    if quantized:
-        return (f"Plots: the quantization cost of the {quantized} quantized pair"
-                f"{'s' if quantized > 1 else ''} (drawn always); no pair that did not pass has "
+    if always:
+        return (f"Plots: the quantization cost of the {always} quantized pair"
+                f"{'s' if always > 1 else ''} (drawn always); no pair that did not pass has "
                 f"divergence rows {every}.")
     return f"Plots: none, no pair that did not pass has divergence rows {every}."
 
@@ -256,6 +257,13 @@ def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple:
     return (compare.of_mode(p.rows, compare.FREE), plots,
             plot_stem(n, p.case, p.adapter),
             f"{p.case} :: {p.adapter} ({case.dtype})")
+
+
+EXTRA_FIGURES = {"cost": ("quant", "quantization cost per timestep",
+                          "SQNR (dB) of <code>y</code> against the float64 reference, RMSE in "
+                          "output steps (dotted)")}
+"""The extra plots a judge's figures name (:attr:`harness.judges.Figures.plots`): file suffix,
+alt text and caption (:data:`harness.report.plots.EXTRA_PLOTS` draws them)."""
 
 
 def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
@@ -281,10 +289,10 @@ def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
     if drawn[3]:
         figs.append(_figure(f"{stem}-grad-blocks.png", f"parameter gradient errors, {title}",
                             f"{who}: parameter gradients, layer/direction x block"))
-    if len(drawn) > 4 and drawn[4]:
-        figs.append(_figure(f"{stem}-quant.png", f"quantization cost per timestep, {title}",
-                            f"{who}: SQNR (dB) of <code>y</code> against the float64 "
-                            "reference, RMSE in output steps (dotted)"))
+    for name, done in zip(p.figures.plots, drawn[4:], strict=False):
+        suffix, alt, caption = EXTRA_FIGURES[name]
+        if done:
+            figs.append(_figure(f"{stem}-{suffix}.png", f"{alt}, {title}", f"{who}: {caption}"))
     return "\n".join(figs) + _gradient_table(p) + _step_table(p)
 
 
@@ -454,9 +462,10 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
             n += 1
             if plotted(p, plots):
                 jobs[id(p)] = _plot_job(p, case, folder, n)
-    drawn = {k: draw_pair(*job) + (quantization_plot(job[0], job[1] / f"{job[2]}-quant.png",
-                                                     job[3]),)
-             for k, job in jobs.items()}
+    figures = {id(p): p.figures for p in result.pairs}
+    drawn = {k: draw_pair(*job) + tuple(
+        EXTRA_PLOTS[name](job[0], job[1] / f"{job[2]}-{EXTRA_FIGURES[name][0]}.png", job[3])
+        for name in figures[k].plots) for k, job in jobs.items()}
     failed = sum(1 for p in result.pairs
                  if id(p) in jobs and p.status in (compare.DIVERGED, compare.ERROR))
     body.insert(body.index('<h2 id="cases">Cases</h2>') + 1,

@@ -18,6 +18,7 @@ no pyplot, so no global figure state and no GUI backend.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -351,17 +352,11 @@ def draw_pair(rows: pd.DataFrame, folder: Path, stem: str, title: str) -> tuple[
                             f"{title}: parameter gradients"))
 
 
-def quantized(rows: pd.DataFrame | None) -> bool:
-    """Whether the rows are a quantized pair's (its ``y`` rows carry ``sqnr_db``)."""
-    return (rows is not None and "sqnr_db" in rows.columns
-            and bool(rows["sqnr_db"].notna().any()))
-
-
-def quantization_plot(rows: pd.DataFrame, path: Path, title: str) -> bool:
+def cost_plot(rows: pd.DataFrame, path: Path, title: str) -> bool:
     """A quantized pair's cost per timestep (:mod:`harness.quantization`): the SQNR (dB) of
     ``y`` against the float64 reference, a line per (layer, direction), and its RMSE in output
-    steps on a second axis. False (nothing written) for the rows of another pair."""
-    if not quantized(rows):
+    steps on a second axis. False (nothing written) where no y row has a cost."""
+    if "sqnr_db" not in rows.columns or not rows["sqnr_db"].notna().any():
         return False
     y = rows[(rows["output"] == "y") & rows["sqnr_db"].notna()]
     fig, ax = _figure(3.4, 0.35 + LEGEND_COLUMN + 0.6, 0.6, 0.6)
@@ -389,3 +384,8 @@ def quantization_plot(rows: pd.DataFrame, path: Path, title: str) -> bool:
               bbox_to_anchor=(1.12, 1.0), fontsize=FONT, frameon=False)
     _save(fig, path)
     return True
+
+
+EXTRA_PLOTS: dict[str, Callable[[pd.DataFrame, Path, str], bool]] = {"cost": cost_plot}
+"""The plots a judge's figures name (:attr:`harness.judges.Figures.plots`), each drawn from
+the pair's free-running rows; True where written."""

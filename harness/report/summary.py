@@ -99,46 +99,17 @@ def step_text(rows: pd.DataFrame | None) -> str:
             + f"); {bad} of {len(steps)} steps beyond tolerance")
 
 
-def quantized_rows(rows: pd.DataFrame | None) -> bool:
-    """Whether the rows are a quantized pair's (its ``y`` rows carry ``sqnr_db``,
-    :mod:`harness.quantization`)."""
-    return (rows is not None and "sqnr_db" in rows.columns
-            and bool(rows["sqnr_db"].notna().any()))
-
-
-def quantized_worst_text(worst: pd.Series, record: dict | None) -> str:
-    """A quantized pair's worst row: its tolerance is k output steps against the integer-aware
-    reference, so its multiple says so (``0.5x of 2 steps``); then the cost of quantizing in
-    plain units, from the run's record: dB below an ideal quantization of the same scheme and
-    the largest error against the float64 reference, in output units."""
-    from harness.quantization import K_STEPS
-
-    text = (f"{_fmt(worst['max_abs'])} ({worst['output']}, {worst['tol_ratio']:.2g}x of "
-            f"{K_STEPS:g} steps against the integer-aware reference)")
-    cost = []
-    record = record or {}
-    sqnr, ideal = record.get("sqnr_db"), record.get("ideal_sqnr_db")
-    if sqnr is not None and ideal is not None:
-        below = ideal - sqnr
-        cost.append(f"{below:.1f} dB below the ideal" if below >= 0.05 else
-                    f"{-below:.1f} dB above the ideal" if below <= -0.05 else "as the ideal")
-    if record.get("max_abs") is not None:
-        cost.append(f"largest error {record['max_abs']:.3g} against float64")
-    return text + (f"; cost: {', '.join(cost)}" if cost else "")
-
-
 def pair_row(p, gradients: bool = False, dtype: str | None = None) -> list[str]:
     """A pair's row under :func:`headers`: the worst forward row (y, h_n, c_n) and, for a
     gradient case, the worst gradient row in a column of its own. A float64 case's noise-floor
     column gives the error in ulp; a DIVERGED pair's reason says where it diverged first; a
-    quantized pair's worst row is in output steps, with the cost of quantizing."""
+    pair's judge may say its worst row in its own units (:meth:`harness.judges.Figures.worst_text`:
+    a quantized pair's in output steps, with the cost of quantizing)."""
     forward, grads = split_rows(p.rows)
     worst, first = compare.worst(forward), p.first_diverging
     worst_text = first_text = ""
-    if worst is not None and quantized_rows(forward):
-        worst_text = quantized_worst_text(worst, getattr(p, "quantization", None))
-    elif worst is not None:
-        worst_text = f"{_fmt(worst['max_abs'])} ({worst['output']}, {worst['tol_ratio']:.2g}x tol)"
+    if worst is not None:
+        worst_text = p.figures.worst_text(worst, _fmt)
     if first is not None:
         first_text = compare.where(first)
     floor = ulp_text(forward) if dtype == "float64" else floor_ratio_text(forward)

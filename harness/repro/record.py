@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness import compare, known_bugs
-from harness.quantization import IDEAL_MARGIN_DB
 from harness.repro.handed import Handed
 
 if TYPE_CHECKING:
@@ -48,11 +47,11 @@ class ReproRecord:
     upstream: str = ""  # a known upstream bug's id (owner/repo#N)
     versions: dict[str, str] = field(default_factory=dict)
     detail: str = ""  # an error row's reason
-    # a quantized pair's cost question as the run answered it (run.json's quantization:
-    # sqnr_db, ideal_sqnr_db; None: infinite) with the rule's data (margin_db:
-    # harness.quantization.IDEAL_MARGIN_DB; min_sqnr_db: the case's floor), its script's
-    # judgement (:func:`cost_record`); None for every other pair
-    quantization: dict[str, Any] | None = None
+    # the cost question a quantized pair's script answers instead of the tolerance one, as
+    # the run answered it (sqnr_db, ideal_sqnr_db; None: infinite) with the rule's data
+    # (margin_db, min_sqnr_db): the judge's figures say it (harness.judges.Figures.script);
+    # None: the tolerance question
+    cost: dict[str, Any] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -137,19 +136,6 @@ def _step_reading(r: Any) -> str:
             "the cell itself computes something else")
 
 
-def cost_record(case: Case, figures: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The data of a quantized pair's cost question for its script: the SQNR over ``y`` and an
-    ideal quantization's, as the run recorded them (``figures``: PairResult.quantization; None:
-    not a judged quantized pair), and the rule's margin and floor
-    (:func:`harness.quantization.cost_status`)."""
-    if figures is None:
-        return None
-    floor = case.quantization.min_sqnr_db if case.quantization is not None else None
-    return {"sqnr_db": figures.get("sqnr_db"), "ideal_sqnr_db": figures.get("ideal_sqnr_db"),
-            "margin_db": float(IDEAL_MARGIN_DB),
-            "min_sqnr_db": None if floor is None else float(floor)}
-
-
 def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> ReproRecord:
     """The record of pair ``r`` (a harness.results.PairResult of ``adapter``), ``handed`` what
     the adapter handed its framework (None: the adapter records nothing, or raised before it
@@ -169,7 +155,7 @@ def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> 
     known = case.expected.get(adapter.name) or known_bugs.known_bug(case, adapter.name,
                                                                     prep.canonical.tensors)
     env = r.environment or {}
-    cost = cost_record(case, r.quantization)
+    cost = r.figures.script(case)
     record = ReproRecord(
         case=case.name, adapter=adapter.name, title=adapter.title or adapter.name,
         status=r.status, reason=r.reason, spec=script_spec(case), atol=tol.atol, rtol=tol.rtol,
@@ -180,7 +166,7 @@ def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> 
         first=_first(r), step_reading=_step_reading(r),
         upstream=known.upstream if known is not None else "",
         versions={str(k): str(v) for k, v in (env.get("versions") or {}).items()},
-        detail=r.reason if r.status == compare.ERROR else "", quantization=cost)
+        detail=r.reason if r.status == compare.ERROR else "", cost=cost)
     size = record.nbytes
     if size > MAX_BYTES:  # not kept until the report: say why instead
         record.canonical, record.inputs, record.reference, record.handed = {}, {}, {}, None

@@ -15,7 +15,7 @@ reads its outputs with :mod:`harness.repro.readout`, pasted into it; an MLX scri
 ``mlx``) runs the stack with :mod:`harness.repro.mlx_stack`, the adapter's own code, pasted
 likewise (:data:`PASTED`); a Keras-on-torch or -OpenVINO script (family ``keras3-backend``)
 sets the adapter's worker environment before it imports Keras. A quantized pair's script
-(``ReproRecord.quantization``) answers the cost question instead of the tolerance one
+(``ReproRecord.cost``) answers the cost question instead of the tolerance one
 (:data:`COST_HEADER`, :data:`COST_MAIN`): the SQNR of ``y`` against the float64 equations, by
 :func:`harness.quantization.cost_status`'s rule, its data written into the script.
 """
@@ -934,20 +934,20 @@ PASTED: dict[str, Callable[[], str]] = {"tflite": readout.source, "executorch": 
 
 def script(record: ReproRecord) -> str:
     """The whole ``repro.py`` of ``record`` (which has a handed record of a known family): the
-    tolerance question, or for a quantized pair (``record.quantization``) the cost question."""
+    tolerance question, or for a quantized pair (``record.cost``) the cost question."""
     assert record.handed is not None
     framework, needs = RENDERERS[record.handed.family](record)
     pasted = PASTED.get(record.handed.family)
     pasted_text = pasted() + "\n" if pasted is not None else ""
     cell = record.spec["cell"]
-    if record.quantization is not None:
+    if record.cost is not None:
         scheme = record.handed.call.get("scheme") or "quantized"
         head = COST_HEADER.format(
             title=doc_text(f"{record.title}: the cost of {scheme} quantization against the "
                            f"float64 {cell} equations"),
             case=doc_text(repr(record.case)), adapter=doc_text(repr(record.adapter)),
             status=doc_text(record.status), scheme=doc_text(scheme), needs=doc_text(needs),
-            spec=py_literal(record.spec), cost=py_literal(record.quantization))
+            spec=py_literal(record.spec), cost=py_literal(record.cost))
         tail = COST_MAIN
     else:
         title = (f"{record.title}: diverges from the float64 {cell} equations"

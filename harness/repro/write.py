@@ -182,8 +182,8 @@ def _finding(record: ReproRecord, agreeing: list[str]) -> list[str]:
               "- adapters that agree with float64 on this case: "
               + (", ".join(md_code(a) for a in agreeing) if agreeing else "none in this run"),
               (f"- judged in quantization steps and by its cost (the reason below); the "
-               f"script checks the cost: {_cost_line(record.quantization)}"
-               if record.quantization is not None else
+               f"script checks the cost: {_cost_line(record.cost)}"
+               if record.cost is not None else
                f"- tolerance: |error| <= {record.atol:g} + {record.rtol:g} x |expected|")]
     if record.reason:
         lines.append(f"- the harness's reason: {md_text(record.reason)}")
@@ -192,7 +192,7 @@ def _finding(record: ReproRecord, agreeing: list[str]) -> list[str]:
 
 def cost_question(record: ReproRecord) -> str:
     """What a quantized pair's script checks, in words (README)."""
-    q = record.quantization
+    q = record.cost
 
     def db(v: float | None) -> str:
         return "infinite" if v is None else f"{v:.1f} dB"
@@ -229,7 +229,7 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
     verb = "agrees with" if record.status in ("pass", "looks fixed") else "diverges from"
     title = (f"{record.title}: {cell} output {verb} the float64 equations "
              f"({spec['dir_mode']}, {spec['dtype']})")
-    if record.quantization is not None:
+    if record.cost is not None:
         title = (f"{record.title}: {cell} output, the cost of quantization against the float64 "
                  f"equations ({spec['dir_mode']})")
     lines = [f"# {TITLE_PREFIX.get(framework, '')}{md_text(title)}", ""]
@@ -247,7 +247,7 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
                   f"Needs Python with NumPy and {md_text(render.needs(record))}; nothing is "
                   "downloaded.",
                   "", "```", "python repro.py", "```", ""]
-        if record.quantization is not None:
+        if record.cost is not None:
             lines += [cost_question(record), ""]
         else:
             lines += ["It builds the layer as the harness did, computes the expected output "

@@ -18,6 +18,7 @@ from support.case_factory import case_maker
 
 from harness import blind, compare, runner
 from harness.adapters import get_adapter
+from harness.judges import CostFigures, Verdict
 from harness.report import write_report
 from harness.report.html import html_report
 from harness.report.run_json import run_record
@@ -92,7 +93,8 @@ def test_an_all_pass_report_with_quantized_pairs_says_no_pair_failed(result, tmp
     rows = noise.rows.copy()
     rows["sqnr_db"] = 40.0  # as a quantized pair's y rows carry it
     q = PairResult("plain", "onnxruntime", compare.PASS, "", rows=rows,
-                   quantization={"sqnr_db": 40.0, "ideal_sqnr_db": 41.0, "max_abs": 0.03})
+                   verdict=Verdict("quantized", compare.PASS, rows=rows,
+                                   figures=CostFigures(40.0, 41.0, 0.03)))
     r = type(result)(result.cases, result.adapters,
                      [p for p in result.pairs if p.adapter != "onnxruntime"] + [q])
     html = html_report(r, tmp_path)
@@ -141,7 +143,8 @@ def test_a_quantized_pair_in_output_steps_with_its_cost():
                           "max_abs": 0.0078, "max_rel": 0.01, "max_ulp": 1e5, "tol_ratio": 0.5,
                           "floor_ratio": 2.0, "verdict": compare.PASS, "sqnr_db": 38.0}])
     p = PairResult("q", "litert-int8", compare.PASS, "", rows=rows,
-                   quantization={"sqnr_db": 38.0, "ideal_sqnr_db": 39.25, "max_abs": 0.031})
+                   verdict=Verdict("quantized", compare.PASS, rows=rows,
+                                   figures=CostFigures(38.0, 39.25, 0.031)))
     worst = pair_row(p)[2]
     assert "0.5x of 2 steps against the integer-aware reference" in worst
     assert "1.2 dB below the ideal" in worst and "largest error 0.031 against float64" in worst

@@ -27,11 +27,12 @@ from support.runnable import runnable
 from harness import compare, quantization, runner
 from harness.adapters import get_adapter
 from harness.cases import load_cases
+from harness.judges import CostFigures
 from harness.prepare import prepare
 from harness.report import write_report
 from harness.repro import readout
 from harness.repro.handed import Handed
-from harness.repro.record import ReproRecord, cost_record, script_spec
+from harness.repro.record import ReproRecord, script_spec
 from harness.repro.write import safe_name, write_one
 from harness.spec import Case
 
@@ -61,7 +62,7 @@ def _record(case: Case, quantized: dict | None = None) -> tuple[ReproRecord, np.
                 "h0": np.asarray(prep.inputs.h0, np.float64),
                 "c0": np.asarray(prep.inputs.c0, np.float64),
                 "lengths": np.asarray(prep.inputs.lengths, np.int64)},
-        reference={}, handed=handed, quantization=quantized)
+        reference={}, handed=handed, cost=quantized)
     return record, np.asarray(prep.reference.y, np.float64)
 
 
@@ -135,7 +136,8 @@ def test_a_quantized_script_answers_the_cost_question_by_the_runs_rule(
     ideal = 30.0
     expected, _ = quantization.cost_status(case, compare.PASS, total, ideal)
     assert expected == verdict  # both answers are exercised
-    cost = cost_record(case, {"sqnr_db": round(total, 4), "ideal_sqnr_db": ideal})
+    cost = CostFigures.from_record({"sqnr_db": round(total, 4),
+                                    "ideal_sqnr_db": ideal}).script(case)
     assert cost["margin_db"] == quantization.IDEAL_MARGIN_DB and cost["min_sqnr_db"] == 10
     record, _ = _record(case, cost)
     folder = write_one(tmp_path, record)
@@ -270,14 +272,14 @@ def test_int8_bidirectional_lstm_cost_reproduces(tmp_path):
     pair = _report([case], ["reference", "litert-int8"], tmp_path / "r")[
         (case.name, "litert-int8")]
     assert pair.status == compare.DIVERGED, pair.reason
-    status, _ = quantization.cost_status(case, compare.PASS, pair.quantization["sqnr_db"],
-                                         pair.quantization["ideal_sqnr_db"])
+    status, _ = quantization.cost_status(case, compare.PASS, pair.figures.record()["sqnr_db"],
+                                         pair.figures.record()["ideal_sqnr_db"])
     assert status == compare.DIVERGED  # the cost question's own verdict
     folder = tmp_path / "r" / "repro" / safe_name(case.name) / "litert-int8"
     done = run_repro(folder, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     said = re.search(r"SQNR over y: (-?[0-9.]+) dB", done.stdout)
-    assert said and abs(float(said.group(1)) - pair.quantization["sqnr_db"]) < 0.01, done.stdout
+    assert said and abs(float(said.group(1)) - pair.figures.record()["sqnr_db"]) < 0.01, done.stdout
     assert "first diverging: y layer 0 direction" in done.stdout
     assert "more than an ideal quantization" in done.stdout
 

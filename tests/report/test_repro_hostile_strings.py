@@ -94,8 +94,8 @@ def _record(text: str, family: str, choice: dict[str, str], quantized: bool) -> 
                 "lengths": np.asarray(prep.inputs.lengths, np.int64)},
         reference={}, handed=handed, first={"output": text, "layer": 0, "direction": 1, "t": 2},
         step_reading=text, upstream=text, versions={text: text}, detail=text,
-        quantization=({"sqnr_db": float("nan"), "ideal_sqnr_db": None, "margin_db": 6.0,
-                       "min_sqnr_db": float("-inf"), text: text} if quantized else None))
+        cost=({"sqnr_db": float("nan"), "ideal_sqnr_db": None, "margin_db": 6.0,
+               "min_sqnr_db": float("-inf"), text: text} if quantized else None))
 
 
 def _variants() -> list[tuple[str, dict[str, str], bool]]:
@@ -200,7 +200,7 @@ def test_the_cheap_scripts_run_with_hostile_strings(tmp_path, monkeypatch, capsy
         record.handed.arrays = {f"feed/{HOSTILE}": np.asarray(prep.inputs.x, np.float32)}
         record.handed.files = {"model.tflite": b"TFL3 stand-in"}
         if quantized:
-            record.quantization = {"sqnr_db": 50.0, "ideal_sqnr_db": 50.0, "margin_db": 6.0,
+            record.cost = {"sqnr_db": 50.0, "ideal_sqnr_db": 50.0, "margin_db": 6.0,
                                    "min_sqnr_db": None}
         folder = write_one(tmp_path / str(quantized), record)
         namespace = {"__name__": "repro", "__file__": str(folder / "repro.py")}

@@ -13,6 +13,7 @@ import pytest
 from support.terminal import harness_on_a_terminal
 
 from harness import compare, progress
+from harness.judges import CostFigures, Verdict
 from harness.results import PairResult
 from harness.run_events import CaseFailed, PairFinished, PairStarted, RunEnded, RunStarted
 
@@ -45,7 +46,8 @@ KINDS = {
                  "DIVERGED first at y L0 d0 t=1: max_abs 4.00e-04 (40x tolerance)"),
     "floor-alone": (PairResult("c", "floor-alone", compare.DIVERGED, FLOOR,
                                rows=_rows("floor-alone", False),
-                               quantization={"sqnr_db": 39.6, "ideal_sqnr_db": 40.6}),
+                               verdict=Verdict("quantized", compare.DIVERGED, FLOOR,
+                                               figures=CostFigures(39.6, 40.6))),
                     f"DIVERGED: {FLOOR}"),
     "known-bug": (PairResult("c", "known-bug", compare.KNOWN_BUG, "known upstream bug x#1",
                              rows=_rows("known-bug", True)), None),
