@@ -56,7 +56,7 @@ class WeightsFigures(PairingFigures):
         return f"weights {status}"
 
     def lines(self) -> list[str]:
-        return [f"  {r['tensor']} {r['slice']}: holds {r['actually']}, read as {r['claimed']}"
+        return [f"{r['tensor']} {r['slice']}: holds {r['actually']}, read as {r['claimed']}"
                 for r in self.mapping]
 
     def table(self) -> tuple[list[str], list[list[str]]] | None:

@@ -49,7 +49,7 @@ def _cell(v: Verdict) -> str:
 def _said(v: Verdict) -> list[str]:
     """A verdict in the printed report: its heading and reason, then its figures' lines."""
     f = _figures(v)
-    return [f"  {f.heading()}: {v.reason}"] + [f"  {line}" for line in f.lines()]
+    return [f"  {f.heading()}: {v.reason}"] + [f"    {line}" for line in f.lines()]
 
 
 def details(p: Pairing) -> list[str]:
