@@ -108,8 +108,8 @@ def test_z_and_r_swapped_is_named_with_its_tensors(keras_gru, capsys) -> None:
     assert (pairing.weights.status, pairing.outputs.status) == ("DIVERGED", "DIVERGED")
     assert {r["tensor"] for r in pairing.weights.figures.mapping} == {
         "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"}
-    assert set(pairing.weights.figures.tensors) == {f"forward/{k}_{g}" for k in ("W", "R", "bW", "bR")
-                                            for g in "rz"}
+    assert set(pairing.weights.figures.tensors) == {
+        f"forward/{k}_{g}" for k in ("W", "R", "bW", "bR") for g in "rz"}
 
 
 # Torch alone: cheap, the rules of pairing and of bad input --------------------------------------
