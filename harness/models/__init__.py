@@ -2,9 +2,10 @@
 ``rnn-harness compare`` and :func:`harness.compare_models` (docs/compare.md).
 
 - :mod:`.layers`: every recurrent layer of a file or object, as canonical parameters;
-- :mod:`.weights_verdict`: the weights of a pairing, and the doctor's diagnosis where they
-  differ; :mod:`.outputs_verdict`: the shipped layer run in its framework against the float64
-  reference on the original's weights;
+- :mod:`.weights_measure`: what the weights judge (:mod:`harness.judges.weights`) measures of
+  a pairing, the doctor's diagnosis included; :mod:`.shipped_run`: the shipped layer run in
+  its framework against the float64 reference on the original's weights, for the
+  shipped-outputs judge (:mod:`harness.judges.shipped`);
 - :mod:`.comparison`: pairing and :func:`compare_models`; :mod:`.render`: the table, the
   report folder.
 
@@ -13,7 +14,5 @@ path; nothing of the run imports it.
 """
 
 from harness.models.comparison import ModelComparison, Pairing, compare_models
-from harness.models.outputs_verdict import OutputsVerdict
-from harness.models.weights_verdict import WeightsVerdict
 
-__all__ = ["ModelComparison", "OutputsVerdict", "Pairing", "WeightsVerdict", "compare_models"]
+__all__ = ["ModelComparison", "Pairing", "compare_models"]

@@ -1,11 +1,13 @@
 """``compare_models``: does each recurrent layer of SHIPPED compute what its layer of ORIGINAL
-computes? Pairing, then each pairing judged two ways (:mod:`.weights_verdict`,
-:mod:`.outputs_verdict`), held in a :class:`ModelComparison`.
+computes? Pairing, then each pairing judged two ways by compare's two judges, which compare
+names itself (:mod:`harness.judges.weights`, :mod:`harness.judges.shipped`; docs/judges.md),
+each verdict the core's :class:`~harness.judges.verdict.Verdict`, held in a
+:class:`ModelComparison`.
 
 Pairing: each layer of SHIPPED is matched against the layers of ORIGINAL with the same cell,
 sizes and directions. Those whose weights agree within rounding are its pairing, all named
 (the same weights held twice form one pairing); where none agrees, the nearest by weights
-(:func:`.weights_verdict.distance`: the values whatever their order, so that a layer holding
+(:func:`.weights_measure.distance`: the values whatever their order, so that a layer holding
 the original's weights misplaced is nearest its original) is judged and diagnosed.
 """
 
@@ -18,36 +20,42 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError, WeightsError
+from harness.judges.pairing import counts_against, not_run
+from harness.judges.shipped import SHIPPED_OUTPUTS
+from harness.judges.verdict import Verdict
+from harness.judges.weights import WEIGHTS, WeightsFigures
 from harness.models.layers import Layer, Unread, read_layers, select_layers, shown
-from harness.models.outputs_verdict import (
-    NOT_JUDGED,
-    OutputsVerdict,
-    judge_all_outputs,
-    load_inputs,
-)
-from harness.models.weights_verdict import WeightsVerdict, agree, distance, judge_weights
+from harness.models.shipped_run import load_inputs
+from harness.models.weights_measure import agree, distance
 
 
 @dataclass(frozen=True)
 class Pairing:
     """A shipped layer, the original's layers it is paired with (several where the original
-    holds the same weights more than once), and its two verdicts. ``agreed``: the weights of
-    ``originals`` agree with the shipped layer's (False: the nearest, judged)."""
+    holds the same weights more than once), and its verdicts: ``weights`` (the weights
+    judge's) and ``outputs`` (the shipped-outputs judge's, of the first runtime). ``agreed``:
+    the weights of ``originals`` agree with the shipped layer's (False: the nearest,
+    judged)."""
 
     shipped: Layer
     originals: tuple[Layer, ...]
     agreed: bool
-    weights: WeightsVerdict
-    outputs: OutputsVerdict
+    weights: Verdict
+    outputs: Verdict
     # other shipped layers holding exactly the shipped layer's weights and semantics (the same
     # node in an If's two branches): one pairing, all named
     also: tuple[Layer, ...] = ()
     # the outputs verdicts of the other runtimes (an ONNX node: OpenVINO beside ONNX Runtime)
-    more_outputs: tuple[OutputsVerdict, ...] = ()
+    more_outputs: tuple[Verdict, ...] = ()
 
     @property
-    def all_outputs(self) -> tuple[OutputsVerdict, ...]:
+    def all_outputs(self) -> tuple[Verdict, ...]:
         return (self.outputs, *self.more_outputs)
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """Every verdict of the pairing, the weights' first: what the report shows."""
+        return (self.weights, *self.all_outputs)
 
     @property
     def shipped_all(self) -> tuple[Layer, ...]:
@@ -59,14 +67,33 @@ class Pairing:
 
     @property
     def same(self) -> bool:
-        """The weights agree, and the outputs of every runtime are within the verdict rules (or
-        could not be run here: unavailable, not applicable)."""
-        return bool(self.weights) and all(bool(o) or o.status in NOT_JUDGED
-                                          for o in self.all_outputs)
+        """No verdict counts against the pairing (:func:`harness.judges.pairing.counts_against`):
+        the weights agree, and the outputs of every runtime are within the verdict rules or
+        were not run here for a reason the report shows (unavailable, not applicable)."""
+        return not self.against
+
+    @property
+    def against(self) -> tuple[Verdict, ...]:
+        """The verdicts that keep the pairing from being the same."""
+        return tuple(v for v in self.verdicts if counts_against(v))
+
+    @property
+    def not_run(self) -> tuple[Verdict, ...]:
+        """The verdicts that could not be judged here (each says why in its reason)."""
+        return tuple(v for v in self.verdicts if not_run(v))
+
+    @property
+    def findings(self) -> tuple[Verdict, ...]:
+        """What the final line names: the weights verdict alone where it differs (the outputs'
+        differences follow from it), else every verdict that counts against the pairing."""
+        against = self.against
+        return (self.weights,) if any(v is self.weights for v in against) else against
 
     @property
     def mistakes(self) -> tuple[str, ...]:
-        return self.weights.mistakes
+        """The doctor's named mistakes (the weights verdict's)."""
+        figures = self.weights.figures
+        return figures.mistakes if isinstance(figures, WeightsFigures) else ()
 
     def title(self) -> str:
         """``shipped 'rnn' = original's 'gru'`` (or ``~`` where only the nearest)."""
@@ -194,8 +221,8 @@ def compare_models(original: Any, shipped: Any, *, select: str | None = None,
     heads = [s for s in ship_layers if s.path in groups]
     for s, originals, agreed in pair_layers(orig_layers, heads):
         o = originals[0]
-        weights = judge_weights(o, s, budget_s=budget_s)
-        outputs = judge_all_outputs(o, s, data)
+        weights = WEIGHTS.judge(o, s, budget_s=budget_s)
+        outputs = SHIPPED_OUTPUTS.judge_all(o, s, data)
         pairings.append(Pairing(s, originals, agreed, weights, outputs[0], groups[s.path],
                                 outputs[1:]))
     return ModelComparison(label_of(original), label_of(shipped), tuple(pairings),

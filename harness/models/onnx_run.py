@@ -1,5 +1,6 @@
 """The shipped ONNX node run as the user's file holds it, in ONNX Runtime and in OpenVINO, for
-the outputs verdict (:mod:`.outputs_verdict`), and the node's real inputs for ``--inputs``.
+the shipped-outputs judge (:mod:`harness.judges.shipped`, through :mod:`.shipped_run`), and
+the node's real inputs for ``--inputs``.
 
 - A model whose main graph is the one LSTM/GRU node, fed by graph inputs, runs as the file
   itself (its bytes, its names).

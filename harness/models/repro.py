@@ -127,18 +127,19 @@ def write_repros(result: ModelComparison, out: str | Path) -> list[str]:
 
 def write_repro(p: Pairing, folder: Path, top: Path) -> str:
     from harness.compare import tolerance_for
+    from harness.judges.shipped import ShippedFigures
     from harness.models.onnx_run import ShippedNode
 
     o, s = p.original, p.shipped
-    v = p.outputs
+    ran = p.outputs.figures
     why = unsupported(o.case)
-    if why or v.inputs is None or v.got is None:
+    if why or not isinstance(ran, ShippedFigures) or ran.inputs is None or ran.got is None:
         return (f"no reproducer for {s.path!r}: "
-                + (why or f"its outputs were not computed ({v.status})"))
-    inputs = v.inputs
+                + (why or f"its outputs were not computed ({p.outputs.status})"))
+    inputs = ran.inputs
     B, T = inputs.x.shape[:2]
     case = o.case.model_copy(update={"batch": B, "seq_len": T})
-    tol = tolerance_for(s.case, v.adapter)
+    tol = tolerance_for(s.case, ran.adapter)
     arrays = {"x": np.asarray(inputs.x, np.float64), "h0": np.asarray(inputs.h0, np.float64),
               "lengths": np.asarray(inputs.lengths, np.int64)}
     if inputs.c0 is not None:
@@ -157,7 +158,7 @@ def write_repro(p: Pairing, folder: Path, top: Path) -> str:
         safe_files.write_bytes(folder / "model.onnx", model, top, field="--out")
         needs = " and ONNX Runtime"
     else:
-        arrays |= {f"got/{k}": np.asarray(a, np.float64) for k, a in v.got.items()}
+        arrays |= {f"got/{k}": np.asarray(a, np.float64) for k, a in ran.got.items()}
         save_npz(folder / "weights.npz", {k: np.asarray(a) for k, a in s.native.items()}, top)
     save_npz(folder / "data.npz", arrays, top)
     title = f"{p.title()}: {s.where or s.path}"

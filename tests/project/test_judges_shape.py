@@ -64,3 +64,36 @@ def test_no_branch_on_quantization_outside_the_judges() -> None:
         found += [f"{path.relative_to(ROOT.parent)}:{n}" for n in lines]
     assert checked > 100, checked
     assert found == [], found
+
+
+# Compare's rendering reads its verdicts through their figures (harness/judges/pairing.py):
+# it names no compare judge's figures and never compares a verdict's kind.
+COMPARE_JUDGES_FIGURES = ("WeightsFigures", "ShippedFigures")
+
+
+def asks_the_kind(source: str) -> list[int]:
+    """The lines of ``source`` that name a compare judge's figures class or compare a
+    ``.kind``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name | ast.alias) and (
+                getattr(node, "id", None) or getattr(node, "name", "")) in COMPARE_JUDGES_FIGURES:
+            found.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(
+                isinstance(sub, ast.Attribute) and sub.attr == "kind"
+                for sub in ast.walk(node)):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_walk_finds_a_kind_asked() -> None:
+    source = ("if v.kind == 'weights':\n    pass\n"
+              "from harness.judges.weights import WeightsFigures\n"
+              "x = isinstance(f, ShippedFigures)\n"
+              "y = {'kind': v.kind}\n")  # kept, not asked
+    assert asks_the_kind(source) == [1, 3, 4]
+
+
+def test_compares_rendering_asks_no_verdict_its_kind() -> None:
+    path = ROOT / "models" / "render.py"
+    assert asks_the_kind(path.read_text(encoding="utf-8")) == []

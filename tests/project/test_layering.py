@@ -145,7 +145,10 @@ def test_adapters_import_no_other_adapter() -> None:
 RUN_CORE = ("harness.runner", "harness.blind", "harness.prepare", "harness.compare",
             "harness.isolation", "harness.report")
 TOOLS = ("harness.doctor", "harness.convert", "harness.probe", "harness.bisect",
-         "harness.release_envs")
+         "harness.release_envs", "harness.models")
+# compare's judges (docs/judges.md): judges of compare's pairings, named by compare, beside the
+# run's judges in harness/judges/ but reached by no part of the run
+COMPARE_JUDGES = ("harness.judges.pairing", "harness.judges.weights", "harness.judges.shipped")
 MISTAKE_ENGINE = ("harness.mistakes",)
 
 
@@ -171,6 +174,15 @@ def test_the_run_core_imports_no_tool() -> None:
     bad = {m: sorted(t for t in _reach(m) if _within(t, TOOLS)) for m in core}
     bad = {m: t for m, t in bad.items() if t}
     assert not bad, f"the run core reaches a tool: {bad}"
+
+
+def test_the_run_reaches_no_compare_judge() -> None:
+    core = [m for m in GRAPH if _within(m, RUN_CORE)] + ["harness.judges"]
+    assert set(COMPARE_JUDGES) <= set(GRAPH)
+    bad = {m: sorted(t for t in _reach(m) if _within(t, COMPARE_JUDGES)) for m in core}
+    bad = {m: t for m, t in bad.items() if t}
+    assert not bad, f"the run reaches compare's judges: {bad}"
+    assert set(COMPARE_JUDGES[1:]) <= GRAPH["harness.models.comparison"]
 
 
 def test_the_mistake_engine_sits_below_the_run_and_the_tools() -> None:

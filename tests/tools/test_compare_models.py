@@ -5,7 +5,9 @@ damaged file) as one line and exit 2. Every fixture is built here with the frame
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,11 @@ import pytest
 import harness
 from harness.adapters import ADAPTERS
 from harness.cli import main
+from harness.compare import PASS, UNAVAILABLE
+from harness.judges import Verdict
+from harness.judges.pairing import PairingFigures
+from harness.judges.shipped import ShippedFigures
+from harness.models.render import as_dict, markdown, text
 
 torch = pytest.importorskip("torch")
 
@@ -99,10 +106,10 @@ def test_z_and_r_swapped_is_named_with_its_tensors(keras_gru, capsys) -> None:
     (pairing,) = result.pairings
     assert pairing.mistakes == (gate_order,)
     assert (pairing.weights.status, pairing.outputs.status) == ("DIVERGED", "DIVERGED")
-    assert {r["tensor"] for r in pairing.weights.mapping} == {
+    assert {r["tensor"] for r in pairing.weights.figures.mapping} == {
         "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"}
-    assert set(pairing.weights.tensors) == {f"forward/{k}_{g}" for k in ("W", "R", "bW", "bR")
-                                            for g in "rz"}
+    assert set(pairing.weights.figures.tensors) == {
+        f"forward/{k}_{g}" for k in ("W", "R", "bW", "bR") for g in "rz"}
 
 
 # Torch alone: cheap, the rules of pairing and of bad input --------------------------------------
@@ -168,3 +175,77 @@ def test_out_refuses_a_folder_of_someone_else_before_comparing(torch_files, caps
     assert (code, out) == (2, "")
     assert "holds other files than a compare report ('notes.txt')" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+# Compare's verdicts: the core's Verdict, shown through their figures -------------------------
+
+def _with_outputs(result: harness.ModelComparison, *outputs: Verdict
+                  ) -> harness.ModelComparison:
+    (p,) = result.pairings
+    p = dataclasses.replace(p, outputs=outputs[0], more_outputs=outputs[1:])
+    return dataclasses.replace(result, pairings=(p,))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Dummy(PairingFigures):
+    def heading(self) -> str:
+        return "dummy check"
+
+    def cell(self, status: str) -> str:
+        return f"{status} (dummy cell)"
+
+    def summary(self, status: str) -> str:
+        return f"the dummy says {status}"
+
+    def lines(self) -> list[str]:
+        return ["a dummy line"]
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        return ["what", "value"], [["dummy row", "42"]]
+
+    def record(self) -> dict:
+        return {"dummy": {"value": 42}}
+
+
+def test_compares_verdicts_are_core_verdicts_shown_through_their_figures(torch_files) -> None:
+    result = harness.compare_models(torch_files["gru"], torch_files["gru"])
+    (p,) = result.pairings
+    assert all(isinstance(v, Verdict) for v in p.verdicts) and len(p.verdicts) == 2
+    assert [(v.kind, v.status) for v in p.verdicts] == [("weights", PASS),
+                                                         ("shipped-outputs", PASS)]
+    assert p.outputs.rows is not None and len(p.outputs.rows) > 0  # the run's rows
+    # a verdict of another judge, with figures of its own, is shown as they say
+    mine = _with_outputs(result, Verdict("dummy", PASS, "the dummy reason", figures=_Dummy()))
+    md = markdown(mine)
+    assert "- dummy check: **pass**: the dummy reason" in md
+    assert re.search(r"^\| what +\| +value \|$", md, re.M)
+    assert re.search(r"^\| dummy row \| +42 \|$", md, re.M)
+    assert "pass (dummy cell)" in md  # the table's cell
+    assert as_dict(mine)["pairings"][0]["outputs"] == {
+        "kind": "dummy", "status": PASS, "reason": "the dummy reason", "dummy": {"value": 42}}
+    bad = _with_outputs(result, Verdict("dummy", "DIVERGED", "the dummy reason",
+                                        figures=_Dummy()))
+    assert not bad
+    said = text(bad).splitlines()
+    assert "  dummy check: the dummy reason" in said and "    a dummy line" in said
+    assert said[-1].endswith("'state_dict': the dummy says DIVERGED")
+
+
+def test_outputs_not_run_are_said_plainly_and_only_with_a_reason(torch_files) -> None:
+    result = harness.compare_models(torch_files["gru"], torch_files["gru"])
+    ran = result.pairings[0].outputs
+    absent = Verdict("shipped-outputs", UNAVAILABLE, "the runtime is not installed here",
+                     figures=ShippedFigures(adapter="openvino"))
+    mine = _with_outputs(result, ran, absent)
+    assert mine  # the weights agree, torch-cpu passed: the same, by what did run
+    said = text(mine).splitlines()
+    assert ("  outputs (openvino): not run here (unavailable): the runtime is not installed "
+            "here") in said
+    assert said[-1].endswith("not run here for 1 layer(s): outputs (openvino) (judged without "
+                             "them; why above)")
+    assert "- outputs (openvino): **unavailable**: the runtime is not installed here" in (
+        markdown(mine))
+    # a verdict that cannot say why it was not run passes nothing
+    silent = _with_outputs(result, ran, dataclasses.replace(absent, reason=UNAVAILABLE))
+    assert not silent
+    assert text(silent).splitlines()[-1].endswith("'state_dict': outputs unavailable (openvino)")

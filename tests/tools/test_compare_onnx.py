@@ -83,7 +83,7 @@ def _cli(capsys, *argv: object) -> tuple[int, str, str]:
 
 
 def _runtimes(pairing) -> dict[str, str]:
-    return {o.adapter: o.status for o in pairing.all_outputs}
+    return {o.figures.adapter: o.status for o in pairing.all_outputs}
 
 
 def test_an_exported_lstmcell_in_an_if_branch_is_the_same(exported, capsys) -> None:
@@ -211,7 +211,7 @@ def test_inputs_run_through_the_model_up_to_the_node(lstm, capsys, tmp_path: Pat
     result = harness.compare_models(module, path, inputs=tmp_path / "data.npy")
     assert result, [o.reason for p in result.pairings for o in p.all_outputs]
     (p,) = result.pairings
-    np.testing.assert_allclose(p.outputs.inputs.x, np.tanh(data).transpose(1, 0, 2),
+    np.testing.assert_allclose(p.outputs.figures.inputs.x, np.tanh(data).transpose(1, 0, 2),
                                rtol=1e-6)
     assert "the data run through the shipped model up to the node" in p.outputs.reason
     # a port's layer gets the data directly, batch-major

@@ -1,0 +1,121 @@
+"""The shipped-outputs judge of a compare pairing (:class:`ShippedOutputsJudge`,
+docs/compare.md): the shipped layer run as it is, in its own runtime, per step, layer and
+direction, against the float64 reference on the ORIGINAL's weights, by the run's verdict rules
+(tolerance and noise floor: :mod:`harness.compare`). An .onnx layer runs in ONNX Runtime and in
+OpenVINO: one verdict each. Running it is :mod:`harness.models.shipped_run`'s; the verdict and
+its words are decided here alone."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harness.compare import DIVERGED, NOT_APPLICABLE, PASS
+from harness.judges.pairing import PairingFigures, PairingJudge
+from harness.judges.verdict import Verdict
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from harness.data import Inputs
+    from harness.models.layers import Layer
+
+
+@dataclass(frozen=True)
+class ShippedFigures(PairingFigures):
+    """``adapter``: what ran the shipped layer ("" where nothing could); the worst multiple of
+    tolerance (``tol_ratio``) and largest difference (``max_abs``; NaN: nothing compared);
+    ``first``: where it first diverges (``y L0 d0 t=3``), "" where it does not; ``note``: how
+    the inputs came (``--inputs``). What ran, for a reproducer: the ``inputs``, the ``model``
+    (an ONNX node's bytes) and the outputs it gave (``got``)."""
+
+    adapter: str = ""
+    tol_ratio: float = math.nan
+    max_abs: float = math.nan
+    first: str = ""
+    note: str = ""
+    inputs: Inputs | None = field(default=None, repr=False, compare=False)
+    model: bytes | None = field(default=None, repr=False, compare=False)
+    got: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def heading(self) -> str:
+        return f"outputs ({self.adapter or 'not run'})"
+
+    def cell(self, status: str) -> str:
+        return status + (f" ({self.adapter})" if self.adapter else "")
+
+    def summary(self, status: str) -> str:
+        return f"outputs {self.cell(status)}"
+
+    def record(self) -> dict[str, Any]:
+        measured = {k: v for k, v in (("tol_ratio", self.tol_ratio), ("max_abs", self.max_abs))
+                    if not math.isnan(v)}
+        return {"adapter": self.adapter, "first": self.first,
+                "figures": {k: (v if math.isfinite(v) else None) for k, v in measured.items()}}
+
+
+class ShippedOutputsJudge(PairingJudge):
+    """The run's pair status of the shipped layer (PASS, DIVERGED, unavailable, not
+    applicable, error), with where it first diverges."""
+
+    kind = "shipped-outputs"
+    figures = ShippedFigures
+
+    def judge_all(self, original: Layer, shipped: Layer,
+                  data: np.ndarray | dict[str, np.ndarray] | None = None
+                  ) -> tuple[Verdict, ...]:
+        """The outputs verdicts of ``shipped``: one per runtime of an ONNX node (ONNX Runtime,
+        OpenVINO), else its framework's, on generated inputs or on ``data`` (``--inputs``)."""
+        from harness.models.shipped_run import layer_inputs
+
+        inputs, note = (None, "") if data is None else layer_inputs(shipped, data)
+        if shipped.onnx is None:
+            return (self.judge(original, shipped, inputs, note=note),)
+        from harness.models.onnx_run import RUNTIMES, ShippedNode
+
+        return tuple(self.judge(original, shipped, inputs, adapter=ShippedNode(shipped.onnx, r),
+                                note=note) for r in RUNTIMES)
+
+    def judge(self, original: Layer, shipped: Layer, inputs: Inputs | None = None, *,
+              adapter: Any = None, note: str = "") -> Verdict:
+        """Run ``shipped`` in its framework (or by ``adapter``) on ``inputs`` (default:
+        generated from its case) and judge its outputs against the float64 reference on
+        ``original``'s weights."""
+        from harness import compare
+        from harness.adapters import get_adapter
+        from harness.models.shipped_run import run_shipped
+
+        if adapter is None and shipped.adapter is None:
+            return Verdict(self.kind, NOT_APPLICABLE, f"no adapter runs "
+                           f"{shipped.layout!r} layers in their framework",
+                           figures=ShippedFigures(note=note))
+        adapter = adapter if adapter is not None else get_adapter(shipped.adapter)
+        ran = run_shipped(original, shipped, adapter, inputs)
+        r = ran.result
+        kept = {"adapter": adapter.name, "note": note, "inputs": ran.inputs,
+                "model": ran.model, "got": ran.got}
+        if r.rows is None or r.rows.empty:
+            return Verdict(self.kind, r.status, r.reason or r.status,
+                           figures=ShippedFigures(**kept))
+        rows = r.rows
+        tol_ratio = float(rows["tol_ratio"].max())
+        first = compare.first_divergence(rows)
+        where = compare.where(first) if first is not None else ""
+        if r.status == PASS:
+            reason = f"within tolerance at every step (worst {tol_ratio:.2g}x)"
+        elif r.status == DIVERGED and where:
+            reason = (f"first diverges at {where} ({float(first['tol_ratio']):.3g}x tolerance; "
+                      f"worst {tol_ratio:.3g}x)")
+        else:
+            reason = r.reason or r.status
+        if r.reason and r.status == PASS:
+            reason = f"{reason}; {r.reason}"
+        if note:
+            reason = f"{reason}; {note}"
+        return Verdict(self.kind, r.status, reason, rows,
+                       ShippedFigures(tol_ratio=tol_ratio, max_abs=float(rows["max_abs"].max()),
+                                      first=where, **kept))
+
+
+SHIPPED_OUTPUTS = ShippedOutputsJudge()
