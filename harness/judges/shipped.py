@@ -101,7 +101,8 @@ class ShippedOutputsJudge(PairingJudge):
         rows = r.rows
         tol_ratio = float(rows["tol_ratio"].max())
         first = compare.first_divergence(rows)
-        where = compare.where(first) if first is not None else ""
+        # the rows are the layer's alone: its stacked index in the file, not "L0"
+        where = shipped.in_file_terms(compare.where(first)) if first is not None else ""
         if r.status == PASS:
             reason = f"within tolerance at every step (worst {tol_ratio:.2g}x)"
         elif r.status == DIVERGED and where:

@@ -99,8 +99,11 @@ class WeightsJudge(PairingJudge):
                            figures=WeightsFigures(max_abs, worst, eps))
         dx = m.diagnose(original, shipped, budget_s)
         best = dx.best
-        mistakes = tuple(f.text for f in best.hypothesis) if best is not None else ()
-        mapping = tuple(r for r in dx.mapping if r["actually"] != "same")
+        # the doctor read the layer as a one-layer module: said again in the file's terms
+        mistakes = (tuple(shipped.in_file_terms(f.text) for f in best.hypothesis)
+                    if best is not None else ())
+        mapping = tuple({k: shipped.in_file_terms(v) if isinstance(v, str) else v
+                         for k, v in r.items()} for r in dx.mapping if r["actually"] != "same")
         what = []
         if differ:
             what.append(f"{len(differ)} of {len(ratios)} blocks differ ("

@@ -62,6 +62,22 @@ class Layer:
     adapter: str | None = None  # the adapter that runs it in its framework (None: none does)
     where: str = ""  # where it is in words (an ONNX node in a branch), "" where path says it
     onnx: Any = field(default=None, repr=False)  # an ONNX node: models.onnx_nodes.OnnxNode
+    # a stacked layer of a module read whole (torch ``num_layers=2``): its index there, and the
+    # file's names of the tensors ``native`` names as a one-layer module's (``weight_hh_l0`` ->
+    # ``weight_hh_l1``), so that what the doctor and the outputs say is in the file's terms
+    index: int = 0
+    file_names: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def in_file_terms(self, text: str) -> str:
+        """``text`` about this layer alone (its tensors, "layer 0", ``y L0``) in the file's
+        terms: the stacked layer's index and the file's tensor names."""
+        if not self.index and not self.file_names:
+            return text
+        names = sorted(self.file_names, key=len, reverse=True)
+        pattern = r"\b(?:" + "|".join(map(re.escape, names)) + r")\b" if names else None
+        if pattern:
+            text = re.sub(pattern, lambda m: self.file_names[m.group(0)], text)
+        return re.sub(r"\b(layer |L)0\b", lambda m: f"{m.group(1)}{self.index}", text)
 
     @property
     def sizes(self) -> str:
@@ -289,8 +305,24 @@ def _split(label: str, name: str, full: Case, layout: str, canonical: Canonical,
         mine = native if full.num_layers == 1 else lay.to_native(one, case)
         path = name if full.num_layers == 1 else f"{name}/layer{k}"
         out.append(Layer(label, name, path, case, layout, one, mine,
-                         stored_dtype(tensors.values()), ADAPTER_OF_LAYOUT.get(layout)))
+                         stored_dtype(tensors.values()), ADAPTER_OF_LAYOUT.get(layout),
+                         index=k, file_names=_file_names(mine, native) if k else {}))
     return out
+
+
+def _file_names(mine: dict[str, np.ndarray], native: dict[str, np.ndarray]) -> dict[str, str]:
+    """The file's name of each tensor of a stacked layer's one-layer reading: the file's tensor
+    holding the same values (the layout's conversion copies them), the most alike by name
+    where several do (two zero biases)."""
+    import difflib
+
+    names: dict[str, str] = {}
+    for own, a in mine.items():
+        same = [n for n, b in native.items() if n not in names.values()
+                and np.shape(b) == np.shape(a) and np.array_equal(b, a)]
+        if same:
+            names[own] = max(same, key=lambda n: difflib.SequenceMatcher(None, own, n).ratio())
+    return {own: n for own, n in names.items() if own != n}
 
 
 def _block_names(canonical: Canonical, layer: int, direction: int) -> list[str]:

@@ -146,6 +146,27 @@ def test_a_stacked_gru_is_one_layer_per_stacked_layer(torch_files) -> None:
         harness.compare_models(torch_files["stack"], torch_files["stack"], select="state_dict")
 
 
+def test_a_mistake_in_a_stacked_layer_is_named_in_the_files_terms(torch_files, tmp_path) -> None:
+    """The doctor and the outputs read the stacked layer alone, as a one-layer module; what
+    they say names the file's tensor (``weight_hh_l1``) and layer (1), not the one-layer
+    reading's (``weight_hh_l0``, layer 0)."""
+    import torch
+
+    state = torch.load(torch_files["stack"], weights_only=True)
+    w = state["weight_hh_l1"].clone()  # GRU rows r, z, n: r and z swapped in layer 1
+    state["weight_hh_l1"] = torch.cat([w[H:2 * H], w[:H], w[2 * H:]])
+    torch.save(state, tmp_path / "port.pt")
+    result = harness.compare_models(torch_files["stack"], tmp_path / "port.pt")
+    assert not result
+    (same, differs) = result.pairings
+    assert same.same and not differs.same
+    assert differs.mistakes == ("R gate blocks of `weight_hh` are in the order z, r, n, not "
+                                "r, z, n",), differs.mistakes
+    tensors = {r["tensor"] for r in differs.weights.figures.mapping}
+    assert tensors == {"weight_hh_l1"}, tensors
+    assert "y L1 " in differs.outputs.reason, differs.outputs.reason
+
+
 @pytest.mark.parametrize("shipped, says", [
     ("linear", "linear.pt: no recurrent layer (LSTM or GRU) in the file"),
     ("lstm", "lstm.pt: layer 'state_dict' (LSTM I=3 H=4 forward) has no layer of the same "
