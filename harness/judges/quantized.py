@@ -35,6 +35,7 @@ class CostFigures(Figures):
 
     key: ClassVar[str] = "quantization"
     plots: ClassVar[tuple[str, ...]] = ("cost",)
+    columns: ClassVar[tuple[str, ...]] = quantization.COST_COLUMNS  # on a quantized pair's y rows
 
     sqnr_db: float = math.inf
     ideal_sqnr_db: float = math.inf

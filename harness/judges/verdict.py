@@ -59,6 +59,9 @@ class Figures:
 
     key: ClassVar[str | None] = None  # the pair's run.json field that keeps them
     plots: ClassVar[tuple[str, ...]] = ()  # extra plots the report draws always (report/plots.py)
+    # divergence.csv columns the judge's rows carry beyond harness.compare.COLUMNS (every
+    # report has the columns of every judge: harness.judges.columns)
+    columns: ClassVar[tuple[str, ...]] = ()
 
     def record(self) -> dict[str, Any] | None:
         """The figures as run.json keeps them under :attr:`key`; None: nothing to keep."""

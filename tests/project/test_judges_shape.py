@@ -9,9 +9,13 @@ the verdict's figures instead (docs/judges.md)."""
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import harness
+from harness import compare, judges
+from harness.judges import CostFigures, Figures, Judge
 
 ROOT = Path(harness.__file__).parent
 
@@ -64,3 +68,39 @@ def test_no_branch_on_quantization_outside_the_judges() -> None:
         found += [f"{path.relative_to(ROOT.parent)}:{n}" for n in lines]
     assert checked > 100, checked
     assert found == [], found
+
+
+# divergence.csv's columns as every report since the quantized judge has written them: readers
+# of earlier reports (merge, diff, bisect) find them where they were
+WRITTEN_COLUMNS = ["case", "adapter", "mode", "output", "layer", "direction", "t", "max_abs",
+                   "max_rel", "mean_abs", "max_ulp", "tol_ratio", "atol", "rtol", "noise_floor",
+                   "floor_ratio", "sqnr_db", "cosine", "rmse_steps", "verdict"]
+
+
+def test_a_judges_columns_are_its_own() -> None:
+    """compare.COLUMNS holds what every pair has; the cost columns are the quantized judge's
+    figures', and divergence.csv has them where it always had them."""
+    assert not set(compare.COLUMNS) & set(CostFigures.columns)
+    assert CostFigures.columns == ("sqnr_db", "cosine", "rmse_steps")
+    assert judges.columns() == WRITTEN_COLUMNS
+
+
+def test_a_new_judges_columns_join_divergence_csv() -> None:
+    @dataclass(frozen=True)
+    class Extra(Figures):
+        columns: ClassVar[tuple[str, ...]] = ("extra_col", "sqnr_db")
+
+    class ExtraJudge(Judge):
+        kind = "extra"
+        figures = Extra
+
+        def claims(self, case, adapter):  # noqa: ANN001, ANN202
+            return False
+
+    remove = judges.register(ExtraJudge())
+    try:
+        names = judges.columns()
+    finally:
+        remove()
+    assert names == WRITTEN_COLUMNS[:-1] + ["extra_col", "verdict"]
+    assert judges.columns() == WRITTEN_COLUMNS

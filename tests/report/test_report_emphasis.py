@@ -91,6 +91,7 @@ def test_the_progress_line_says_which_plots_not_that_plotting_failed(result, tmp
 def test_an_all_pass_report_with_quantized_pairs_says_no_pair_failed(result, tmp_path):
     noise = next(p for p in result.pairs if p.adapter == "noise-floor" and p.case == "plain")
     rows = noise.rows.copy()
+    rows = rows.assign(**dict.fromkeys(CostFigures.columns, float("nan")))
     rows["sqnr_db"] = 40.0  # as a quantized pair's y rows carry it
     q = PairResult("plain", "onnxruntime", compare.PASS, "", rows=rows,
                    verdict=Verdict("quantized", compare.PASS, rows=rows,
