@@ -53,6 +53,15 @@ class KnownBugReading:
 
 
 @dataclass(frozen=True)
+class ScriptQuestion:
+    """The question a reproducer's script answers: its ``key`` in
+    :data:`harness.repro.questions.QUESTIONS` and the ``data`` the script needs for it."""
+
+    key: str = "tolerance"
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Figures:
     """What a judge measured beyond the rows, for the verdict and the readers of a report. The
     base holds nothing: a pair judged by its rows alone."""
@@ -81,10 +90,10 @@ class Figures:
         """The summary's cell for the pair's worst free-running row."""
         return f"{fmt(worst['max_abs'])} ({worst['output']}, {worst['tol_ratio']:.2g}x tol)"
 
-    def script(self, case: Case) -> dict[str, Any] | None:
-        """The data of the question a reproducer's script answers instead of the tolerance
-        question (harness/repro/render.py); None: the tolerance question."""
-        return None
+    def script(self, case: Case) -> ScriptQuestion:
+        """The question a reproducer's script answers (harness/repro/questions.py): the
+        tolerance question, unless the figures say another."""
+        return ScriptQuestion()
 
 
 @dataclass
