@@ -91,12 +91,13 @@ def judge(prep: Prepared, adapter: Adapter, out: Outputs, *, step_mode: str = "o
         notes = "; ".join(n for n in (notes, note) if n)
     status, why = j.plain(rows, case, adapter.name, m.figures)
     reason = "; ".join(n for n in (notes, why) if n)
-    reading = None
+    reading, checked = None, ()
     if read_known:
         reading = known.decide(status, case, adapter.name, prep.canonical.tensors,
                                lambda: j.unexplained(prep, adapter, out, m.tolerance))
         status, reason = known.apply(status, reason, case, adapter.name, reading)
-    return Verdict(j.kind, status, reason, rows, m.figures, reading)
+        checked = known.registry(adapter.name) if reading is None else ()
+    return Verdict(j.kind, status, reason, rows, m.figures, reading, checked)
 
 
 def crashed(case: Case, adapter: Adapter, status: str, reason: str, upstream: str,
@@ -136,4 +137,5 @@ def rejudge(case: Case, adapter_name: str, adapter: Adapter | None, status: str,
                         "outputs")
     plain, why = j.plain(rows, case, adapter_name, figures)
     derived, _ = known.apply(plain, why, case, adapter_name, reading)
-    return Verdict(j.kind, derived, "", rows, figures, reading)
+    checked = known.registry(adapter_name) if reading is None else ()
+    return Verdict(j.kind, derived, "", rows, figures, reading, checked)

@@ -100,8 +100,10 @@ class Figures:
 class Verdict:
     """A pair judged: its ``status`` (the words reports show: :mod:`harness.compare`), the
     ``reason`` that says why, the divergence ``rows``, the judge's ``figures`` and the
-    known-bug reading it was read with (``known``; None: none applied). ``kind``: the judge's
-    (:mod:`harness.judges`)."""
+    known-bug reading it was read with (``known``; None: none applied). ``checked``: the
+    registry's entries of the adapter (their ``upstream`` ids) that were checked and did not
+    apply, recorded so that ``merge`` can tell a decision removed from one never taken.
+    ``kind``: the judge's (:mod:`harness.judges`)."""
 
     kind: str
     status: str
@@ -109,6 +111,7 @@ class Verdict:
     rows: pd.DataFrame | None = None
     figures: Figures = field(default_factory=Figures)
     known: KnownBugReading | None = None
+    checked: tuple[str, ...] = ()
 
     def record(self) -> dict[str, Any]:
         """The verdict's fields of the pair's run.json entry beside its status and reason:
@@ -120,4 +123,6 @@ class Verdict:
             doc[self.figures.key] = kept
         if self.known is not None:
             doc["known_bug"] = self.known.record()
+        elif self.checked:
+            doc["known_bug"] = {"checked": list(self.checked), "applies": False}
         return doc
