@@ -35,6 +35,7 @@ class CostFigures(Figures):
 
     key: ClassVar[str] = "quantization"
     plots: ClassVar[tuple[str, ...]] = ("cost",)
+    always_plot_words: ClassVar[tuple[str, str]] = ("the quantization cost", "quantized pair")
     columns: ClassVar[tuple[str, ...]] = quantization.COST_COLUMNS  # on a quantized pair's y rows
 
     sqnr_db: float = math.inf

@@ -68,6 +68,9 @@ class Figures:
 
     key: ClassVar[str | None] = None  # the pair's run.json field that keeps them
     plots: ClassVar[tuple[str, ...]] = ()  # extra plots the report draws always (report/plots.py)
+    # those plots in the report's words: what they show and what the pairs are called, as in
+    # "the quantization cost of the 2 quantized pairs"
+    always_plot_words: ClassVar[tuple[str, str]] = ("the extra plots", "pair")
     # divergence.csv columns the judge's rows carry beyond harness.compare.COLUMNS (every
     # report has the columns of every judge: harness.judges.columns)
     columns: ClassVar[tuple[str, ...]] = ()
