@@ -51,9 +51,9 @@ COMPARED = (PASS, DIVERGED, KNOWN_BUG, LOOKS_FIXED)  # statuses of a pair that c
 
 COLUMNS = ["case", "adapter", "mode", "output", "layer", "direction", "t", "max_abs", "max_rel",
            "mean_abs", "max_ulp", "tol_ratio", "atol", "rtol", "noise_floor", "floor_ratio",
-           "sqnr_db", "cosine", "rmse_steps", "verdict"]
-# sqnr_db, cosine, rmse_steps: what quantization costs, on a quantized pair's y rows
-# (harness.quantization); empty on every other row
+           "verdict"]
+# every pair's columns; a judge whose figures add columns of their own (Figures.columns) adds
+# them before ``verdict`` in divergence.csv (harness.judges.columns), empty on other pairs' rows
 METRICS = ("max_abs", "max_rel", "mean_abs", "max_ulp", "tol_ratio", "noise_floor")
 
 # the ``mode`` of a row: free-running, or step-local (harness.steplocal)
@@ -392,8 +392,6 @@ def _divergence(case: Case, adapter: str, parts: list[_Part], tol: Tolerance,
     data.update(m)
     data["floor_ratio"] = _floor_ratio(m["max_abs"], m["noise_floor"])
     data["atol"], data["rtol"] = np.full(n, float(tol.atol)), np.full(n, float(tol.rtol))
-    for name in ("sqnr_db", "cosine", "rmse_steps"):  # a quantized pair's (harness.quantization)
-        data[name] = np.full(n, np.nan)
     ok = within(m["tol_ratio"], data["floor_ratio"], tol.floor_factor)
     data["verdict"] = np.where(ok, PASS, DIVERGED).astype(object)
     return Divergence(pd.DataFrame({k: data[k] for k in COLUMNS}, copy=False), tol.floor_factor)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from harness import compare
+from harness import compare, judges
 from harness.adapters import Adapter
 from harness.blind import BlindCheck
 from harness.data import Outputs
@@ -25,7 +25,7 @@ class PairResult:
     status: str  # pass | DIVERGED | not applicable | unavailable | error | baseline
     reason: str = ""
     seconds: float = 0.0
-    rows: pd.DataFrame | None = None  # the divergence rows (harness.compare.COLUMNS)
+    rows: pd.DataFrame | None = None  # the divergence rows (harness.judges.columns)
     outputs: Outputs | None = None
     detail: str = ""  # traceback of an error, for errors.log
     attribution: str = ""  # a DIVERGED GPU pair: what its reruns say caused it (attribution.py)
@@ -87,11 +87,12 @@ class RunResult:
 
     @property
     def divergence(self) -> pd.DataFrame:
-        """Every pair's rows in one DataFrame (:data:`harness.compare.COLUMNS`)."""
+        """Every pair's rows in one DataFrame, divergence.csv's columns
+        (:func:`harness.judges.columns`)."""
         frames = [p.rows for p in self.pairs if p.has_rows]
         if not frames:
-            return pd.DataFrame(columns=compare.COLUMNS)
-        return pd.concat(frames, ignore_index=True)
+            return pd.DataFrame(columns=judges.columns())
+        return judges.ordered(pd.concat(frames, ignore_index=True))
 
     def passes_by_construction(self, pair: PairResult) -> bool:
         """A pair of the noise-floor reference (``Adapter.is_the_noise_floor``) judged by the

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import compare
+from harness import compare, judges
 from harness.results import PairResult, RunResult
 
 # verdicts of a pair that fail a run (the run's exit code 1: RunResult.failed says the same)
@@ -135,9 +135,9 @@ class CheckResult:
 
     @property
     def rows(self) -> pd.DataFrame:
-        """Every compared row of every pair (harness.compare.COLUMNS), as divergence.csv."""
+        """Every compared row of every pair (harness.judges.columns), as divergence.csv."""
         return self.run.divergence if self.run is not None else pd.DataFrame(
-            columns=compare.COLUMNS)
+            columns=judges.columns())
 
     def pair(self, adapter: str, case: str | None = None) -> PairCheck:
         """The pair of ``adapter`` (and ``case``, needed when several cases ran)."""

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from harness.spec import Case
 
 __all__ = ["JUDGES", "CostFigures", "Disagrees", "Figures", "Judge", "Measured", "Verdict",
-           "crashed", "judge", "judge_for", "register", "rejudge"]
+           "columns", "crashed", "judge", "judge_for", "ordered", "register", "rejudge"]
 
 JUDGES: list[Judge] = [QuantizedJudge(), LowPrecisionJudge(), FloatJudge()]
 """The judges, the first that claims a pair judging it; the float judge claims every pair."""
@@ -50,6 +50,27 @@ def judge_for(case: Case, adapter: Adapter | None) -> Judge:
     """The judge of a pair: the first of :data:`JUDGES` that claims it (``adapter`` None: one
     this installation does not know)."""
     return next(j for j in JUDGES if j.claims(case, adapter))
+
+
+def columns() -> list[str]:
+    """divergence.csv's columns: :data:`harness.compare.COLUMNS` with the columns of every
+    judge's figures (:attr:`Figures.columns`, each once) before ``verdict``, where the cost
+    columns have always stood. Every report has them all, empty on the rows of other kinds, so
+    that reports written before and after a judge came merge; the judges are taken last
+    registered last (:data:`JUDGES` reversed), so that a new judge's columns come after those
+    that reports already have."""
+    extra: list[str] = []
+    for j in reversed(JUDGES):
+        extra += [c for c in j.figures.columns if c not in extra and c not in compare.COLUMNS]
+    at = compare.COLUMNS.index("verdict")
+    return compare.COLUMNS[:at] + extra + compare.COLUMNS[at:]
+
+
+def ordered(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` of any pairs with divergence.csv's :func:`columns` in their order (a column
+    missing: empty), then any other column they have."""
+    names = columns()
+    return rows.reindex(columns=names + [c for c in rows.columns if c not in names])
 
 
 StepRows = Callable[[compare.Tolerance], tuple["pd.DataFrame | None", str]]
@@ -74,12 +95,13 @@ def judge(prep: Prepared, adapter: Adapter, out: Outputs, *, step_mode: str = "o
         notes = "; ".join(n for n in (notes, note) if n)
     status, why = j.plain(rows, case, adapter.name, m.figures)
     reason = "; ".join(n for n in (notes, why) if n)
-    reading = None
+    reading, checked = None, ()
     if read_known:
         reading = known.decide(status, case, adapter.name, prep.canonical.tensors,
                                lambda: j.unexplained(prep, adapter, out, m.tolerance))
         status, reason = known.apply(status, reason, case, adapter.name, reading)
-    return Verdict(j.kind, status, reason, rows, m.figures, reading)
+        checked = known.registry(adapter.name) if reading is None else ()
+    return Verdict(j.kind, status, reason, rows, m.figures, reading, checked)
 
 
 def crashed(case: Case, adapter: Adapter, status: str, reason: str, upstream: str,
@@ -119,4 +141,5 @@ def rejudge(case: Case, adapter_name: str, adapter: Adapter | None, status: str,
                         "outputs")
     plain, why = j.plain(rows, case, adapter_name, figures)
     derived, _ = known.apply(plain, why, case, adapter_name, reading)
-    return Verdict(j.kind, derived, "", rows, figures, reading)
+    checked = known.registry(adapter_name) if reading is None else ()
+    return Verdict(j.kind, derived, "", rows, figures, reading, checked)

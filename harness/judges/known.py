@@ -46,6 +46,13 @@ def decide(status: str, case: Case, adapter: str, weights: Weights | None,
     return KnownBugReading(entry.upstream, False, why or "")
 
 
+def registry(adapter: str) -> tuple[str, ...]:
+    """The ``upstream`` ids of the registry's entries of ``adapter``, sorted: a compared pair
+    of such an adapter records its decision either way (:attr:`Verdict.checked` where none
+    applied)."""
+    return tuple(sorted({b.upstream for b in known_bugs.for_adapter(adapter)}))
+
+
 def crashed(case: Case, adapter: str, upstream: str, came: bool) -> KnownBugReading:
     """The reading of a pair whose adapter declared a known upstream crash (``came``) or
     found the declared crash gone: it compared nothing."""
@@ -112,13 +119,22 @@ def stored(doc: Any, case: Case, adapter: str) -> KnownBugReading | None:
     without the weights: a declared one is the case's ``expected:`` entry; a registry one an
     entry of this adapter whose condition on the case holds (its condition on the weights and
     the versions were the run's to check); none where the case declares one is a decision
-    removed. :class:`Disagrees` otherwise."""
+    removed, and so is none for an adapter the registry holds entries of (the run records
+    ``{checked: [...], applies: false}`` where none applied). :class:`Disagrees` otherwise."""
     declared = case.expected.get(adapter)
+    entries = registry(adapter)
     if doc is None:
         if declared is not None:
             raise Disagrees(f"has no known_bug record in run.json, but the case's recorded spec "
                             f"declares expected.{adapter[:80]} ({declared.upstream[:80]})")
+        if entries:
+            raise Disagrees(f"has no known_bug record in run.json, but the registry "
+                            f"(harness/known_bugs.py) holds {', '.join(entries)[:160]} for "
+                            f"{adapter[:80]}: the run records whether one applies on every "
+                            "compared pair of such an adapter, so the decision was removed")
         return None
+    if isinstance(doc, dict) and doc.get("applies") is False:
+        return _none_applied(doc, declared, adapter, entries)
     reading = KnownBugReading.from_record(doc)
     if reading.declared:
         if declared is None or declared.upstream != reading.upstream:
@@ -133,6 +149,24 @@ def stored(doc: Any, case: Case, adapter: str) -> KnownBugReading | None:
                             "the registry (harness/known_bugs.py) holds for no such adapter "
                             "and case")
     return reading
+
+
+def _none_applied(doc: dict[str, Any], declared: Any, adapter: str,
+                  entries: tuple[str, ...]) -> None:
+    """A recorded decision that no registry entry applied: the entries it checked must be the
+    registry's of the adapter, and the case must declare none (a declared one always
+    applies)."""
+    if set(doc) != {"checked", "applies"} or not isinstance(doc["checked"], list):
+        raise Disagrees("has a malformed known_bug record in run.json (expected {checked: "
+                        "[upstream ids], applies: false})")
+    if declared is not None:
+        raise Disagrees(f"records that no known bug applies, but the case's recorded spec "
+                        f"declares expected.{adapter[:80]} ({declared.upstream[:80]})")
+    if tuple(doc["checked"]) != entries:
+        shown = ", ".join(map(str, doc["checked"]))[:160] or "none"
+        raise Disagrees(f"records the registry entries {shown} as checked, but the registry "
+                        f"(harness/known_bugs.py) holds {', '.join(entries)[:160] or 'none'} "
+                        f"for {adapter[:80]}")
 
 
 def _join(*parts: str) -> str:

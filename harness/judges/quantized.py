@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness import compare, quantization
 from harness.judges.base import Judge, Measured
-from harness.judges.verdict import Disagrees, Figures
+from harness.judges.verdict import Disagrees, Figures, ScriptQuestion
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +35,8 @@ class CostFigures(Figures):
 
     key: ClassVar[str] = "quantization"
     plots: ClassVar[tuple[str, ...]] = ("cost",)
+    always_plot_words: ClassVar[tuple[str, str]] = ("the quantization cost", "quantized pair")
+    columns: ClassVar[tuple[str, ...]] = quantization.COST_COLUMNS  # on a quantized pair's y rows
 
     sqnr_db: float = math.inf
     ideal_sqnr_db: float = math.inf
@@ -90,15 +92,16 @@ class CostFigures(Figures):
             cost.append(f"largest error {record['max_abs']:.3g} against float64")
         return text + (f"; cost: {', '.join(cost)}" if cost else "")
 
-    def script(self, case: Case) -> dict[str, Any]:
-        """The cost question's data for the reproducer's script: the SQNR over y and an ideal
-        quantization's as the run recorded them (None: infinite), the rule's margin and the
-        case's floor (:func:`harness.quantization.cost_status`)."""
+    def script(self, case: Case) -> ScriptQuestion:
+        """The cost question, with its data for the reproducer's script: the SQNR over y and
+        an ideal quantization's as the run recorded them (None: infinite), the rule's margin
+        and the case's floor (:func:`harness.quantization.cost_status`)."""
         record = self.record()
         floor = case.quantization.min_sqnr_db if case.quantization is not None else None
-        return {"sqnr_db": record.get("sqnr_db"), "ideal_sqnr_db": record.get("ideal_sqnr_db"),
-                "margin_db": float(quantization.IDEAL_MARGIN_DB),
-                "min_sqnr_db": None if floor is None else float(floor)}
+        return ScriptQuestion("cost", {
+            "sqnr_db": record.get("sqnr_db"), "ideal_sqnr_db": record.get("ideal_sqnr_db"),
+            "margin_db": float(quantization.IDEAL_MARGIN_DB),
+            "min_sqnr_db": None if floor is None else float(floor)})
 
 
 class QuantizedJudge(Judge):

@@ -53,12 +53,27 @@ class KnownBugReading:
 
 
 @dataclass(frozen=True)
+class ScriptQuestion:
+    """The question a reproducer's script answers: its ``key`` in
+    :data:`harness.repro.questions.QUESTIONS` and the ``data`` the script needs for it."""
+
+    key: str = "tolerance"
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Figures:
     """What a judge measured beyond the rows, for the verdict and the readers of a report. The
     base holds nothing: a pair judged by its rows alone."""
 
     key: ClassVar[str | None] = None  # the pair's run.json field that keeps them
     plots: ClassVar[tuple[str, ...]] = ()  # extra plots the report draws always (report/plots.py)
+    # those plots in the report's words: what they show and what the pairs are called, as in
+    # "the quantization cost of the 2 quantized pairs"
+    always_plot_words: ClassVar[tuple[str, str]] = ("the extra plots", "pair")
+    # divergence.csv columns the judge's rows carry beyond harness.compare.COLUMNS (every
+    # report has the columns of every judge: harness.judges.columns)
+    columns: ClassVar[tuple[str, ...]] = ()
 
     def record(self) -> dict[str, Any] | None:
         """The figures as run.json keeps them under :attr:`key`; None: nothing to keep."""
@@ -78,18 +93,20 @@ class Figures:
         """The summary's cell for the pair's worst free-running row."""
         return f"{fmt(worst['max_abs'])} ({worst['output']}, {worst['tol_ratio']:.2g}x tol)"
 
-    def script(self, case: Case) -> dict[str, Any] | None:
-        """The data of the question a reproducer's script answers instead of the tolerance
-        question (harness/repro/render.py); None: the tolerance question."""
-        return None
+    def script(self, case: Case) -> ScriptQuestion:
+        """The question a reproducer's script answers (harness/repro/questions.py): the
+        tolerance question, unless the figures say another."""
+        return ScriptQuestion()
 
 
 @dataclass
 class Verdict:
     """A pair judged: its ``status`` (the words reports show: :mod:`harness.compare`), the
     ``reason`` that says why, the divergence ``rows``, the judge's ``figures`` and the
-    known-bug reading it was read with (``known``; None: none applied). ``kind``: the judge's
-    (:mod:`harness.judges`)."""
+    known-bug reading it was read with (``known``; None: none applied). ``checked``: the
+    registry's entries of the adapter (their ``upstream`` ids) that were checked and did not
+    apply, recorded so that ``merge`` can tell a decision removed from one never taken.
+    ``kind``: the judge's (:mod:`harness.judges`)."""
 
     kind: str
     status: str
@@ -97,6 +114,7 @@ class Verdict:
     rows: pd.DataFrame | None = None
     figures: Figures = field(default_factory=Figures)
     known: KnownBugReading | None = None
+    checked: tuple[str, ...] = ()
 
     def record(self) -> dict[str, Any]:
         """The verdict's fields of the pair's run.json entry beside its status and reason:
@@ -108,4 +126,6 @@ class Verdict:
             doc[self.figures.key] = kept
         if self.known is not None:
             doc["known_bug"] = self.known.record()
+        elif self.checked:
+            doc["known_bug"] = {"checked": list(self.checked), "applies": False}
         return doc

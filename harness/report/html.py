@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 
@@ -232,23 +234,26 @@ PLOT_WORDS = {"failed": "plots of the pairs that did not pass", "all": "plots of
 """What ``--plots`` draws, in words (the report's progress line)."""
 
 
-def _plots_line(plots: str, failed: int, always: int = 0) -> str:
+def _plots_line(plots: str, failed: int,
+                always: Mapping[tuple[str, str], int] | None = None) -> str:
     """The sentence of index.html saying which pairs' plots it shows: ``failed`` pairs that did
-    not pass, ``always`` other pairs drawn for their quantization cost (drawn always)."""
+    not pass, and other pairs drawn for their figures' plots (drawn always), counted by the
+    figures' words for them (:attr:`harness.judges.Figures.always_plot_words`)."""
     every = "(run with <code>--plots all</code> for every pair)"
+    always = always or {}
     if plots == "all":
-        return f"Plots: every pair with divergence rows ({failed + always})."
+        return f"Plots: every pair with divergence rows ({failed + sum(always.values())})."
     if plots == "none":
         return "Plots: none were drawn (<code>--plots none</code>)."
-    cost = (f"; the quantization cost of the {always} quantized pair"
-            f"{'s' if always > 1 else ''} that passed" if always else "")
+    drawn = ", ".join(f"{escape(what)} of the {n} {escape(pair)}{'s' if n > 1 else ''}"
+                      for (what, pair), n in always.items() if n)
     if failed:
-        return (f"Plots: the {failed} pair{'s' if failed > 1 else ''} that did not pass{cost} "
+        passed = f"; {drawn} that passed" if drawn else ""
+        return (f"Plots: the {failed} pair{'s' if failed > 1 else ''} that did not pass{passed} "
                 f"{every}.")
-    if always:
-        return (f"Plots: the quantization cost of the {always} quantized pair"
-                f"{'s' if always > 1 else ''} (drawn always); no pair that did not pass has "
-                f"divergence rows {every}.")
+    if drawn:
+        return (f"Plots: {drawn} (drawn always); no pair that did not pass has divergence rows "
+                f"{every}.")
     return f"Plots: none, no pair that did not pass has divergence rows {every}."
 
 
@@ -468,8 +473,10 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
         for name in figures[k].plots) for k, job in jobs.items()}
     failed = sum(1 for p in result.pairs
                  if id(p) in jobs and p.status in (compare.DIVERGED, compare.ERROR))
+    always = Counter(p.figures.always_plot_words for p in result.pairs
+                     if id(p) in jobs and p.status not in (compare.DIVERGED, compare.ERROR))
     body.insert(body.index('<h2 id="cases">Cases</h2>') + 1,
-                f'<p id="plots">{_plots_line(plots, failed, len(jobs) - failed)}</p>')
+                f'<p id="plots">{_plots_line(plots, failed, always)}</p>')
     for case in result.cases:
         pairs = by_case.get(case.name, [])
         body.append(f'<section id="{_slug("case-" + case.name)}"><h3>{escape(case.name)}</h3>')

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness import compare, known_bugs
+from harness.judges.verdict import ScriptQuestion
 from harness.repro.handed import Handed
 
 if TYPE_CHECKING:
@@ -47,11 +48,9 @@ class ReproRecord:
     upstream: str = ""  # a known upstream bug's id (owner/repo#N)
     versions: dict[str, str] = field(default_factory=dict)
     detail: str = ""  # an error row's reason
-    # the cost question a quantized pair's script answers instead of the tolerance one, as
-    # the run answered it (sqnr_db, ideal_sqnr_db; None: infinite) with the rule's data
-    # (margin_db, min_sqnr_db): the judge's figures say it (harness.judges.Figures.script);
-    # None: the tolerance question
-    cost: dict[str, Any] | None = None
+    # the question the script answers, as the judge's figures give it
+    # (harness.judges.Figures.script; harness/repro/questions.py)
+    question: ScriptQuestion = field(default_factory=ScriptQuestion)
 
     @property
     def nbytes(self) -> int:
@@ -71,9 +70,11 @@ def wanted(status: str, case: Case, adapter: str, has_data: bool) -> bool:
                      or known_bugs.known_bug(case, adapter, None) is not None)))
 
 
-COST_FAMILIES = ("tflite",)
-"""The families whose script answers a quantized pair's cost question (harness/repro/render.py):
-the quantized LiteRT adapters'."""
+WITHOUT_ARITHMETIC: dict[str, tuple[str, ...]] = {"cost": ("tflite",)}
+"""Question key -> the families whose script answers it with the float64 equations on the
+original weights alone, without a quantized model's arithmetic (harness/repro/questions.py):
+the cost question, for the quantized LiteRT adapters'."""
+COST_FAMILIES = WITHOUT_ARITHMETIC["cost"]
 
 
 def unsupported(case: Case, cost: bool = False) -> str:
@@ -155,18 +156,18 @@ def make_record(prep: Prepared, adapter: Any, r: Any, handed: Handed | None) -> 
     known = case.expected.get(adapter.name) or known_bugs.known_bug(case, adapter.name,
                                                                     prep.canonical.tensors)
     env = r.environment or {}
-    cost = r.figures.script(case)
+    question = r.figures.script(case)
+    free = handed is not None and handed.family in WITHOUT_ARITHMETIC.get(question.key, ())
     record = ReproRecord(
         case=case.name, adapter=adapter.name, title=adapter.title or adapter.name,
         status=r.status, reason=r.reason, spec=script_spec(case), atol=tol.atol, rtol=tol.rtol,
         canonical={k: np.asarray(v, np.float64) for k, v in prep.canonical.tensors.items()},
         inputs=inputs, reference=reference, handed=handed,
-        unsupported=unsupported(case, cost=cost is not None and handed is not None
-                                and handed.family in COST_FAMILIES),
+        unsupported=unsupported(case, cost=free),
         first=_first(r), step_reading=_step_reading(r),
         upstream=known.upstream if known is not None else "",
         versions={str(k): str(v) for k, v in (env.get("versions") or {}).items()},
-        detail=r.reason if r.status == compare.ERROR else "", cost=cost)
+        detail=r.reason if r.status == compare.ERROR else "", question=question)
     size = record.nbytes
     if size > MAX_BYTES:  # not kept until the report: say why instead
         record.canonical, record.inputs, record.reference, record.handed = {}, {}, {}, None

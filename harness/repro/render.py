@@ -14,10 +14,9 @@ A converted model's script (families ``tflite``, ``executorch``) runs the model 
 reads its outputs with :mod:`harness.repro.readout`, pasted into it; an MLX script (family
 ``mlx``) runs the stack with :mod:`harness.repro.mlx_stack`, the adapter's own code, pasted
 likewise (:data:`PASTED`); a Keras-on-torch or -OpenVINO script (family ``keras3-backend``)
-sets the adapter's worker environment before it imports Keras. A quantized pair's script
-(``ReproRecord.cost``) answers the cost question instead of the tolerance one
-(:data:`COST_HEADER`, :data:`COST_MAIN`): the SQNR of ``y`` against the float64 equations, by
-:func:`harness.quantization.cost_status`'s rule, its data written into the script.
+sets the adapter's worker environment before it imports Keras. The script's header and main
+part are its question's (:mod:`harness.repro.questions`, the key the pair's judge's figures
+give: ``ReproRecord.question``), a quantized pair's the cost question.
 """
 
 from __future__ import annotations
@@ -26,8 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.repro import equations, mlx_stack, readout
-from harness.repro.quote import doc_text, py_literal
+from harness.repro import equations, mlx_stack, questions, readout
+from harness.repro.quote import py_literal
 from harness.repro.record import ReproRecord
 
 INLINE_MAX = 400  # numbers: at most this many in all, the data are written into the script
@@ -69,31 +68,6 @@ def _data_block(arrays: dict[str, np.ndarray]) -> str:
             "    DATA = {k: _npz[k] for k in _npz.files}\n")
 
 
-HEADER = '''#!/usr/bin/env python3
-"""{title}
-
-Case {case}, adapter {adapter} of rnn-harness ({status}). Standalone: it needs Python
-with NumPy and {needs}, nothing else, and downloads nothing.
-
-    python repro.py
-
-It builds the layer as the harness's adapter did, runs it, computes the expected outputs in
-float64 from the cell's equations (below), prints the error per step and the first step
-beyond ATOL + RTOL * |expected|, and exits 1 when the divergence reproduces, 0 when not.
-"""
-
-import os
-import platform
-import sys
-
-import numpy as np
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = {spec}
-ATOL, RTOL = {atol}, {rtol}
-
-'''
-
 INPUTS = '''
 CANONICAL = {k[len("canonical/"):]: v for k, v in DATA.items() if k.startswith("canonical/")}
 HANDED = {k[len("handed/"):]: v for k, v in DATA.items() if k.startswith("handed/")}
@@ -131,159 +105,6 @@ def header():
           f"device: {device()}")
     for name, why in ABSENT.items():
         print(f"{name} not compared: {why}")
-'''
-
-COMPARE = '''
-
-def rows_of(got_layers, h_n, c_n):
-    """(output, layer, direction, t, max |error|, tolerance ratio) per layer, direction, step
-    of y, then per layer and direction of the final states (those the framework returned)."""
-    exp_layers, exp_h, exp_c = stack(SPEC, CANONICAL, X, LENGTHS, H0, C0)
-    H, dirs = SPEC["hidden_size"], SPEC["directions"]
-
-    def row(output, k, d, t, a, r):
-        err = np.abs(a - r)
-        ratio = err / (ATOL + RTOL * np.abs(r))
-        return (output, k, d, t, float(np.max(err)), float(np.max(ratio)))
-
-    rows = []
-    for k, y in sorted(got_layers.items()):
-        y = fitted(f"y of layer {k}", y, exp_layers[k])
-        for j, d in enumerate(dirs):
-            cols = slice(j * H, (j + 1) * H)
-            for t in range(y.shape[1]):
-                rows.append(row("y", k, d, t, y[:, t, cols], exp_layers[k][:, t, cols]))
-    for output, got, exp in (("h_n", h_n, exp_h), ("c_n", c_n, exp_c)):
-        if exp is None or got is None:
-            continue
-        got = fitted(output, got, exp)
-        for s in range(exp.shape[0]):
-            k, d = divmod(s, len(dirs))
-            rows.append(row(output, k, dirs[d], None, got[s], exp[s]))
-    return rows
-
-
-def beyond(row):
-    return not row[5] <= 1.0  # NaN is beyond
-
-
-def main():
-    header()
-    got_layers, h_n, c_n = run_framework()
-    rows = rows_of(got_layers, h_n, c_n)
-    print(f"\\nexpected: float64 equations; tolerance |error| <= {ATOL:g} + {RTOL:g} * |expected|")
-    print(f"{'output':<28} {'max |error|':>12} {'/ tolerance':>12}")
-    for r in rows:
-        print(f"{where(r):<28} {r[4]:12.3e} {r[5]:12.3g}{'  <- beyond' if beyond(r) else ''}")
-    bad = [r for r in rows if beyond(r)]
-    y_bad = sorted((r for r in bad if r[0] == "y"), key=lambda r: (r[3], r[1], r[2]))
-    first = (y_bad or bad or [None])[0]
-    if first is None:
-        print("\\nno divergence: every step within tolerance")
-        return 0
-    print(f"\\nfirst diverging: {where(first)} (max |error| {first[4]:.3e}, "
-          f"{first[5]:.3g} x tolerance)")
-    return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
-COST_HEADER = '''#!/usr/bin/env python3
-"""{title}
-
-Case {case}, adapter {adapter} of rnn-harness ({status}): a quantized model ({scheme}).
-Standalone: it needs Python with NumPy and {needs}, nothing else, and downloads nothing.
-
-    python repro.py
-
-It runs the converted model beside it as the harness's adapter did and answers the cost
-question of a quantized pair: the SQNR of y against the float64 equations (below) on the
-original weights, per step and over all of y, against the SQNR the harness computed for an
-ideal quantization of the same scheme (its own grids from the same calibration data). It
-exits 1 when the cost is beyond the harness's rule (COST below: more than margin_db under the
-ideal's SQNR, or under the case's min_sqnr_db), 0 when not.
-
-The other question, whether the kernel is right (each step within k output steps of the
-float64 equations run with the model's own quantization), stays the harness's: these
-equations have no integer arithmetic.
-"""
-
-import os
-import platform
-import sys
-
-import numpy as np
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = {spec}
-# The cost question's data. sqnr_db, ideal_sqnr_db: the SQNR over y of the harness's run and of
-# an ideal quantization of the same scheme (None: infinite), from the report's run.json
-# (quantization).
-# margin_db: rnn-harness's harness.quantization.IDEAL_MARGIN_DB; min_sqnr_db: the case's
-# quantization floor. The rule is harness.quantization.cost_status: the pair is DIVERGED where
-# its SQNR is below ideal_sqnr_db - margin_db or below min_sqnr_db.
-COST = {cost}
-
-'''
-
-COST_MAIN = '''
-
-def sqnr_db(a, r):
-    """10 log10(sum r^2 / sum (a - r)^2), as the harness computes it (inf where a equals r)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(10.0 * np.log10(np.sum(r ** 2) / np.sum((a - r) ** 2)))
-
-
-def figure(v):
-    return np.inf if v is None else float(v)
-
-
-def main():
-    header()
-    got_layers, _, _ = run_framework()
-    exp_layers, _, _ = stack(SPEC, CANONICAL, X, LENGTHS, H0, C0)
-    k = SPEC["num_layers"] - 1  # a deployed model's y: the last layer's
-    r = exp_layers[k]
-    y = fitted(f"y of layer {k}", got_layers[k], r)
-    H, dirs = SPEC["hidden_size"], SPEC["directions"]
-    ideal, margin, floor = figure(COST["ideal_sqnr_db"]), COST["margin_db"], COST["min_sqnr_db"]
-    limit = max(ideal - margin, -np.inf if floor is None else floor)
-    print(f"\\nexpected: float64 equations on the original weights; the pair diverges where "
-          f"its SQNR over y is below {limit:.2f} dB (an ideal quantization's {ideal:.2f} dB "
-          f"less {margin:g} dB" + ("" if floor is None else f", or the case's floor {floor:g}")
-          + ")")
-    print(f"{'output':<28} {'SQNR (dB)':>10}")
-    rows = []
-    for j, d in enumerate(dirs):
-        cols = slice(j * H, (j + 1) * H)
-        for t in range(y.shape[1]):
-            rows.append(("y", k, d, t, sqnr_db(y[:, t, cols], r[:, t, cols])))
-    rows.sort(key=lambda row: (row[3], row[1], row[2]))
-    for row in rows:
-        low = not row[4] >= limit  # NaN is below
-        print(f"{where(row):<28} {row[4]:10.2f}{'  <- below' if low else ''}")
-    total = sqnr_db(y, r)
-    print(f"\\nSQNR over y: {total:.2f} dB (the harness's run: {figure(COST['sqnr_db']):.2f} dB); "
-          f"an ideal quantization: {ideal:.2f} dB")
-    said = []
-    if not total >= ideal - margin:
-        said.append(f"quantization costs {ideal - total:.1f} dB more than an ideal "
-                    f"quantization (beyond {margin:g} dB)")
-    if floor is not None and not total >= floor:
-        said.append(f"SQNR {total:.1f} dB below the case's min_sqnr_db {floor:g}")
-    if not said:
-        print("no divergence: the cost of quantization is within the harness's rule")
-        return 0
-    first = next(row for row in rows if not row[4] >= limit)
-    print(f"\\nfirst diverging: {where(first)} (SQNR {first[4]:.2f} dB, below "
-          f"{limit:.2f} dB): " + "; ".join(said))
-    return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 '''
 
 
@@ -933,31 +754,15 @@ PASTED: dict[str, Callable[[], str]] = {"tflite": readout.source, "executorch": 
 
 
 def script(record: ReproRecord) -> str:
-    """The whole ``repro.py`` of ``record`` (which has a handed record of a known family): the
-    tolerance question, or for a quantized pair (``record.cost``) the cost question."""
+    """The whole ``repro.py`` of ``record`` (which has a handed record of a known family and a
+    question this harness knows: :func:`harness.repro.questions.of`)."""
     assert record.handed is not None
     framework, needs = RENDERERS[record.handed.family](record)
     pasted = PASTED.get(record.handed.family)
     pasted_text = pasted() + "\n" if pasted is not None else ""
-    cell = record.spec["cell"]
-    if record.cost is not None:
-        scheme = record.handed.call.get("scheme") or "quantized"
-        head = COST_HEADER.format(
-            title=doc_text(f"{record.title}: the cost of {scheme} quantization against the "
-                           f"float64 {cell} equations"),
-            case=doc_text(repr(record.case)), adapter=doc_text(repr(record.adapter)),
-            status=doc_text(record.status), scheme=doc_text(scheme), needs=doc_text(needs),
-            spec=py_literal(record.spec), cost=py_literal(record.cost))
-        tail = COST_MAIN
-    else:
-        title = (f"{record.title}: diverges from the float64 {cell} equations"
-                 if record.status != "pass" else record.title)
-        head = HEADER.format(title=doc_text(title), case=doc_text(repr(record.case)),
-                             adapter=doc_text(repr(record.adapter)),
-                             status=doc_text(record.status), needs=doc_text(needs),
-                             spec=py_literal(record.spec), atol=py_literal(record.atol),
-                             rtol=py_literal(record.rtol))
-        tail = COMPARE
+    question = questions.of(record)
+    assert question is not None
+    head, tail = question.script(record, needs)
     return (head + _data_block(data_arrays(record)) + INPUTS + "\n\n" + equations.source()
             + "\n" + pasted_text + framework + SHARED + tail)
 

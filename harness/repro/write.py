@@ -25,7 +25,7 @@ import numpy as np
 
 from harness import known_bugs, safe_files
 from harness.npz import save_npz, write_text
-from harness.repro import render
+from harness.repro import questions, render
 from harness.repro.quote import md_code, md_text
 from harness.repro.record import MAX_BYTES, ReproRecord
 
@@ -181,42 +181,16 @@ def _finding(record: ReproRecord, agreeing: list[str]) -> list[str]:
     lines += [f"- step-local reading: {md_text(record.step_reading)}",
               "- adapters that agree with float64 on this case: "
               + (", ".join(md_code(a) for a in agreeing) if agreeing else "none in this run"),
-              (f"- judged in quantization steps and by its cost (the reason below); the "
-               f"script checks the cost: {_cost_line(record.cost)}"
-               if record.cost is not None else
-               f"- tolerance: |error| <= {record.atol:g} + {record.rtol:g} x |expected|")]
+              _question(record).judged(record)]
     if record.reason:
         lines.append(f"- the harness's reason: {md_text(record.reason)}")
     return lines
 
 
-def cost_question(record: ReproRecord) -> str:
-    """What a quantized pair's script checks, in words (README)."""
-    q = record.cost
-
-    def db(v: float | None) -> str:
-        return "infinite" if v is None else f"{v:.1f} dB"
-
-    floor = q.get("min_sqnr_db")
-    return ("It answers the cost question of a quantized pair: the SQNR of `y` against the "
-            "float64 equations on the original weights, per step and over `y`, against an "
-            f"ideal quantization of the same scheme ({db(q.get('ideal_sqnr_db'))} in the "
-            f"harness's run, which measured {db(q.get('sqnr_db'))}). It exits 1 when the "
-            f"cost is beyond the harness's rule (more than {q['margin_db']:g} dB under the "
-            "ideal's SQNR" + ("" if floor is None else f", or under the case's min_sqnr_db "
-                               f"{floor:g}") + "), 0 when not. Whether the kernel is right "
-            "(each step within k output steps of the float64 equations run with the model's "
-            "own quantization) stays the harness's question: the script's equations have no "
-            "integer arithmetic (docs/quantization.md in rnn-harness).")
-
-
-def _cost_line(q: dict) -> str:
-    def db(v: float | None) -> str:
-        return "infinite" if v is None else f"{v:.1f} dB"
-
-    return (f"SQNR over y {db(q.get('sqnr_db'))}, an ideal quantization "
-            f"{db(q.get('ideal_sqnr_db'))}, margin {q['margin_db']:g} dB"
-            + ("" if q.get("min_sqnr_db") is None else f", floor {q['min_sqnr_db']:g} dB"))
+def _question(record: ReproRecord) -> questions.Question:
+    """The question the README describes: the record's, or the tolerance question's words
+    where this harness has no script for its key (no script is written then: :func:`why_not`)."""
+    return questions.of(record) or questions.QUESTIONS["tolerance"]
 
 
 def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str = "") -> str:
@@ -229,9 +203,7 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
     verb = "agrees with" if record.status in ("pass", "looks fixed") else "diverges from"
     title = (f"{record.title}: {cell} output {verb} the float64 equations "
              f"({spec['dir_mode']}, {spec['dtype']})")
-    if record.cost is not None:
-        title = (f"{record.title}: {cell} output, the cost of quantization against the float64 "
-                 f"equations ({spec['dir_mode']})")
+    title = _question(record).readme_title(record, title)
     lines = [f"# {TITLE_PREFIX.get(framework, '')}{md_text(title)}", ""]
     if record.upstream:
         lines += [f"Known upstream bug: {upstream_markdown(record.upstream)}.", ""]
@@ -247,13 +219,7 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
                   f"Needs Python with NumPy and {md_text(render.needs(record))}; nothing is "
                   "downloaded.",
                   "", "```", "python repro.py", "```", ""]
-        if record.cost is not None:
-            lines += [cost_question(record), ""]
-        else:
-            lines += ["It builds the layer as the harness did, computes the expected output "
-                      "in float64 from the cell's equations written into the script, prints the "
-                      "error per step and the first step beyond tolerance, and exits 1 when "
-                      "the divergence reproduces (0 when it does not).", ""]
+        lines += [_question(record).readme_text(record), ""]
         converted = CONVERTED.get(record.handed.family)
         if converted is not None:
             lines += [f"`{converted[0]}` is {converted[1]}: the script runs it again as the "
@@ -288,6 +254,8 @@ def why_not(record: ReproRecord) -> str:
                 "ran, so there is nothing to run again")
     if record.handed.family not in render.RENDERERS:
         return f"no renderer for the framework family {record.handed.family!r}"
+    if questions.of(record) is None:
+        return f"no script answers its judge's question {record.question.key[:80]!r}"
     if record.nbytes > MAX_BYTES:
         return (f"its data would be {record.nbytes / 2**20:.1f} MiB, more than the "
                 f"{MAX_BYTES // 2**20} MiB a reproducer may hold; a smaller case shows the same")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from support.runnable import runnable
 
 from harness import compare, judges
 from harness.cli import main
@@ -78,7 +79,8 @@ def test_a_dummy_judges_verdict_reaches_run_report_repro_and_merge(tmp_path, mon
     (tmp_path / "d.yaml").write_text(CASE.format(name="dummy"))
     shard = tmp_path / "s1"
     assert main(["run", str(tmp_path / "d.yaml"), "--out", str(shard), "--quiet", "--plots",
-                 "none", "--shard", "1/1", "--adapters", "reference,noise-floor"]) == 1
+                 "none", "--shard", "1/1", "--jobs", "1",
+                 "--adapters", "reference,noise-floor"]) == 1
     pair = _pair(shard, "noise-floor")
     assert pair["status"] == "DIVERGED" and pair["dummy"] == {"score": 0.75}
     assert pair["reason"] == "the dummy judged it; score 0.75 over 0.5"
@@ -98,17 +100,29 @@ def test_a_dummy_judges_verdict_reaches_run_report_repro_and_merge(tmp_path, mon
 
 @pytest.fixture(scope="module")
 def whole_and_merged(tmp_path_factory) -> tuple[Path, Path]:
+    """One whole run of the cheapest adapters (the harness's references and torch-cpu, with a
+    registry entry planted for noise-floor on case ``a``: a "looks fixed" pair and a checked
+    one) on two tiny cases, the same run in two shards (``--shard``), and their merge. In the
+    test process (``--jobs 1``): a worker process would cost more than the pairs."""
+    from harness import known_bugs
+
+    runnable("torch-cpu")
     root = tmp_path_factory.mktemp("keys")
     (root / "cases").mkdir()
     for name in ("a", "b"):
         (root / "cases" / f"{name}.yaml").write_text(CASE.format(name=name))
-    # the harness's own references alone: a vacuous run (exit 1), recorded in full
-    run = ["run", str(root / "cases"), "--quiet", "--plots", "none", "--adapters",
-           "reference,noise-floor"]
-    assert main([*run, "--out", str(root / "whole")]) == 1
-    for k in (1, 2):
-        assert main([*run, "--out", str(root / f"s{k}"), "--shard", f"{k}/2"]) == 0
-    assert main(["merge", str(root / "m"), str(root / "s1"), str(root / "s2")]) == 1
+    planted = known_bugs.KnownBug(adapter="noise-floor", upstream="example/fw#7",
+                                  summary="planted", since={"numpy": "1.0"},
+                                  on_case=lambda case: case.name == "a")
+    run = ["run", str(root / "cases"), "--quiet", "--plots", "none", "--jobs", "1",
+           "--adapters", "reference,noise-floor,torch-cpu"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(known_bugs, "KNOWN_BUGS", (planted,))
+        assert main([*run, "--out", str(root / "whole")]) == 1  # looks fixed fails
+        codes = [main([*run, "--out", str(root / f"s{k}"), "--shard", f"{k}/2"])
+                 for k in (1, 2)]
+        assert sorted(codes) == [0, 1]
+        assert main(["merge", str(root / "m"), str(root / "s1"), str(root / "s2")]) == 1
     return root / "whole", root / "m"
 
 
@@ -119,7 +133,11 @@ def test_a_whole_runs_record_and_its_merge_have_the_same_keys(whole_and_merged):
     whole, merged = map(_run, whole_and_merged)
     assert set(whole) - BOOKKEEPING == set(merged) - BOOKKEEPING
     assert [set(p) for p in whole["pairs"]] == [set(p) for p in merged["pairs"]]
-    assert len(whole["pairs"]) == 4
+    assert len(whole["pairs"]) == 6
+    decisions = {p["case"]: p["known_bug"] for p in merged["pairs"]
+                 if p["adapter"] == "noise-floor"}
+    assert decisions == {"a": {"upstream": "example/fw#7", "source": "registry"},
+                         "b": {"checked": ["example/fw#7"], "applies": False}}
 
 
 def test_a_known_upstream_crash_merges(tmp_path, monkeypatch):
@@ -141,7 +159,7 @@ def test_a_known_upstream_crash_merges(tmp_path, monkeypatch):
     (tmp_path / "c.yaml").write_text(CASE.format(name="c"))
     shard = tmp_path / "s1"
     main(["run", str(tmp_path / "c.yaml"), "--out", str(shard), "--quiet", "--plots", "none",
-          "--shard", "1/1", "--adapters", "noise-floor"])
+          "--shard", "1/1", "--jobs", "1", "--adapters", "noise-floor"])
     pair = _pair(shard, "noise-floor")
     assert pair["status"] == "known upstream bug", pair
     assert pair["known_bug"] == {"upstream": "example/crash#1", "source": "registry",

@@ -11,6 +11,8 @@ with its cost; zero initial states a note, not a warning.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pandas as pd
 import pytest
@@ -18,7 +20,7 @@ from support.case_factory import case_maker
 
 from harness import blind, compare, runner
 from harness.adapters import get_adapter
-from harness.judges import CostFigures, Verdict
+from harness.judges import CostFigures, Figures, Verdict
 from harness.report import write_report
 from harness.report.html import html_report
 from harness.report.run_json import run_record
@@ -91,6 +93,7 @@ def test_the_progress_line_says_which_plots_not_that_plotting_failed(result, tmp
 def test_an_all_pass_report_with_quantized_pairs_says_no_pair_failed(result, tmp_path):
     noise = next(p for p in result.pairs if p.adapter == "noise-floor" and p.case == "plain")
     rows = noise.rows.copy()
+    rows = rows.assign(**dict.fromkeys(CostFigures.columns, float("nan")))
     rows["sqnr_db"] = 40.0  # as a quantized pair's y rows carry it
     q = PairResult("plain", "onnxruntime", compare.PASS, "", rows=rows,
                    verdict=Verdict("quantized", compare.PASS, rows=rows,
@@ -172,3 +175,26 @@ def test_the_summary_is_not_buried_by_not_selected_pairs(result):
     after = summary_markdown(r)
     assert len(after.splitlines()) == len(before.splitlines()) + 2  # the line and a blank
     assert "4 adapters not selected by the case" in _section(after, "plain")
+
+
+@dataclass(frozen=True)
+class _Scored(Figures):
+    plots: ClassVar[tuple[str, ...]] = ("cost",)
+    always_plot_words: ClassVar[tuple[str, str]] = ("the dummy score", "scored pair")
+
+
+def test_the_plots_line_says_what_the_figures_call_their_plots(result, tmp_path):
+    """The words for the plots drawn always are the figures' (Figures.always_plot_words): the
+    report names no kind of pair itself."""
+    noise = [p for p in result.pairs if p.adapter == "noise-floor" and p.has_rows]
+    assert noise
+    scored = [PairResult(p.case, "onnxruntime", compare.PASS, "", rows=p.rows,
+                         verdict=Verdict("scored", compare.PASS, rows=p.rows,
+                                         figures=_Scored()))
+              for p in noise]
+    r = type(result)(result.cases, result.adapters,
+                     [p for p in result.pairs if p.adapter != "onnxruntime"] + scored)
+    line = re.search(r'<p id="plots">(.*?)</p>', html_report(r, tmp_path)).group(1)
+    n = len(scored)
+    assert f"the dummy score of the {n} scored pair{'s' if n > 1 else ''}" in line, line
+    assert "quantiz" not in line

@@ -28,6 +28,7 @@ from harness import compare, quantization, runner
 from harness.adapters import get_adapter
 from harness.cases import load_cases
 from harness.judges import CostFigures
+from harness.judges.verdict import ScriptQuestion
 from harness.prepare import prepare
 from harness.report import write_report
 from harness.repro import readout
@@ -42,7 +43,7 @@ TINY = dict(input_size=2, hidden_size=3, batch=2, seq_len=4, dtype="float32")
 
 # A hand-built record, run with a stand-in interpreter ------------------------------------------
 
-def _record(case: Case, quantized: dict | None = None) -> tuple[ReproRecord, np.ndarray]:
+def _record(case: Case, quantized: ScriptQuestion | None = None) -> tuple[ReproRecord, np.ndarray]:
     """A deployed one-layer model's record (its one output ``y``, h_n read from it) and the
     float64 reference y the stand-in returns."""
     prep = prepare(case)
@@ -62,7 +63,7 @@ def _record(case: Case, quantized: dict | None = None) -> tuple[ReproRecord, np.
                 "h0": np.asarray(prep.inputs.h0, np.float64),
                 "c0": np.asarray(prep.inputs.c0, np.float64),
                 "lengths": np.asarray(prep.inputs.lengths, np.int64)},
-        reference={}, handed=handed, cost=quantized)
+        reference={}, handed=handed, question=quantized or ScriptQuestion())
     return record, np.asarray(prep.reference.y, np.float64)
 
 
@@ -138,7 +139,9 @@ def test_a_quantized_script_answers_the_cost_question_by_the_runs_rule(
     assert expected == verdict  # both answers are exercised
     cost = CostFigures.from_record({"sqnr_db": round(total, 4),
                                     "ideal_sqnr_db": ideal}).script(case)
-    assert cost["margin_db"] == quantization.IDEAL_MARGIN_DB and cost["min_sqnr_db"] == 10
+    assert cost.key == "cost"
+    assert cost.data["margin_db"] == quantization.IDEAL_MARGIN_DB
+    assert cost.data["min_sqnr_db"] == 10
     record, _ = _record(case, cost)
     folder = write_one(tmp_path, record)
     seen: dict = {}

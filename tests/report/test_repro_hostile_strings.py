@@ -26,6 +26,7 @@ from support.repro_run import run_repro
 from harness import data, params
 from harness.cli import main
 from harness.doctor import Doctor
+from harness.judges.verdict import ScriptQuestion
 from harness.layouts import get_layout
 from harness.mistakes import catalogue
 from harness.npz import save_npz
@@ -94,8 +95,10 @@ def _record(text: str, family: str, choice: dict[str, str], quantized: bool) -> 
                 "lengths": np.asarray(prep.inputs.lengths, np.int64)},
         reference={}, handed=handed, first={"output": text, "layer": 0, "direction": 1, "t": 2},
         step_reading=text, upstream=text, versions={text: text}, detail=text,
-        cost=({"sqnr_db": float("nan"), "ideal_sqnr_db": None, "margin_db": 6.0,
-               "min_sqnr_db": float("-inf"), text: text} if quantized else None))
+        question=(ScriptQuestion("cost", {"sqnr_db": float("nan"), "ideal_sqnr_db": None,
+                                          "margin_db": 6.0, "min_sqnr_db": float("-inf"),
+                                          text: text})
+                  if quantized else ScriptQuestion()))
 
 
 def _variants() -> list[tuple[str, dict[str, str], bool]]:
@@ -200,8 +203,8 @@ def test_the_cheap_scripts_run_with_hostile_strings(tmp_path, monkeypatch, capsy
         record.handed.arrays = {f"feed/{HOSTILE}": np.asarray(prep.inputs.x, np.float32)}
         record.handed.files = {"model.tflite": b"TFL3 stand-in"}
         if quantized:
-            record.cost = {"sqnr_db": 50.0, "ideal_sqnr_db": 50.0, "margin_db": 6.0,
-                                   "min_sqnr_db": None}
+            record.question = ScriptQuestion("cost", {
+                "sqnr_db": 50.0, "ideal_sqnr_db": 50.0, "margin_db": 6.0, "min_sqnr_db": None})
         folder = write_one(tmp_path / str(quantized), record)
         namespace = {"__name__": "repro", "__file__": str(folder / "repro.py")}
         exec(compile((folder / "repro.py").read_text(encoding="utf-8"), "repro.py", "exec"),
