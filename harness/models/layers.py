@@ -62,6 +62,7 @@ class Layer:
     adapter: str | None = None  # the adapter that runs it in its framework (None: none does)
     where: str = ""  # where it is in words (an ONNX node in a branch), "" where path says it
     onnx: Any = field(default=None, repr=False)  # an ONNX node: models.onnx_nodes.OnnxNode
+    ir: Any = field(default=None, repr=False)  # an IR's op: models.openvino_ir.IrOpRef
     # a stacked layer of a module read whole (torch ``num_layers=2``): its index there, and the
     # file's names of the tensors ``native`` names as a one-layer module's (``weight_hh_l0`` ->
     # ``weight_hh_l1``), so that what the doctor and the outputs say is in the file's terms
@@ -175,6 +176,10 @@ def _file_layers(path: Path, label: str, role: str, limit: int
                                + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
                                file=label)
         return _nonempty(found, path, label), unread
+    elif suffix == ".xml":  # an OpenVINO IR, its .bin beside it
+        from harness.models.openvino_ir import ir_layers
+
+        return _nonempty(ir_layers(path, label, role, limit), path, label), []
     elif suffix == ".msgpack":
         groups = [(path.stem.split(".")[0] or "params", None)]
     elif suffix == ".npz":
