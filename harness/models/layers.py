@@ -177,9 +177,7 @@ def _file_layers(path: Path, label: str, role: str, limit: int
                                file=label)
         return _nonempty(found, path, label), unread
     elif suffix == ".xml":  # an OpenVINO IR, its .bin beside it
-        from harness.models.openvino_ir import ir_layers
-
-        return _nonempty(ir_layers(path, label, role, limit), path, label), []
+        return _nonempty(_ir_layers(path, label, role, limit), path, label), []
     elif suffix == ".msgpack":
         groups = [(path.stem.split(".")[0] or "params", None)]
     elif suffix == ".npz":
@@ -222,6 +220,20 @@ def _onnx_layers(path: Path, label: str, role: str, limit: int
                             stored_dtype(native.values()), ADAPTER_OF_LAYOUT["onnx"],
                             where=n.where, onnx=node))
     return layers, unread
+
+
+def _ir_layers(path: Path, label: str, role: str, limit: int) -> list[Layer]:
+    """The layers of an OpenVINO IR: each sequence op in ONNX's layout, stored as the .bin's
+    constants are (float16 where compressed)."""
+    from harness.models.openvino_ir import ir_layers
+
+    layers = []
+    for r in ir_layers(path, label, limit):
+        case = case_of(role, r.fields, label)
+        canonical = get_layout("onnx").from_native(r.native, case, file=label)
+        layers.append(Layer(label, r.name, r.name, case, "onnx", canonical, r.native,
+                            stored_dtype(r.ref.weights.values()), None, where=r.where, ir=r.ref))
+    return layers
 
 
 def _nonempty(layers: list[Layer], path: Path, label: str) -> list[Layer]:

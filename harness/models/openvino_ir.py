@@ -49,31 +49,38 @@ class IrOpRef:
     biases_summed: bool = True
 
 
-def ir_layers(path: Path, label: str, role: str, limit: int) -> list:
-    """The layers of the IR ``path`` (:class:`~harness.models.layers.Layer`), errors naming
-    ``label``. An op whose weights are not constants is refused, naming it."""
-    from harness.layouts import get_layout
-    from harness.models.layers import Layer, case_of, stored_dtype
+@dataclass(frozen=True)
+class IrRead:
+    """One sequence op read from the IR: its ``name``, case ``fields``, weights as an ONNX
+    node's (``native``), where it is in words, and what runs it (``ref``)."""
+
+    name: str
+    fields: dict
+    native: dict[str, np.ndarray] = field(repr=False)
+    where: str
+    ref: IrOpRef
+
+
+def ir_layers(path: Path, label: str, limit: int) -> list[IrRead]:
+    """The sequence ops of the IR ``path``, errors naming ``label``. An op whose weights are
+    not constants is refused, naming it."""
     from harness.readers.limits import one_line
     from harness.readers.openvino_ir import fields_of, onnx_native, read_sequences
 
-    layers = []
+    found = []
     for seq in one_line(path, lambda: read_sequences(path, limit)):
         if seq.problem is not None:
             raise WeightsError(seq.problem, file=label)
         try:
-            case = case_of(role, fields_of(seq), label)
-            native = onnx_native(seq)
-            canonical = get_layout("onnx").from_native(native, case, file=label)
+            fields = fields_of(seq)
         except WeightsError as exc:
             exc.file = label
             raise
         ref = IrOpRef(str(path), seq.name, seq.op_type, seq.op_id, dict(seq.weights),
                       seq.stored)
-        where = f"{seq.op_type} op {seq.name!r} of the OpenVINO IR"
-        layers.append(Layer(label, seq.name, seq.path, case, "onnx", canonical, native,
-                            stored_dtype(seq.weights.values()), None, where=where, ir=ref))
-    return layers
+        found.append(IrRead(seq.name, fields, onnx_native(seq),
+                            f"{seq.op_type} op {seq.name!r} of the OpenVINO IR", ref))
+    return found
 
 
 def default_precision() -> str:
