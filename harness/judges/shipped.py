@@ -70,6 +70,11 @@ class ShippedOutputsJudge(PairingJudge):
         from harness.models.shipped_run import layer_inputs
 
         inputs, note = (None, "") if data is None else layer_inputs(shipped, data)
+        if shipped.ir is not None:  # an OpenVINO IR's op: at the default precision and f32
+            from harness.models.openvino_ir import ir_adapters
+
+            return tuple(self.judge(original, shipped, inputs, adapter=a, note=note)
+                         for a in ir_adapters(shipped.ir))
         if shipped.onnx is None:
             return (self.judge(original, shipped, inputs, note=note),)
         from harness.models.onnx_run import RUNTIMES, ShippedNode

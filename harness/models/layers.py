@@ -62,6 +62,7 @@ class Layer:
     adapter: str | None = None  # the adapter that runs it in its framework (None: none does)
     where: str = ""  # where it is in words (an ONNX node in a branch), "" where path says it
     onnx: Any = field(default=None, repr=False)  # an ONNX node: models.onnx_nodes.OnnxNode
+    ir: Any = field(default=None, repr=False)  # an IR's op: models.openvino_ir.IrOpRef
     # a stacked layer of a module read whole (torch ``num_layers=2``): its index there, and the
     # file's names of the tensors ``native`` names as a one-layer module's (``weight_hh_l0`` ->
     # ``weight_hh_l1``), so that what the doctor and the outputs say is in the file's terms
@@ -175,6 +176,8 @@ def _file_layers(path: Path, label: str, role: str, limit: int
                                + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
                                file=label)
         return _nonempty(found, path, label), unread
+    elif suffix == ".xml":  # an OpenVINO IR, its .bin beside it
+        return _nonempty(_ir_layers(path, label, role, limit), path, label), []
     elif suffix == ".msgpack":
         groups = [(path.stem.split(".")[0] or "params", None)]
     elif suffix == ".npz":
@@ -217,6 +220,20 @@ def _onnx_layers(path: Path, label: str, role: str, limit: int
                             stored_dtype(native.values()), ADAPTER_OF_LAYOUT["onnx"],
                             where=n.where, onnx=node))
     return layers, unread
+
+
+def _ir_layers(path: Path, label: str, role: str, limit: int) -> list[Layer]:
+    """The layers of an OpenVINO IR: each sequence op in ONNX's layout, stored as the .bin's
+    constants are (float16 where compressed)."""
+    from harness.models.openvino_ir import ir_layers
+
+    layers = []
+    for r in ir_layers(path, label, limit):
+        case = case_of(role, r.fields, label)
+        canonical = get_layout("onnx").from_native(r.native, case, file=label)
+        layers.append(Layer(label, r.name, r.name, case, "onnx", canonical, r.native,
+                            stored_dtype(r.ref.weights.values()), None, where=r.where, ir=r.ref))
+    return layers
 
 
 def _nonempty(layers: list[Layer], path: Path, label: str) -> list[Layer]:

@@ -104,6 +104,11 @@ def run_shipped(original: Layer, shipped: Layer, adapter: Adapter,
     case = shipped.case
     if shipped.onnx is not None and shipped.onnx.elem == "FLOAT16":
         case = case.model_copy(update={"dtype": "float16"})
+    # the precision the runtime computes in (an IR at OpenVINO's default: bf16 on a CPU
+    # with AVX-512 BF16 or AMX): its reference noise floor and tolerance are that precision's
+    dtype = getattr(adapter, "case_dtype", None)
+    if dtype is not None:
+        case = case.model_copy(update={"dtype": dtype})
     inputs = inputs if inputs is not None else generate(case)
     node = shipped.onnx
     if node is not None and node.sole and not _has(node, 5):
@@ -112,7 +117,8 @@ def run_shipped(original: Layer, shipped: Layer, adapter: Adapter,
         inputs = replace(inputs, c0=np.zeros_like(inputs.c0))
     B, T = inputs.x.shape[:2]
     case = case.model_copy(update={"batch": B, "seq_len": T})
-    ref, floor = reference_and_floor(original.case.model_copy(update={"batch": B, "seq_len": T}),
+    ref, floor = reference_and_floor(original.case.model_copy(update={"batch": B, "seq_len": T,
+                                                                      "dtype": case.dtype}),
                                      original.canonical, inputs)
     prep = Prepared(case, shipped.canonical, inputs, ref, floor)
     r = runner.run_pair(prep, adapter, step_mode="off", attribute=False)

@@ -39,13 +39,42 @@ def block_ratios(original: Layer, shipped: Layer) -> dict[str, float]:
     rounding allowed (0: equal; above 1: differs)."""
     eps = rounding(original, shipped)
     out = {}
-    for k, want in original.canonical.tensors.items():
-        got = shipped.canonical.tensors[k]
+    mine, theirs = compared_tensors(original, shipped), compared_tensors(shipped, original)
+    for k, want in mine.items():
+        got = theirs[k]
         scale = max(float(np.abs(want).max(initial=0.0)), float(np.abs(got).max(initial=0.0)))
         diff = float(np.abs(got - want).max(initial=0.0))
         allowed = eps * scale
         out[k.split("/", 1)[1]] = (0.0 if diff == 0 else diff / allowed if allowed > 0
                                    else float("inf"))
+    return out
+
+
+def biases_summed(layer: Layer) -> bool:
+    """The layer's file holds one bias per gate, bW + bR summed (an OpenVINO IR's sequence
+    op): its canonical bW holds the sum, bR zeros."""
+    return bool(getattr(layer.ir, "biases_summed", False))
+
+
+def compared_tensors(layer: Layer, other: Layer) -> dict[str, np.ndarray]:
+    """``layer``'s canonical blocks as compared with ``other``'s: where either file stores the
+    biases summed, each gate's bW + bR in bW and zeros in bR (what such a file can hold),
+    except a GRU's n gate with reset_after, whose two biases stay apart."""
+    tensors = layer.canonical.tensors
+    if not (biases_summed(layer) or biases_summed(other)):
+        return tensors
+    out = dict(tensors)
+    for k in tensors:
+        scope, name = k.rsplit("/", 1)
+        if not name.startswith("bW_"):
+            continue
+        gate = name[3:]
+        if layer.case.cell == "gru" and layer.case.reset_after and gate == "n":
+            continue
+        r = f"{scope}/bR_{gate}"
+        if r in tensors:
+            out[k] = tensors[k] + tensors[r]
+            out[r] = np.zeros_like(tensors[r])
     return out
 
 
