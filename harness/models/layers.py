@@ -111,6 +111,9 @@ def read_layers(source: Any, role: str, max_bytes: int | None = None
     from harness.memory import max_memory
 
     limit = max_memory() if max_bytes is None else max_bytes
+    from harness.models import tflite as _tflite  # a .tflite path or its bytes
+    if _tflite.is_tflite(source):
+        return _tflite.read_tflite(source, role, limit)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         check_file(path)
