@@ -70,6 +70,10 @@ class ShippedOutputsJudge(PairingJudge):
         from harness.models.shipped_run import layer_inputs
 
         inputs, note = (None, "") if data is None else layer_inputs(shipped, data)
+        if getattr(shipped, "tflite", None) is not None:  # a .tflite: the file in LiteRT
+            from harness.judges.tflite_outputs import tflite_verdict
+
+            return (tflite_verdict(self.kind, original, shipped, inputs, note),)
         if shipped.onnx is None:
             return (self.judge(original, shipped, inputs, note=note),)
         from harness.models.onnx_run import RUNTIMES, ShippedNode
