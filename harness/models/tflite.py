@@ -27,9 +27,9 @@ import numpy as np
 
 from harness.adapters import _litert_flatbuffer as fb
 from harness.errors import WeightsError
-from harness.models.layers import Layer, case_of
 from harness.params import Canonical, key
 from harness.quantization import LayerGrids, QuantizedModel
+from harness.spec import Case
 
 SUFFIXES = (".tflite",)
 UNI, BIDI = fb.FUSED_LSTM, "BIDIRECTIONAL_SEQUENCE_LSTM"
@@ -74,13 +74,6 @@ class TfliteOp:
     whole: bool = False
 
 
-@dataclass(frozen=True)
-class TfliteLayer(Layer):
-    """A :class:`Layer` read from a ``.tflite``, with where it sits (:class:`TfliteOp`)."""
-
-    tflite: TfliteOp | None = field(default=None, repr=False)
-
-
 def is_tflite(source: Any) -> bool:
     """A ``.tflite`` path, or bytes holding a TFLite flatbuffer (identifier ``TFL3``)."""
     if isinstance(source, bytes | bytearray | memoryview):
@@ -90,8 +83,9 @@ def is_tflite(source: Any) -> bool:
     return False
 
 
-def read_tflite(source: Any, role: str, limit: int) -> tuple[list[Layer], list]:
-    """(layers, unread) of a ``.tflite`` path or its bytes; errors name the file."""
+def read_tflite(source: Any, role: str, limit: int) -> list[dict[str, Any]]:
+    """The fields of each :class:`~harness.models.layers.Layer` of a ``.tflite`` path or its
+    bytes (``tflite``: where it sits, :class:`TfliteOp`); errors name the file."""
     from harness.readers.limits import check_file, check_size
 
     if isinstance(source, bytes | bytearray | memoryview):
@@ -115,7 +109,7 @@ def read_tflite(source: Any, role: str, limit: int) -> tuple[list[Layer], list]:
               if op.name in (UNI, BIDI)]
     if not layers:
         raise WeightsError(_no_layer(flat, data, count), file=label)
-    return layers, []
+    return layers
 
 
 def _no_layer(flat: fb.Flat, data: bytes, count: int) -> str:
@@ -149,7 +143,16 @@ def _weight_grid(flat: fb.Flat, i: int, words: str) -> WeightGrid | None:
                       fb.INTEGER_TYPES[kind][2], f"{words}, tensor {i}")
 
 
-def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str) -> Layer:
+def _case(role: str, fields: dict[str, Any], label: str) -> Case:
+    try:
+        return Case(name=role, **fields)
+    except ValueError as exc:
+        raise WeightsError(f"the sizes read make no case ({exc})".splitlines()[0],
+                           file=label) from None
+
+
+def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
+           ) -> dict[str, Any]:
     where = f"op {n} {op.name}"
     D = 2 if op.name == BIDI else 1
     starts = [0] if D == 1 else [0, BIDI_OFFSET]
@@ -188,7 +191,7 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str)
         fields["seq_len"] = T
     if clip > 0 and clip != CONVERTER_CELL_CLIP:
         fields["cell_clip"] = clip
-    case = case_of(role, fields, label)
+    case = _case(role, fields, label)
     tensors: dict[str, np.ndarray] = {}
     grids: dict[str, WeightGrid] = {}
     file_names: dict[str, str] = {}
@@ -231,14 +234,14 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str)
         quantized = QuantizedModel(scheme if scheme != "16x8" else "int8",
                                    {k: v.copy() for k, v in tensors.items()}, layer_grids,
                                    output)
-    from harness.models.layers import stored_dtype
-
-    dtype = stored_dtype(tensors.values()) if not grids else "float32"
+    float32 = all(np.array_equal(v.astype(np.float32), v) for v in tensors.values())
     name = f"{where}"
-    return TfliteLayer(label, name, name, case, "canonical", canonical, dict(tensors), dtype,
-                       None, where=f"the {op.name} op {n} of the main subgraph",
-                       file_names=file_names,
-                       tflite=TfliteOp(data, n, op.name, scheme, grids, quantized, whole))
+    return {"source": label, "name": name, "path": name, "case": case, "layout": "canonical",
+            "canonical": canonical, "native": dict(tensors),
+            "dtype": "float32" if grids or float32 else "float64", "adapter": None,
+            "where": f"the {op.name} op {n} of the main subgraph",
+            "file_names": file_names,
+            "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, whole)}
 
 
 def _whole(flat: fb.Flat, op: fb.Op) -> bool:
@@ -259,7 +262,7 @@ def _whole(flat: fb.Flat, op: fb.Op) -> bool:
     return fed and read
 
 
-def describe(layer: TfliteLayer) -> str:
+def describe(layer: Any) -> str:
     """The layer in words, for its reason: the op and its scheme."""
     t = layer.tflite
     return f"{t.op} op {t.index} ({t.scheme})" if t is not None else layer.path
