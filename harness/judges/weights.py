@@ -93,10 +93,20 @@ class WeightsJudge(PairingJudge):
         max_abs = max((float(np.abs(shipped.canonical[k] - v).max(initial=0.0))
                        for k, v in original.canonical.tensors.items()), default=0.0)
         eps = m.rounding(original, shipped)
+        quantized = bool(m.grids_of(original, shipped))
         if not differ and not semantics:
-            return Verdict(self.kind, PASS, f"every block equal within "
-                           f"{m.stored_format(original, shipped)} rounding (worst {worst:.2g}x)",
+            within = (f"every quantized block within half a step of its own grid, the float "
+                      f"ones within {m.stored_format(original, shipped)} rounding"
+                      if quantized else
+                      f"every block equal within {m.stored_format(original, shipped)} rounding")
+            return Verdict(self.kind, PASS, f"{within} (worst {worst:.2g}x)",
                            figures=WeightsFigures(max_abs, worst, eps))
+        offences = m.quantized_offences(original, shipped) if quantized else []
+        if offences and not semantics and all("what its values need" in o for o in offences):
+            # a grid's scale explains every offence: no layout mistake to search for
+            return Verdict(self.kind, DIVERGED, "; ".join(offences[:6]) + (
+                f" (and {len(offences) - 6} more)" if len(offences) > 6 else ""),
+                figures=WeightsFigures(max_abs, worst, eps, differ))
         dx = m.diagnose(original, shipped, budget_s)
         best = dx.best
         # the doctor read the layer as a one-layer module: said again in the file's terms
@@ -109,6 +119,7 @@ class WeightsJudge(PairingJudge):
             what.append(f"{len(differ)} of {len(ratios)} blocks differ ("
                         f"{', '.join(differ[:6])}" + (" ..." if len(differ) > 6 else "")
                         + f"; max abs {max_abs:.3g})")
+        what += offences
         if semantics:
             what.append("the layers compute differently (" + "; ".join(semantics) + ")")
         if mistakes:

@@ -68,6 +68,7 @@ class Layer:
     # ``weight_hh_l1``), so that what the doctor and the outputs say is in the file's terms
     index: int = 0
     file_names: dict[str, str] = field(default_factory=dict, repr=False)
+    tflite: Any = field(default=None, repr=False)  # a .tflite op: models.tflite.TfliteOp
 
     def in_file_terms(self, text: str) -> str:
         """``text`` about this layer alone (its tensors, "layer 0", ``y L0``) in the file's
@@ -112,6 +113,9 @@ def read_layers(source: Any, role: str, max_bytes: int | None = None
     from harness.memory import max_memory
 
     limit = max_memory() if max_bytes is None else max_bytes
+    from harness.models import tflite as _tflite  # a .tflite path or its bytes
+    if _tflite.is_tflite(source):
+        return [Layer(**fields) for fields in _tflite.read_tflite(source, role, limit)], []
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         check_file(path)

@@ -34,15 +34,34 @@ def rounding(a: Layer, b: Layer) -> float:
     return float(FORMATS[stored_format(a, b)].eps)
 
 
+def grids_of(original: Layer, shipped: Layer) -> dict:
+    """The grids of the quantized blocks (``forward/W_f`` -> a ``.tflite``'s
+    :class:`~harness.models.tflite.WeightGrid`): the shipped layer's, else the original's;
+    empty where neither layer is quantized."""
+    for layer in (shipped, original):
+        grids = getattr(getattr(layer, "tflite", None), "grids", None)
+        if grids:
+            return grids
+    return {}
+
+
 def block_ratios(original: Layer, shipped: Layer) -> dict[str, float]:
     """Per canonical block (``forward/W_r``): its largest difference as a multiple of the
-    rounding allowed (0: equal; above 1: differs)."""
+    rounding allowed (0: equal; above 1: differs). A quantized block is allowed half a step
+    of its own grid per element (``scale / 2``), beside float64's rounding of the scale."""
     eps = rounding(original, shipped)
+    grids = grids_of(original, shipped)
     out = {}
     mine, theirs = compared_tensors(original, shipped), compared_tensors(shipped, original)
     for k, want in mine.items():
         got = theirs[k]
         scale = max(float(np.abs(want).max(initial=0.0)), float(np.abs(got).max(initial=0.0)))
+        grid = grids.get(k.split("/", 1)[1])
+        if grid is not None:
+            allowed_each = grid.scale / 2 * (1 + 1e-6) + eps * scale
+            out[k.split("/", 1)[1]] = float(np.max(np.abs(got - want) / allowed_each,
+                                                   initial=0.0))
+            continue
         diff = float(np.abs(got - want).max(initial=0.0))
         allowed = eps * scale
         out[k.split("/", 1)[1]] = (0.0 if diff == 0 else diff / allowed if allowed > 0
@@ -75,6 +94,33 @@ def compared_tensors(layer: Layer, other: Layer) -> dict[str, np.ndarray]:
         if r in tensors:
             out[k] = tensors[k] + tensors[r]
             out[r] = np.zeros_like(tensors[r])
+    return out
+
+
+def quantized_offences(original: Layer, shipped: Layer) -> list[str]:
+    """Per quantized block further than half a step from its own grid, in words: the file's
+    tensor, the largest offence in steps, and, for a symmetric weight grid, the factor by
+    which its scale differs from what the original's values need (``max |w| / qmax``) where
+    that factor is not 1 (``scale 1.25x what its values need``)."""
+    grids = grids_of(original, shipped)
+    out = []
+    for k, want in original.canonical.tensors.items():
+        block = k.split("/", 1)[1]
+        grid = grids.get(block)
+        if grid is None:
+            continue
+        steps = np.abs(shipped.canonical.tensors[k] - want) / grid.scale
+        worst = float(np.max(steps, initial=0.0))
+        if worst <= 0.5 * (1 + 1e-6) + 1e-9:
+            continue
+        words = f"{block} ({grid.tensor}): {worst:.3g} steps from the original's values"
+        need = float(np.abs(want).max(initial=0.0)) / grid.qmax
+        if (block.rsplit("/", 1)[-1][0] in "WR" and not np.any(grid.zero_point) and need > 0
+                and np.ptp(grid.scale) == 0):
+            factor = float(grid.scale.flat[0]) / need
+            if abs(factor - 1) > 0.01:
+                words += f"; scale {factor:.3g}x what its values need"
+        out.append(words)
     return out
 
 

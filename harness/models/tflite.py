@@ -1,0 +1,268 @@
+"""The recurrent layers of a ``.tflite`` file (a path or its bytes), for ``compare``: each
+``UNIDIRECTIONAL_SEQUENCE_LSTM`` and ``BIDIRECTIONAL_SEQUENCE_LSTM`` op of the main subgraph,
+float or quantized (int8, 16x8: integer weights with their scale and zero point), dequantized
+to canonical parameters (docs/equations.md), its sizes (batch and sequence length included)
+from the file's tensors.
+
+The fused ops' inputs (TFLite schema; gate order input, forget, cell, output = canonical i, f,
+g, o): unidirectional 0 the input, 1-4 input-to-gate weights [H, I], 5-8 recurrent-to-gate
+weights [H, P or H], 9-11 peepholes (cell-to-input, -forget, -output), 12-15 gate biases, 16-17
+projection weights and bias, 18-19 the h and c states, 20-23 layer-norm coefficients.
+Bidirectional: 1-17 forward, 18-34 backward in the same order, 35-38 the states. A gate's one
+bias is canonical ``bW``; ``bR`` is zero.
+
+The converter emits a ``WHILE`` loop, not a fused op, for a Keras GRU and for an LSTM traced
+with its final states as outputs. That form is named as not readable here, with its loop
+body's ops (:class:`~harness.errors.WeightsError`, exit 2), as is any other recurrent form
+(peepholes, projection, layer normalization, CIFG).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.adapters import _litert_flatbuffer as fb
+from harness.errors import WeightsError
+from harness.params import Canonical, key
+from harness.quantization import LayerGrids, QuantizedModel
+from harness.spec import Case
+
+SUFFIXES = (".tflite",)
+UNI, BIDI = fb.FUSED_LSTM, "BIDIRECTIONAL_SEQUENCE_LSTM"
+GATES = ("i", "f", "g", "o")
+SCHEMA_GATES = {"i": "input", "f": "forget", "g": "cell", "o": "output"}
+# per direction: where each kind of tensor starts among the op's inputs (one per gate)
+UNI_INPUTS = {"W": 1, "R": 5, "bW": 12, "peephole": 9, "projection": 16, "state": 18,
+              "layer_norm": 20}
+BIDI_OFFSET = 17  # the backward direction's inputs follow the forward's
+BIDI_STATES = (35, 37)  # each direction's h state (its c state follows)
+# the clip the converter writes into every Keras LSTM's fused op (measured, TensorFlow 2.21)
+CONVERTER_CELL_CLIP = 10.0
+
+
+@dataclass(frozen=True)
+class WeightGrid:
+    """A quantized weight tensor's grid, per element: ``scale`` and ``zero_point`` broadcast
+    to the tensor's shape, ``qmax`` its integer range's top; ``tensor`` the file's words for
+    it (``input_to_forget_weights, tensor 11``)."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    qmax: int
+    tensor: str
+
+
+@dataclass(frozen=True)
+class TfliteOp:
+    """Where a layer sits in its ``.tflite``: the ``model`` bytes, the op's index and name,
+    ``scheme`` (float, int8, 16x8), the grids of its quantized weights by canonical block
+    (``forward/W_f``), and the file's weights and activation grids as the integer-aware
+    reference reads them (``quantized``; None for a float file)."""
+
+    model: bytes = field(repr=False)
+    index: int
+    op: str
+    scheme: str
+    grids: dict[str, WeightGrid] = field(default_factory=dict, repr=False)
+    quantized: QuantizedModel | None = field(default=None, repr=False)
+    # the op reads the model's input (directly or through one QUANTIZE) and the model's
+    # output is its y (directly or through one DEQUANTIZE): the file runs as the layer
+    whole: bool = False
+
+
+def is_tflite(source: Any) -> bool:
+    """A ``.tflite`` path, or bytes holding a TFLite flatbuffer (identifier ``TFL3``)."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return bytes(source[4:8]) == b"TFL3"
+    if isinstance(source, str | Path):
+        return Path(source).suffix.lower() in SUFFIXES
+    return False
+
+
+def read_tflite(source: Any, role: str, limit: int) -> list[dict[str, Any]]:
+    """The fields of each :class:`~harness.models.layers.Layer` of a ``.tflite`` path or its
+    bytes (``tflite``: where it sits, :class:`TfliteOp`); errors name the file."""
+    from harness.readers.limits import check_file, check_size
+
+    if isinstance(source, bytes | bytearray | memoryview):
+        data, label = bytes(source), "the .tflite bytes"
+        if len(data) > limit:
+            raise WeightsError(f"{len(data)} bytes exceed the memory limit {limit}", file=label)
+    else:
+        path = Path(source)
+        check_file(path)
+        check_size(path, path.stat().st_size, limit, "is")
+        data, label = path.read_bytes(), str(path)
+    if data[4:8] != b"TFL3":
+        raise WeightsError("not a TFLite flatbuffer (no TFL3 identifier at byte 4)", file=label)
+    try:
+        flat = fb.read(data)
+        count = fb.subgraph_count(data)
+    except Exception as exc:  # a damaged flatbuffer: the schema's own words
+        raise WeightsError(f"the flatbuffer cannot be read ({type(exc).__name__}: "
+                           f"{(str(exc).splitlines() or [''])[0][:200]})", file=label) from None
+    layers = [_layer(flat, n, op, data, label, role) for n, op in enumerate(flat.ops)
+              if op.name in (UNI, BIDI)]
+    if not layers:
+        raise WeightsError(_no_layer(flat, data, count), file=label)
+    return layers
+
+
+def _no_layer(flat: fb.Flat, data: bytes, count: int) -> str:
+    ops = [op.name for op in flat.ops]
+    if "WHILE" in ops and count > 1:
+        body = []
+        for s in range(1, count):
+            body += [op.name for op in fb.read(data, s).ops]
+        names = ", ".join(dict.fromkeys(body))
+        return (f"a WHILE loop whose body holds {names}: not a recurrent form rnn-harness "
+                f"reads (it reads the fused UNIDIRECTIONAL_SEQUENCE_LSTM and "
+                f"BIDIRECTIONAL_SEQUENCE_LSTM ops)")
+    return (f"no recurrent layer: no UNIDIRECTIONAL_SEQUENCE_LSTM or "
+            f"BIDIRECTIONAL_SEQUENCE_LSTM op among its ops ({', '.join(dict.fromkeys(ops))})")
+
+
+def _weight_grid(flat: fb.Flat, i: int, words: str) -> WeightGrid | None:
+    t = flat.subgraph.tensors[i]
+    kind = flat.tensor_type(i)
+    q = t.quantization
+    if kind not in fb.INTEGER_TYPES or q is None or q.scale is None or len(q.scale) == 0:
+        return None
+    shape = tuple(int(s) for s in t.shape)
+    scale = np.asarray(q.scale, dtype=np.float64)
+    zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0], dtype=np.float64)
+    if scale.size > 1:
+        bshape = [1] * len(shape)
+        bshape[q.quantizedDimension] = -1
+        scale, zero = scale.reshape(bshape), zero.reshape(bshape)
+    return WeightGrid(np.broadcast_to(scale, shape), np.broadcast_to(zero, shape),
+                      fb.INTEGER_TYPES[kind][2], f"{words}, tensor {i}")
+
+
+def _case(role: str, fields: dict[str, Any], label: str) -> Case:
+    try:
+        return Case(name=role, **fields)
+    except ValueError as exc:
+        raise WeightsError(f"the sizes read make no case ({exc})".splitlines()[0],
+                           file=label) from None
+
+
+def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
+           ) -> dict[str, Any]:
+    where = f"op {n} {op.name}"
+    D = 2 if op.name == BIDI else 1
+    starts = [0] if D == 1 else [0, BIDI_OFFSET]
+
+    def at(d: int, what: str, g: int = 0) -> int:
+        k = UNI_INPUTS[what] + starts[d] + g
+        return op.inputs[k] if k < len(op.inputs) else -1
+
+    present = set()
+    for d in range(D):
+        for what, count, words in (("peephole", 3, "peepholes (cell_to_* weights)"),
+                                   ("projection", 2, "a projection"),
+                                   ("layer_norm", 4 if D == 1 else 0, "layer normalization")):
+            if any(at(d, what, g) >= 0 for g in range(count)):
+                present.add(words)
+    if present or at(0, "W") < 0:
+        what = sorted(present) or ["no input gate (CIFG)"]
+        raise WeightsError(f"{where} has {', '.join(what)}: not a form rnn-harness reads",
+                           file=label)
+    x = flat.subgraph.tensors[op.inputs[0]]
+    options = op.options
+    time_major = bool(getattr(options, "timeMajor", False))
+    shape = [int(s) for s in x.shape]
+    if len(shape) != 3:
+        raise WeightsError(f"{where}: its input is shaped {shape}, expected 3 dimensions",
+                           file=label)
+    T, B = (shape[0], shape[1]) if time_major else (shape[1], shape[0])
+    w_i = flat.subgraph.tensors[at(0, "W")]
+    H, I = (int(s) for s in w_i.shape)
+    clip = float(getattr(options, "cellClip", 0.0) or 0.0)
+    fields: dict[str, Any] = {"cell": "lstm", "input_size": I, "hidden_size": H,
+                              "direction": "bidirectional" if D == 2 else "forward"}
+    if B > 0:
+        fields["batch"] = B
+    if T > 0:
+        fields["seq_len"] = T
+    if clip > 0 and clip != CONVERTER_CELL_CLIP:
+        fields["cell_clip"] = clip
+    case = _case(role, fields, label)
+    tensors: dict[str, np.ndarray] = {}
+    grids: dict[str, WeightGrid] = {}
+    file_names: dict[str, str] = {}
+    kinds = set()
+    for d in range(D):
+        side = ("forward " if d == 0 else "backward ") if D == 2 else ""
+        for prefix, what, words in (("W", "W", "input_to_{}_weights"),
+                                    ("R", "R", "recurrent_to_{}_weights"),
+                                    ("bW", "bW", "{}_gate_bias")):
+            for g, gate in enumerate(GATES):
+                i = at(d, what, g)
+                k = key(0, d, f"{prefix}_{gate}")
+                value = flat.value(i)
+                want = (H, I) if prefix == "W" else (H, H) if prefix == "R" else (H,)
+                if value.shape != want:
+                    raise WeightsError(f"{where}: {words.format(SCHEMA_GATES[gate])} is shaped "
+                                       f"{list(value.shape)}, expected {list(want)}", file=label)
+                tensors[k] = value
+                name = side + words.format(SCHEMA_GATES[gate])
+                file_names[k] = f"{name} (tensor {i})"
+                kinds.add(flat.tensor_type(i))
+                grid = _weight_grid(flat, i, name)
+                if grid is not None:
+                    grids[k.split("/", 1)[1]] = grid
+        for g in GATES:
+            tensors[key(0, d, f"bR_{g}")] = np.zeros(H)
+    scheme = ("float" if not grids else "16x8" if flat.tensor_type(op.inputs[0]) == "INT16"
+              else "int8" if flat.grid(op.inputs[0]) is not None else "dynamic")
+    canonical = Canonical(tensors)
+    whole = _whole(flat, op)
+    quantized = None
+    if grids:
+        states = [at(0, "state")] if D == 1 else list(BIDI_STATES)
+        layer_grids = {f"0/{d}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(s),
+                                            c=flat.grid(s + 1)) for d, s in enumerate(states)}
+        out = flat.subgraph.outputs[0]
+        producer = next((o for o in flat.ops if out in o.outputs), None)
+        output = (flat.grid(producer.inputs[0]) if producer is not None
+                  and producer.name == "DEQUANTIZE" else flat.grid(out))
+        quantized = QuantizedModel(scheme if scheme != "16x8" else "int8",
+                                   {k: v.copy() for k, v in tensors.items()}, layer_grids,
+                                   output)
+    float32 = all(np.array_equal(v.astype(np.float32), v) for v in tensors.values())
+    name = f"{where}"
+    return {"source": label, "name": name, "path": name, "case": case, "layout": "canonical",
+            "canonical": canonical, "native": dict(tensors),
+            "dtype": "float32" if grids or float32 else "float64", "adapter": None,
+            "where": f"the {op.name} op {n} of the main subgraph",
+            "file_names": file_names,
+            "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, whole)}
+
+
+def _whole(flat: fb.Flat, op: fb.Op) -> bool:
+    """Whether the model's one input feeds the op (directly or through one QUANTIZE) and its
+    one output is the op's y (directly or through one DEQUANTIZE)."""
+    made_by = {o: p for p in flat.ops for o in p.outputs}
+    ins, outs = list(flat.subgraph.inputs), list(flat.subgraph.outputs)
+    if len(ins) != 1 or len(outs) != 1:
+        return False
+    x = op.inputs[0]
+    feeder = made_by.get(x)
+    fed = x == ins[0] or (feeder is not None and feeder.name == "QUANTIZE"
+                          and feeder.inputs[0] == ins[0])
+    y = outs[0]
+    writer = made_by.get(y)
+    read = y == op.outputs[0] or (writer is not None and writer.name == "DEQUANTIZE"
+                                  and writer.inputs[0] == op.outputs[0])
+    return fed and read
+
+
+def describe(layer: Any) -> str:
+    """The layer in words, for its reason: the op and its scheme."""
+    t = layer.tflite
+    return f"{t.op} op {t.index} ({t.scheme})" if t is not None else layer.path

@@ -1,0 +1,105 @@
+"""Hand-made ``.tflite`` flatbuffers for compare's cheap tests, built with LiteRT's own schema
+(no converter, no TensorFlow): one ``UNIDIRECTIONAL_SEQUENCE_LSTM`` op, float or with int8
+weights on given grids, and a ``WHILE`` loop whose body holds given ops."""
+
+from __future__ import annotations
+
+import flatbuffers
+import numpy as np
+
+schema = __import__("pytest").importorskip("ai_edge_litert.schema_py_generated")
+
+
+def _tensor(m, shape, kind, data=None, scale=None, name="t", variable=False):
+    t = schema.TensorT()
+    t.shape, t.type, t.name, t.isVariable = list(shape), kind, name.encode(), variable
+    b = schema.BufferT()
+    if data is not None:
+        b.data = list(np.ascontiguousarray(data).tobytes())
+    m.buffers.append(b)
+    t.buffer = len(m.buffers) - 1
+    if scale is not None:
+        q = schema.QuantizationParametersT()
+        q.scale, q.zeroPoint = [float(scale)], [0]
+        t.quantization = q
+    m.subgraphs[0].tensors.append(t)
+    return len(m.subgraphs[0].tensors) - 1
+
+
+def _model(ops):
+    m = schema.ModelT()
+    m.version, m.buffers = 3, [schema.BufferT()]
+    sg = schema.SubGraphT()
+    sg.tensors, sg.operators = [], []
+    m.subgraphs = [sg]
+    m.operatorCodes = []
+    for name in ops:
+        c = schema.OperatorCodeT()
+        code = getattr(schema.BuiltinOperator, name)
+        c.builtinCode, c.deprecatedBuiltinCode, c.version = code, min(code, 127), 1
+        m.operatorCodes.append(c)
+    return m
+
+
+def _pack(m) -> bytes:
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def lstm(weights: dict[str, np.ndarray], B: int = 2, T: int = 5,
+         scales: dict[str, float] | None = None, declared: dict[str, float] | None = None
+         ) -> bytes:
+    """One fused LSTM op on x [B, T, I]; ``weights``: W_i..W_o [H, I], R_i..R_o [H, H],
+    b_i..b_o [H] (TFLite's gate order). ``scales``: int8 weights on these grids (symmetric),
+    each declared on its ``declared`` scale where given (a file whose scale was edited)."""
+    m = _model(["UNIDIRECTIONAL_SEQUENCE_LSTM"])
+    H, I = weights["W_i"].shape
+    F32, I8 = schema.TensorType.FLOAT32, schema.TensorType.INT8
+    x = _tensor(m, (B, T, I), F32, name="x")
+    ins = [x]
+    for name in [f"{p}_{g}" for p in "WR" for g in "ifgo"]:
+        w = weights[name]
+        if scales and name in scales:
+            q = np.clip(np.rint(w / scales[name]), -127, 127).astype(np.int8)
+            scale = (declared or {}).get(name, scales[name])
+            ins.append(_tensor(m, w.shape, I8, q, scale, name=name))
+        else:
+            ins.append(_tensor(m, w.shape, F32, w.astype(np.float32), name=name))
+    ins += [-1, -1, -1]
+    ins += [_tensor(m, (H,), F32, weights[f"b_{g}"].astype(np.float32), name=f"b_{g}")
+            for g in "ifgo"]
+    ins += [-1, -1]
+    ins += [_tensor(m, (B, H), F32, name="h", variable=True),
+            _tensor(m, (B, H), F32, name="c", variable=True)]
+    ins += [-1, -1, -1, -1]
+    y = _tensor(m, (B, T, H), F32, name="y")
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, ins, [y]
+    o = schema.UnidirectionalSequenceLSTMOptionsT()
+    o.fusedActivationFunction, o.timeMajor = schema.ActivationFunctionType.TANH, False
+    op.builtinOptionsType = schema.BuiltinOptions.UnidirectionalSequenceLSTMOptions
+    op.builtinOptions = o
+    sg = m.subgraphs[0]
+    sg.operators, sg.inputs, sg.outputs = [op], [x], [y]
+    return _pack(m)
+
+
+def while_loop(body_ops: list[str]) -> bytes:
+    """A main subgraph holding one WHILE op, its body subgraph holding ``body_ops`` (not a
+    model that runs: what the reader sees of the converter's loop form)."""
+    m = _model(["WHILE", *body_ops])
+    F32 = schema.TensorType.FLOAT32
+    x = _tensor(m, (2, 5, 3), F32, name="x")
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [x], [x]
+    m.subgraphs[0].operators = [op]
+    body = schema.SubGraphT()
+    body.tensors, body.operators = [schema.TensorT()], []
+    body.tensors[0].shape, body.tensors[0].type, body.tensors[0].buffer = [1], F32, 0
+    for k in range(len(body_ops)):
+        o = schema.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = k + 1, [0], [0]
+        body.operators.append(o)
+    m.subgraphs.append(body)
+    return _pack(m)
