@@ -190,7 +190,8 @@ def _file_layers(path: Path, label: str, role: str, limit: int
                            "tell their sizes", file=label)
     else:
         raise WeightsError(f"unknown model file type {suffix!r} (expected .pt, .pth, .bin, "
-                           ".keras, .h5, .onnx or .msgpack)", file=label)
+                           ".keras, .h5, .onnx, .msgpack, .tflite or an OpenVINO IR .xml)",
+                           file=label)
     found = [layer for name, select in groups
              for layer in _read_group(path, label, name, select, role, limit)]
     return _nonempty(found, path, label), []
