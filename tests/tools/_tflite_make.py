@@ -48,15 +48,23 @@ def _pack(m) -> bytes:
 
 
 def lstm(weights: dict[str, np.ndarray], B: int = 2, T: int = 5,
-         scales: dict[str, float] | None = None, declared: dict[str, float] | None = None
-         ) -> bytes:
+         scales: dict[str, float] | None = None, declared: dict[str, float] | None = None,
+         lead: str | None = None) -> bytes:
     """One fused LSTM op on x [B, T, I]; ``weights``: W_i..W_o [H, I], R_i..R_o [H, H],
     b_i..b_o [H] (TFLite's gate order). ``scales``: int8 weights on these grids (symmetric),
-    each declared on its ``declared`` scale where given (a file whose scale was edited)."""
-    m = _model(["UNIDIRECTIONAL_SEQUENCE_LSTM"])
+    each declared on its ``declared`` scale where given (a file whose scale was edited).
+    ``lead``: a one-input elementwise op (TANH) between the model's input and the LSTM, which
+    then sits inside a larger model."""
+    m = _model(["UNIDIRECTIONAL_SEQUENCE_LSTM", *([lead] if lead else [])])
     H, I = weights["W_i"].shape
     F32, I8 = schema.TensorType.FLOAT32, schema.TensorType.INT8
-    x = _tensor(m, (B, T, I), F32, name="x")
+    x = model_input = _tensor(m, (B, T, I), F32, name="x")
+    ops = []
+    if lead:
+        first = schema.OperatorT()
+        x = _tensor(m, (B, T, I), F32, name=lead.lower())
+        first.opcodeIndex, first.inputs, first.outputs = 1, [model_input], [x]
+        ops.append(first)
     ins = [x]
     for name in [f"{p}_{g}" for p in "WR" for g in "ifgo"]:
         w = weights[name]
@@ -81,7 +89,7 @@ def lstm(weights: dict[str, np.ndarray], B: int = 2, T: int = 5,
     op.builtinOptionsType = schema.BuiltinOptions.UnidirectionalSequenceLSTMOptions
     op.builtinOptions = o
     sg = m.subgraphs[0]
-    sg.operators, sg.inputs, sg.outputs = [op], [x], [y]
+    sg.operators, sg.inputs, sg.outputs = [*ops, op], [model_input], [y]
     return _pack(m)
 
 

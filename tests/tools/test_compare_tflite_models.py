@@ -1,0 +1,106 @@
+"""``rnn-harness compare`` on ``.tflite`` files whose layer sits inside a larger model, and on
+the ``WHILE`` loop the converter emits for a Keras GRU (issue 58). The cheap tests use
+flatbuffers made with LiteRT's schema (tests/tools/_tflite_make.py); the ``roads`` tests
+convert tf_keras models with TensorFlow's converter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import harness
+from harness.cli import main
+from harness.compare import PASS
+
+sys.path.insert(0, str(Path(__file__).parent))
+mk = pytest.importorskip("_tflite_make")
+
+H, I = 4, 3
+
+
+def _weights() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {**{f"W_{g}": rng.uniform(-.5, .5, (H, I)) for g in "ifgo"},
+            **{f"R_{g}": rng.uniform(-.5, .5, (H, H)) for g in "ifgo"},
+            **{f"b_{g}": rng.uniform(-.5, .5, H) for g in "ifgo"}}
+
+
+def test_an_lstm_inside_a_larger_tflite_runs_cut_out_and_on_the_data_through_the_file() -> None:
+    pytest.importorskip("ai_edge_litert.interpreter")
+    w = _weights()
+    original, shipped = mk.lstm(w), mk.lstm(w, lead="TANH")
+    result = harness.compare_models(original, shipped)
+    [p] = result.pairings
+    assert bool(result) and p.outputs.status == PASS
+    assert "cut out as a one-op .tflite" in p.outputs.reason
+    x = np.random.default_rng(1).uniform(-2, 2, (2, 5, I))
+    result = harness.compare_models(original, shipped, inputs=x)
+    [p] = result.pairings
+    assert bool(result) and p.outputs.status == PASS
+    assert "the data run through the shipped .tflite up to the op" in p.outputs.reason
+    # the layer's inputs are the file's TANH activations, not the data
+    np.testing.assert_allclose(p.outputs.figures.inputs.x, np.tanh(x), atol=1e-6)
+
+
+CONVERT = textwrap.dedent("""
+    import sys, numpy as np, tensorflow as tf, tf_keras as K
+    folder = sys.argv[1]
+    B, T, I, H = 2, 5, 3, 4
+    rng = np.random.default_rng(0)
+    K.utils.set_random_seed(0)
+    x = K.Input(batch_shape=(B, T, I))
+    # Dense weights in [-1, 1]: the calibrated cell state then needs a scale LiteRT's int8
+    # kernel takes (2^-15 or coarser); a finer one (2^-16) the kernel's tanh cannot read
+    dense = K.layers.Dense(6, name="dense",
+                           kernel_initializer=K.initializers.RandomUniform(-1, 1, seed=0))
+    model = K.Model(x, K.layers.LSTM(H, return_sequences=True, name="lstm")(dense(x)))
+    model.save(folder + "/dense_lstm.h5")
+    c = tf.lite.TFLiteConverter.from_keras_model(model)
+    c.optimizations = [tf.lite.Optimize.DEFAULT]
+    c.representative_dataset = lambda: ([rng.uniform(-1, 1, (B, T, I)).astype(np.float32)]
+                                        for _ in range(8))
+    c.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    open(folder + "/dense_lstm_int8.tflite", "wb").write(c.convert())
+    np.save(folder + "/x.npy", rng.uniform(-1, 1, (B, T, I)).astype(np.float32))
+    x = K.Input(batch_shape=(B, T, I))
+    gru = K.Model(x, K.layers.GRU(H, reset_after=True, return_sequences=True, name="gru")(x))
+    gru.save(folder + "/gru.h5")
+    open(folder + "/gru.tflite", "wb").write(
+        tf.lite.TFLiteConverter.from_keras_model(gru).convert())
+""")
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory) -> tuple[Path, float]:
+    """A tf_keras Dense -> LSTM model and its full-integer int8 .tflite, data for it (x.npy),
+    and a tf_keras GRU (reset_after) and its float .tflite (the WHILE form), converted in a
+    process of its own (the converter can die in the harness's: _litert_convert), and the
+    seconds it took."""
+    folder = tmp_path_factory.mktemp("compare-tflite-models")
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", CONVERT, str(folder)], check=True,
+                   capture_output=True)
+    return folder, time.perf_counter() - start
+
+
+@pytest.mark.roads
+def test_dense_lstm_keras_model_against_its_int8_tflite(converted, capsys) -> None:
+    folder, _ = converted
+    original, shipped = str(folder / "dense_lstm.h5"), str(folder / "dense_lstm_int8.tflite")
+    assert main(["compare", original, shipped]) == 0
+    out = capsys.readouterr().out
+    assert "pass (litert; SQNR " in out
+    assert main(["compare", original, shipped, "--inputs", str(folder / "x.npy")]) == 0
+    assert "pass (litert; SQNR " in capsys.readouterr().out
+    [p] = harness.compare_models(original, shipped).pairings
+    assert p.original.path == "lstm"  # the LSTM layer pairs with the op; Dense is no RNN
+    assert "cut out as a one-op .tflite" in p.outputs.reason
+    [p] = harness.compare_models(original, shipped, inputs=folder / "x.npy").pairings
+    assert p.outputs.status == PASS
+    assert "the data run through the shipped .tflite up to the op" in p.outputs.reason
