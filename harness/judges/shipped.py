@@ -176,6 +176,10 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
         import_litert()
     except Unavailable as exc:
         return Verdict(kind, compare.UNAVAILABLE, str(exc), figures=TfliteFigures(note=note))
+    if op.op == "WHILE" and not op.whole:
+        return Verdict(kind, compare.UNAVAILABLE, "the WHILE loop sits inside a larger model: "
+                       "not run here (a loop cannot be cut out to one op)",
+                       figures=TfliteFigures(note=note))
     adapter = ShippedTflite(op)
     if not op.whole and inputs is None:
         note = (f"the {op.op} op sits inside a larger model: cut out as a one-op .tflite (the "

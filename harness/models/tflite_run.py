@@ -137,7 +137,7 @@ class ShippedTflite(Adapter):
     def __init__(self, op: TfliteOp) -> None:
         self.op = op
         # the file itself where it is the layer, else its op cut out
-        self.model = op.model if op.whole else cut(op.model, op.index)
+        self.model = op.model if op.whole or op.op == "WHILE" else cut(op.model, op.index)
 
     def check_available(self) -> None:
         from harness.adapters._litert import import_litert
@@ -150,8 +150,8 @@ class ShippedTflite(Adapter):
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         y = interpret(self.model, inputs.x)
-        return Outputs(y=y, h_n=None, c_n=None, absent={"h_n": ABSENT, "c_n": ABSENT},
-                       models={"tflite": self.model})
+        absent = {"h_n": ABSENT, **({"c_n": ABSENT} if case.cell_kind.has_cell_state else {})}
+        return Outputs(y=y, h_n=None, c_n=None, absent=absent, models={"tflite": self.model})
 
 
 def zero_states(inputs: Inputs) -> Inputs:

@@ -69,7 +69,10 @@ CONVERT = textwrap.dedent("""
     open(folder + "/dense_lstm_int8.tflite", "wb").write(c.convert())
     np.save(folder + "/x.npy", rng.uniform(-1, 1, (B, T, I)).astype(np.float32))
     x = K.Input(batch_shape=(B, T, I))
-    gru = K.Model(x, K.layers.GRU(H, reset_after=True, return_sequences=True, name="gru")(x))
+    # biases not zero: the converter drops a zero bias from the loop body's FULLY_CONNECTED
+    layer = K.layers.GRU(H, reset_after=True, return_sequences=True, name="gru",
+                         bias_initializer=K.initializers.RandomUniform(-.5, .5, seed=1))
+    gru = K.Model(x, layer(x))
     gru.save(folder + "/gru.h5")
     open(folder + "/gru.tflite", "wb").write(
         tf.lite.TFLiteConverter.from_keras_model(gru).convert())
@@ -104,3 +107,18 @@ def test_dense_lstm_keras_model_against_its_int8_tflite(converted, capsys) -> No
     [p] = harness.compare_models(original, shipped, inputs=folder / "x.npy").pairings
     assert p.outputs.status == PASS
     assert "the data run through the shipped .tflite up to the op" in p.outputs.reason
+
+
+@pytest.mark.roads
+def test_keras_gru_against_its_float_tflite_while_loop(converted, capsys) -> None:
+    folder, seconds = converted
+    start = time.perf_counter()
+    assert main(["compare", str(folder / "gru.h5"), str(folder / "gru.tflite")]) == 0
+    out = capsys.readouterr().out
+    assert "| op 1 WHILE | gru        | GRU I=3 H=4 forward | pass      | pass" in out
+    assert seconds + time.perf_counter() - start <= 60  # conversions included
+    [p] = harness.compare_models(folder / "gru.h5", folder / "gru.tflite").pairings
+    assert (p.shipped.case.batch, p.shipped.case.seq_len) == (2, 5)
+    assert p.shipped.case.reset_after
+    assert p.weights.status == PASS and p.outputs.status == PASS
+    assert p.outputs.figures.adapter == "litert"
