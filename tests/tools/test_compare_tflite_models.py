@@ -1,6 +1,7 @@
 """``rnn-harness compare`` on ``.tflite`` files whose layer sits inside a larger model, and on
 the ``WHILE`` loop the converter emits for a Keras GRU (issue 58). The cheap tests use
-flatbuffers made with LiteRT's schema (tests/tools/_tflite_make.py); the ``roads`` tests
+flatbuffers made with LiteRT's schema (tests/tools/_tflite_make.py: an LSTM behind a TANH, a GRU
+loop body that is not run); the ``roads`` tests
 convert tf_keras models with TensorFlow's converter."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import harness
 from harness.cli import main
 from harness.compare import PASS
+from harness.models.layers import read_layers
 
 sys.path.insert(0, str(Path(__file__).parent))
 mk = pytest.importorskip("_tflite_make")
@@ -122,3 +124,28 @@ def test_keras_gru_against_its_float_tflite_while_loop(converted, capsys) -> Non
     assert p.shipped.case.reset_after
     assert p.weights.status == PASS and p.outputs.status == PASS
     assert p.outputs.figures.adapter == "litert"
+
+
+def test_a_keras_gru_while_loop_is_read_as_its_gru_and_any_other_body_is_bad_input(
+        tmp_path, capsys) -> None:
+    rng = np.random.default_rng(2)
+    Wx, Wh = rng.uniform(-.5, .5, (3 * H, I)), rng.uniform(-.5, .5, (3 * H, H))
+    bx, bh = rng.uniform(-.5, .5, 3 * H), rng.uniform(-.5, .5, 3 * H)
+    [[layer]] = [read_layers(mk.gru_loop(Wx, Wh, bx, bh), "shipped")[0]]
+    assert layer.sizes == "GRU I=3 H=4 forward" and layer.case.reset_after
+    blocks = {"z": slice(0, H), "r": slice(H, 2 * H), "n": slice(2 * H, 3 * H)}  # Keras's
+    checked = 0
+    for g, rows in blocks.items():
+        for name, value in (("W", Wx[rows]), ("R", Wh[rows]), ("bW", bx[rows]),
+                            ("bR", bh[rows])):
+            np.testing.assert_allclose(layer.canonical[f"layer0/forward/{name}_{g}"], value,
+                                       rtol=1e-6)
+            checked += 1
+    assert checked == 12
+    path = tmp_path / "not_a_gru.tflite"
+    path.write_bytes(mk.gru_loop(Wx, Wh, bx, bh, candidate="RELU"))
+    (tmp_path / "a.tflite").write_bytes(mk.lstm(_weights()))
+    assert main(["compare", str(tmp_path / "a.tflite"), str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a WHILE loop whose body holds GATHER, FULLY_CONNECTED" in err[0]
+    assert "RELU" in err[0]
