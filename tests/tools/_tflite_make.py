@@ -1,6 +1,7 @@
 """Hand-made ``.tflite`` flatbuffers for compare's cheap tests, built with LiteRT's own schema
 (no converter, no TensorFlow): one ``UNIDIRECTIONAL_SEQUENCE_LSTM`` op, float or with int8
-weights on given grids, a ``WHILE`` loop whose body holds given ops, and one whose body is a Keras GRU's cell."""
+weights on given grids, a ``WHILE`` loop whose body holds given ops, and one whose body is a
+Keras GRU's cell."""
 
 from __future__ import annotations
 

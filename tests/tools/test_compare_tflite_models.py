@@ -1,8 +1,8 @@
 """``rnn-harness compare`` on ``.tflite`` files whose layer sits inside a larger model, and on
 the ``WHILE`` loop the converter emits for a Keras GRU (issue 58). The cheap tests use
 flatbuffers made with LiteRT's schema (tests/tools/_tflite_make.py: an LSTM behind a TANH, a GRU
-loop body that is not run); the ``roads`` tests
-convert tf_keras models with TensorFlow's converter."""
+loop body that is not run); the ``roads`` tests convert tf_keras models with TensorFlow's
+converter."""
 
 from __future__ import annotations
 
