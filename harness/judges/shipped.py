@@ -205,5 +205,5 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     where = compare.where(first) if first is not None else ""
     return Verdict(kind, q.status, reason, q.rows, TfliteFigures(
         adapter=adapter.name, tol_ratio=float(q.rows["tol_ratio"].max()),
-        max_abs=q.max_abs, first=where, note=note, inputs=inputs, model=op.model,
+        max_abs=q.max_abs, first=where, note=note, inputs=inputs, model=adapter.model,
         got={"y": y}, sqnr_db=q.sqnr_db, ideal_sqnr_db=q.ideal_sqnr_db, exact=exact))
