@@ -162,39 +162,48 @@ class TfliteFigures(ShippedFigures):
 def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | None,
                    note: str) -> Verdict:
     """The outputs verdict of the shipped ``.tflite`` layer ``shipped``."""
+    from dataclasses import replace
+
     from harness import compare, quantization
+    from harness.adapters._litert import import_litert
     from harness.data import generate
     from harness.errors import Unavailable
     from harness.models.tflite_run import ShippedTflite, bit_exact, interpret, zero_states
     from harness.prepare import reference_and_floor
 
     op = shipped.tflite
-    adapter = ShippedTflite(op)
-    if not op.whole:
-        return Verdict(kind, compare.UNAVAILABLE, f"the {op.op} op sits inside a larger model: "
-                       "not run here (the file is run only where it is the layer)",
-                       figures=TfliteFigures(note=note))
     try:
-        adapter.check_available()
+        import_litert()
     except Unavailable as exc:
         return Verdict(kind, compare.UNAVAILABLE, str(exc), figures=TfliteFigures(note=note))
+    if op.op == "WHILE" and not op.whole:
+        return Verdict(kind, compare.UNAVAILABLE, "the WHILE loop sits inside a larger model: "
+                       "not run here (a loop cannot be cut out to one op)",
+                       figures=TfliteFigures(note=note))
+    adapter = ShippedTflite(op)
+    if not op.whole and inputs is None:
+        note = (f"the {op.op} op sits inside a larger model: cut out as a one-op .tflite (the "
+                "file's own op, constants and grids) and run on generated inputs")
     inputs = zero_states(inputs if inputs is not None else generate(shipped.case))
+    x_grid = op.quantized.grids["0/0"].x if op.quantized is not None else None
+    if not op.whole and x_grid is not None:  # what the cut op reads: x on its input grid
+        inputs = replace(inputs, x=x_grid.round(inputs.x))
     if op.quantized is None:
         return SHIPPED_OUTPUTS.judge(original, shipped, inputs, adapter=adapter, note=note)
     B, T = inputs.x.shape[:2]
     case = shipped.case.model_copy(update={"batch": B, "seq_len": T})
     ref, _ = reference_and_floor(original.case.model_copy(update={"batch": B, "seq_len": T}),
                                  original.canonical, inputs)
-    y = interpret(op.model, inputs.x)
+    y = interpret(adapter.model, inputs.x)
     out = adapter._run(case, {}, inputs)
     out.y = y
     q = quantization.judge(case, adapter.name, out, op.quantized, inputs, original.canonical,
                            ref)
-    exact = bit_exact(op, inputs.x, y) if op.scheme == "int8" else ""
+    exact = bit_exact(op, inputs.x, y) if op.scheme == "int8" and op.whole else ""
     reason = "; ".join(r for r in (q.reason, exact, note) if r)
     first = compare.first_divergence(q.rows)
     where = compare.where(first) if first is not None else ""
     return Verdict(kind, q.status, reason, q.rows, TfliteFigures(
         adapter=adapter.name, tol_ratio=float(q.rows["tol_ratio"].max()),
-        max_abs=q.max_abs, first=where, note=note, inputs=inputs, model=op.model,
+        max_abs=q.max_abs, first=where, note=note, inputs=inputs, model=adapter.model,
         got={"y": y}, sqnr_db=q.sqnr_db, ideal_sqnr_db=q.ideal_sqnr_db, exact=exact))

@@ -74,6 +74,20 @@ def layer_inputs(layer: Layer, data: np.ndarray | dict[str, np.ndarray]
 
         return node_inputs(node, data, layer.case), ("inputs: the data run through the "
                                                       "shipped model up to the node")
+    op = layer.tflite
+    if op is not None and not op.whole:
+        from harness.models.tflite_run import activations
+
+        if isinstance(data, dict):
+            if len(data) != 1:
+                raise HarnessError(f"{len(data)} arrays given; the shipped .tflite takes one "
+                                   "input", field="--inputs")
+            data = next(iter(data.values()))
+        x = activations(op, np.asarray(data))
+        D, B, H = layer.case.num_directions, x.shape[0], layer.case.hidden_size
+        return (Inputs(x=x, h0=np.zeros((D, B, H)), c0=np.zeros((D, B, H)), seq_lengths=None),
+                "inputs: the data run through the shipped .tflite up to the op (its "
+                "intermediate tensors preserved)")
     if isinstance(data, dict):
         if len(data) != 1:
             raise HarnessError(f"{len(data)} arrays given; the layer takes one [batch, steps, "

@@ -12,9 +12,11 @@ Bidirectional: 1-17 forward, 18-34 backward in the same order, 35-38 the states.
 bias is canonical ``bW``; ``bR`` is zero.
 
 The converter emits a ``WHILE`` loop, not a fused op, for a Keras GRU and for an LSTM traced
-with its final states as outputs. That form is named as not readable here, with its loop
-body's ops (:class:`~harness.errors.WeightsError`, exit 2), as is any other recurrent form
-(peepholes, projection, layer normalization, CIFG).
+with its final states as outputs. A float Keras ``GRU(reset_after=True)``'s loop is read as a
+GRU layer where its body's cell is recognized (:mod:`harness.models.tflite_while`); any other
+loop is named as not readable here, with its loop body's ops
+(:class:`~harness.errors.WeightsError`, exit 2), as is any other recurrent form (peepholes,
+projection, layer normalization, CIFG).
 """
 
 from __future__ import annotations
@@ -107,6 +109,9 @@ def read_tflite(source: Any, role: str, limit: int) -> list[dict[str, Any]]:
                            f"{(str(exc).splitlines() or [''])[0][:200]})", file=label) from None
     layers = [_layer(flat, n, op, data, label, role) for n, op in enumerate(flat.ops)
               if op.name in (UNI, BIDI)]
+    if not layers:
+        layers = [layer for n, op in enumerate(flat.ops) if op.name == "WHILE"
+                  for layer in [_gru_loop(flat, n, op, data, label, role)] if layer]
     if not layers:
         raise WeightsError(_no_layer(flat, data, count), file=label)
     return layers
@@ -242,6 +247,47 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
             "where": f"the {op.name} op {n} of the main subgraph",
             "file_names": file_names,
             "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, whole)}
+
+
+def _gru_loop(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
+              ) -> dict[str, Any] | None:
+    """The GRU layer of a WHILE loop whose body is a Keras GRU's cell, else None."""
+    from harness.models.tflite_while import read_gru_body
+
+    body = int(getattr(op.options, "bodySubgraphIndex", -1))
+    cell = read_gru_body(data, body) if body > 0 else None
+    if cell is None:
+        return None
+    H, I = cell["H"], cell["I"]
+    ins, outs = list(flat.subgraph.inputs), list(flat.subgraph.outputs)
+    x_shape = [int(s) for s in flat.subgraph.tensors[ins[0]].shape] if len(ins) == 1 else []
+    y_shape = [int(s) for s in flat.subgraph.tensors[outs[0]].shape] if len(outs) == 1 else []
+    # the model is the layer: its one input [B, T, I], its one output y [B, T, H], and the
+    # loop and the layout TRANSPOSEs around it its only ops
+    whole = (len(x_shape) == 3 and x_shape[2] == I and y_shape == [*x_shape[:2], H]
+             and sorted(o.name for o in flat.ops) == ["TRANSPOSE", "TRANSPOSE", "WHILE"])
+    fields: dict[str, Any] = {"cell": "gru", "input_size": I, "hidden_size": H,
+                              "direction": "forward", "reset_after": True}
+    if whole and x_shape[0] > 0:
+        fields["batch"] = x_shape[0]
+    if whole and x_shape[1] > 0:
+        fields["seq_len"] = x_shape[1]
+    case = _case(role, fields, label)
+    tensors: dict[str, np.ndarray] = {}
+    file_names: dict[str, str] = {}
+    for kind in ("W", "R", "bW", "bR"):
+        for g in case.gates:
+            k = key(0, 0, f"{kind}_{g}")
+            tensors[k] = np.asarray(cell[kind][g], dtype=np.float64)
+            file_names[k] = cell["tensors"][f"{kind}_{g}"]
+    name = f"op {n} WHILE"
+    return {"source": label, "name": name, "path": name, "case": case, "layout": "canonical",
+            "canonical": Canonical(tensors), "native": dict(tensors), "dtype": "float32",
+            "adapter": None,
+            "where": f"the WHILE loop op {n} of the main subgraph (a Keras GRU's cell, "
+                     f"reset after, in its body subgraph {body})",
+            "file_names": file_names,
+            "tflite": TfliteOp(data, n, "WHILE", "float", {}, None, whole)}
 
 
 def _whole(flat: fb.Flat, op: fb.Op) -> bool:

@@ -9,14 +9,19 @@ y against an ideal quantization of the original's weights; an int8 file that the
 reference of LiteRT's 8x8->16 LSTM kernel models (:mod:`harness.reference.litert_int8_lstm`) is
 also checked against it to the bit.
 
-The layer runs where the file is the layer (its one input feeds the op, directly or through one
-QUANTIZE; its one output is the op's y, directly or through one DEQUANTIZE), on zero initial
-states (the op's state tensors are variables, zero when the interpreter starts)."""
+The file runs as it is where it is the layer (its one input feeds the op, directly or through
+one QUANTIZE; its one output is the op's y, directly or through one DEQUANTIZE). Where the op
+sits inside a larger model, the op is cut out (:func:`cut`: a one-op ``.tflite`` holding the
+file's own op, constants, grids and state variables, its input and output the op's own,
+integer in an integer file) and run on generated inputs; with ``--inputs`` the user's data runs
+through the whole file with its intermediate tensors preserved (:func:`activations`) and the
+op's input activations are the layer's inputs. Zero initial states either way (the op's state
+tensors are variables, zero when the interpreter starts)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,20 +35,92 @@ if TYPE_CHECKING:
 ABSENT = "the shipped .tflite outputs y only"
 
 
-def interpret(model: bytes, x: np.ndarray) -> np.ndarray:
-    """The file's one output on its one input ``x``, in the LiteRT interpreter."""
+def _interpreter(model: bytes, preserve: bool = False) -> Any:
     from harness.adapters._litert import import_litert
     from harness.adapters._tf import native_stderr_to_scratch
 
     Interpreter = import_litert()
     with native_stderr_to_scratch():  # the "Created ... XNNPACK delegate" line
-        interpreter = Interpreter(model_content=model)
+        interpreter = Interpreter(model_content=model,
+                                  experimental_preserve_all_tensors=preserve)
         interpreter.allocate_tensors()
+    return interpreter
+
+
+def _to_file(detail: dict[str, Any], x: np.ndarray) -> np.ndarray:
+    """``x`` as the tensor of ``detail`` holds it: quantized on its grid where it is integer."""
+    kind = np.dtype(detail["dtype"])
+    if not np.issubdtype(kind, np.integer):
+        return np.ascontiguousarray(x, dtype=kind)
+    scale, zero = detail["quantization"]
+    info = np.iinfo(kind)
+    q = np.clip(np.rint(np.asarray(x, dtype=np.float64) / scale) + zero, info.min, info.max)
+    return np.ascontiguousarray(q, dtype=kind)
+
+
+def _from_file(detail: dict[str, Any], value: np.ndarray) -> np.ndarray:
+    """A tensor's values as real numbers: dequantized on its grid where it is integer."""
+    value = np.asarray(value)
+    if not np.issubdtype(value.dtype, np.integer):
+        return value.astype(np.float64)
+    scale, zero = detail["quantization"]
+    return (value.astype(np.float64) - zero) * scale
+
+
+def interpret(model: bytes, x: np.ndarray) -> np.ndarray:
+    """The file's one output on its one input ``x``, in the LiteRT interpreter (an integer
+    input is quantized on its grid, an integer output dequantized on its own)."""
+    interpreter = _interpreter(model)
     [given] = interpreter.get_input_details()
-    interpreter.set_tensor(given["index"], np.ascontiguousarray(x, dtype=given["dtype"]))
+    interpreter.set_tensor(given["index"], _to_file(given, x))
     interpreter.invoke()
     [out] = interpreter.get_output_details()
-    return np.asarray(interpreter.get_tensor(out["index"]), dtype=np.float64)
+    return _from_file(out, interpreter.get_tensor(out["index"]))
+
+
+def cut(model: bytes, index: int) -> bytes:
+    """The op ``index`` of the main subgraph alone, as a one-op ``.tflite``: the file's own op,
+    tensors, buffers and grids; its input the op's input 0, its output the op's output 0."""
+    import flatbuffers
+
+    from harness.adapters import _litert_flatbuffer as fb
+
+    m = fb._schema().ModelT.InitFromPackedBuf(model, 0)
+    sg = m.subgraphs[0]
+    op = sg.operators[index]
+    sg.operators, sg.inputs, sg.outputs = [op], [op.inputs[0]], [op.outputs[0]]
+    m.signatureDefs = []  # they name the whole model's inputs and outputs
+    b = flatbuffers.Builder(len(model) + 1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def activations(op: TfliteOp, data: np.ndarray) -> np.ndarray:
+    """What the op reads as its input when the whole file runs on ``data`` (the model's one
+    input), from the interpreter's preserved intermediate tensors, dequantized on its grid
+    (on that grid exactly: the integers are the file's own)."""
+    from harness.errors import HarnessError
+
+    interpreter = _interpreter(op.model, preserve=True)
+    [given] = interpreter.get_input_details()
+    x = np.asarray(data)
+    if tuple(x.shape) != tuple(int(s) for s in given["shape"]):
+        try:
+            interpreter.resize_tensor_input(given["index"], list(x.shape))
+            interpreter.allocate_tensors()
+        except Exception as exc:
+            raise HarnessError(f"the shipped .tflite's input is shaped "
+                               f"{[int(s) for s in given['shape']]}, the data "
+                               f"{list(x.shape)}, and the file cannot be resized to it "
+                               f"({(str(exc).splitlines() or [''])[0][:160]})",
+                               field="--inputs") from None
+    interpreter.set_tensor(given["index"], _to_file(given, x))
+    interpreter.invoke()
+    from harness.adapters import _litert_flatbuffer as fb
+
+    index = fb.read(op.model).ops[op.index].inputs[0]
+    [detail] = [d for d in interpreter.get_tensor_details() if d["index"] == index]
+    return _from_file(detail, interpreter.get_tensor(index))
 
 
 class ShippedTflite(Adapter):
@@ -59,6 +136,8 @@ class ShippedTflite(Adapter):
 
     def __init__(self, op: TfliteOp) -> None:
         self.op = op
+        # the file itself where it is the layer, else its op cut out
+        self.model = op.model if op.whole or op.op == "WHILE" else cut(op.model, op.index)
 
     def check_available(self) -> None:
         from harness.adapters._litert import import_litert
@@ -66,12 +145,13 @@ class ShippedTflite(Adapter):
         import_litert()
 
     def route_note(self, case: Case) -> str | None:
-        return "ran the shipped file itself"
+        return ("ran the shipped file itself" if self.op.whole
+                else "ran the shipped file's op cut out as a one-op .tflite")
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        y = interpret(self.op.model, inputs.x)
-        return Outputs(y=y, h_n=None, c_n=None, absent={"h_n": ABSENT, "c_n": ABSENT},
-                       models={"tflite": self.op.model})
+        y = interpret(self.model, inputs.x)
+        absent = {"h_n": ABSENT, **({"c_n": ABSENT} if case.cell_kind.has_cell_state else {})}
+        return Outputs(y=y, h_n=None, c_n=None, absent=absent, models={"tflite": self.model})
 
 
 def zero_states(inputs: Inputs) -> Inputs:

@@ -1,6 +1,7 @@
 """Hand-made ``.tflite`` flatbuffers for compare's cheap tests, built with LiteRT's own schema
 (no converter, no TensorFlow): one ``UNIDIRECTIONAL_SEQUENCE_LSTM`` op, float or with int8
-weights on given grids, and a ``WHILE`` loop whose body holds given ops."""
+weights on given grids, a ``WHILE`` loop whose body holds given ops, and one whose body is a
+Keras GRU's cell."""
 
 from __future__ import annotations
 
@@ -48,15 +49,23 @@ def _pack(m) -> bytes:
 
 
 def lstm(weights: dict[str, np.ndarray], B: int = 2, T: int = 5,
-         scales: dict[str, float] | None = None, declared: dict[str, float] | None = None
-         ) -> bytes:
+         scales: dict[str, float] | None = None, declared: dict[str, float] | None = None,
+         lead: str | None = None) -> bytes:
     """One fused LSTM op on x [B, T, I]; ``weights``: W_i..W_o [H, I], R_i..R_o [H, H],
     b_i..b_o [H] (TFLite's gate order). ``scales``: int8 weights on these grids (symmetric),
-    each declared on its ``declared`` scale where given (a file whose scale was edited)."""
-    m = _model(["UNIDIRECTIONAL_SEQUENCE_LSTM"])
+    each declared on its ``declared`` scale where given (a file whose scale was edited).
+    ``lead``: a one-input elementwise op (TANH) between the model's input and the LSTM, which
+    then sits inside a larger model."""
+    m = _model(["UNIDIRECTIONAL_SEQUENCE_LSTM", *([lead] if lead else [])])
     H, I = weights["W_i"].shape
     F32, I8 = schema.TensorType.FLOAT32, schema.TensorType.INT8
-    x = _tensor(m, (B, T, I), F32, name="x")
+    x = model_input = _tensor(m, (B, T, I), F32, name="x")
+    ops = []
+    if lead:
+        first = schema.OperatorT()
+        x = _tensor(m, (B, T, I), F32, name=lead.lower())
+        first.opcodeIndex, first.inputs, first.outputs = 1, [model_input], [x]
+        ops.append(first)
     ins = [x]
     for name in [f"{p}_{g}" for p in "WR" for g in "ifgo"]:
         w = weights[name]
@@ -81,7 +90,7 @@ def lstm(weights: dict[str, np.ndarray], B: int = 2, T: int = 5,
     op.builtinOptionsType = schema.BuiltinOptions.UnidirectionalSequenceLSTMOptions
     op.builtinOptions = o
     sg = m.subgraphs[0]
-    sg.operators, sg.inputs, sg.outputs = [op], [x], [y]
+    sg.operators, sg.inputs, sg.outputs = [*ops, op], [model_input], [y]
     return _pack(m)
 
 
@@ -103,3 +112,70 @@ def while_loop(body_ops: list[str]) -> bytes:
         body.operators.append(o)
     m.subgraphs.append(body)
     return _pack(m)
+
+
+GRU_BODY_OPS = ("GATHER", "FULLY_CONNECTED", "SPLIT", "ADD", "LOGISTIC", "MUL", "SUB", "TANH")
+
+
+def gru_loop(Wx: np.ndarray, Wh: np.ndarray, bx: np.ndarray, bh: np.ndarray,
+             candidate: str = "TANH") -> bytes:
+    """A main subgraph holding one WHILE op whose body subgraph computes a Keras GRU cell
+    (reset after) as the converter writes it: FULLY_CONNECTED ``Wx`` [3H, I] (bias ``bx``) on
+    the step's input and ``Wh`` [3H, H] (bias ``bh``) on h, each SPLIT into z, r, n blocks
+    (Keras's order), then z, r, n and h' (harness/models/tflite_while.py). ``candidate``: n's
+    activation (TANH; another makes a body that is not the cell). Not a model that runs: what
+    the reader sees of the loop."""
+    m = _model(["WHILE", *GRU_BODY_OPS])
+    code = {name: k + 1 for k, name in enumerate(GRU_BODY_OPS)}
+    code[candidate] = code.get(candidate) or _add_code(m, candidate)
+    F32, I32 = schema.TensorType.FLOAT32, schema.TensorType.INT32
+    H3, I = Wx.shape
+    H, B, T = H3 // 3, 2, 5
+    x = _tensor(m, (B, T, I), F32, name="x")
+    y = _tensor(m, (B, T, H), F32, name="y")
+    loop = schema.OperatorT()
+    loop.opcodeIndex, loop.inputs, loop.outputs = 0, [x], [y]
+    o = schema.WhileOptionsT()
+    o.condSubgraphIndex, o.bodySubgraphIndex = 1, 1
+    loop.builtinOptionsType, loop.builtinOptions = schema.BuiltinOptions.WhileOptions, o
+    sg = m.subgraphs[0]
+    sg.operators, sg.inputs, sg.outputs = [loop], [x], [y]
+    body = schema.SubGraphT()
+    body.tensors, body.operators = [], []
+    m.subgraphs.append(body)
+
+    def t(shape, data=None, kind=F32):
+        m.subgraphs, saved = [body], m.subgraphs
+        try:
+            return _tensor(m, shape, kind, data)
+        finally:
+            m.subgraphs = saved
+
+    def op(name, ins, n_out=1, shape=(B, H)):
+        outs = [t(shape) for _ in range(n_out)]
+        o = schema.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = code[name], list(ins), outs
+        body.operators.append(o)
+        return outs if n_out > 1 else outs[0]
+
+    step, h, xs = t(()), t((B, H)), t((T, B, I))
+    axis, one = t((), np.int32(1), I32), t((), np.float32(1))
+    x_t = op("GATHER", [xs, step], shape=(B, I))
+    wx, wh = t(Wx.shape, Wx.astype(np.float32)), t(Wh.shape, Wh.astype(np.float32))
+    cx, ch = t(bx.shape, bx.astype(np.float32)), t(bh.shape, bh.astype(np.float32))
+    hz, hr, hn = op("SPLIT", [axis, op("FULLY_CONNECTED", [h, wh, ch], shape=(B, H3))], 3)
+    xz, xr, xn = op("SPLIT", [axis, op("FULLY_CONNECTED", [x_t, wx, cx], shape=(B, H3))], 3)
+    z = op("LOGISTIC", [op("ADD", [xz, hz])])
+    r = op("LOGISTIC", [op("ADD", [xr, hr])])
+    n = op(candidate, [op("ADD", [xn, op("MUL", [r, hn])])])
+    h_new = op("ADD", [op("MUL", [z, h]), op("MUL", [op("SUB", [one, z]), n])])
+    body.inputs, body.outputs = [step, h, xs], [h_new]
+    return _pack(m)
+
+
+def _add_code(m, name: str) -> int:
+    c = schema.OperatorCodeT()
+    c.builtinCode = getattr(schema.BuiltinOperator, name)
+    c.deprecatedBuiltinCode, c.version = min(c.builtinCode, 127), 1
+    m.operatorCodes.append(c)
+    return len(m.operatorCodes) - 1
