@@ -51,7 +51,7 @@ def test_a_divergence_with_the_declared_signature_is_the_known_finding():
     (_rows(6), REASON, "first diverging step is t=0, but no row diverges"),
     (_rows(0), REASON.replace("0.0026093", "0.0026094"), "reason does not say 'op 4 UNIDIR"),
     (_rows(0), REASON.replace("op 4", "op 5"), "reason does not say 'op 4 UNIDIR"),
-])
+], ids=["later-first-step", "no-divergence", "a-scale-moved", "another-op"])
 def test_any_change_of_the_signature_leaves_the_pair_diverged(rows, said, wrong):
     status, reason = _status(_case(first_step=0, says=[GRIDS]), rows, said)
     assert status == compare.DIVERGED
