@@ -110,6 +110,24 @@ class Quantization(_Strict):
         description="a floor: a quantized pair whose SQNR (dB) over y is below it is DIVERGED")
 
 
+class Signature(_Strict):
+    """What a declared divergence looks like, checked on the pair's rows and reason: a
+    divergence with another signature is not the declared bug (it stays DIVERGED)."""
+
+    first_step: Annotated[int, Field(ge=0)] | None = Field(None,
+        description="the step t of the pair's first diverging y row, e.g. 0: wrong from the "
+                    "first step")
+    says: list[Annotated[str, Field(min_length=1, pattern=r"\S")]] | None = Field(None,
+        min_length=1, description="texts the pair's reason holds word for word, e.g. the "
+                                  "conflicting grids its adapter names")
+
+    @model_validator(mode="after")
+    def _something(self) -> Signature:
+        if self.first_step is None and self.says is None:
+            raise ValueError("a signature names first_step, says or both")
+        return self
+
+
 class Expected(_Strict):
     """What an adapter is known to do on a case because of a bug upstream (in the framework,
     not in the harness): reported as a known upstream bug, not a failure, until it is fixed."""
@@ -122,6 +140,9 @@ class Expected(_Strict):
         description="case key -> value, e.g. {cell: gru}: the expectation holds only for the "
                     "cases (matrix entries) whose keys have these values; default: every case "
                     "of the file")
+    signature: Signature | None = Field(None,
+        description="where and how the pair diverges: a DIVERGED pair with another signature "
+                    "stays DIVERGED; default: any divergence")
 
     def holds_for(self, case: Case) -> bool:
         """Whether this expectation applies to ``case`` (every key of ``when`` matches, type

@@ -98,7 +98,8 @@ def judge(prep: Prepared, adapter: Adapter, out: Outputs, *, step_mode: str = "o
     reading, checked = None, ()
     if read_known:
         reading = known.decide(status, case, adapter.name, prep.canonical.tensors,
-                               lambda: j.unexplained(prep, adapter, out, m.tolerance))
+                               lambda: j.unexplained(prep, adapter, out, m.tolerance),
+                               rows, reason)
         status, reason = known.apply(status, reason, case, adapter.name, reading)
         checked = known.registry(adapter.name) if reading is None else ()
     return Verdict(j.kind, status, reason, rows, m.figures, reading, checked)

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from harness import compare, known_bugs
 from harness.judges.verdict import Disagrees, KnownBugReading
 from harness.known_bugs import KnownBug, Weights
-from harness.spec import Case
+from harness.spec import Case, Signature
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from harness.adapters.base import Adapter
     from harness.data import Outputs
     from harness.prepare import Prepared
@@ -28,22 +30,45 @@ def _entry(case: Case, adapter: str, upstream: str) -> KnownBug | None:
 
 
 def decide(status: str, case: Case, adapter: str, weights: Weights | None,
-           unexplained: Callable[[], str | None] | None = None) -> KnownBugReading | None:
+           unexplained: Callable[[], str | None] | None = None,
+           rows: pd.DataFrame | None = None, reason: str = "") -> KnownBugReading | None:
     """The reading of a compared pair with plain ``status`` (PASS or DIVERGED): the case's own
     ``expected:`` entry for the adapter, else the registry's entry that applies to the case,
     these ``weights`` and the installed versions; None where none does. For a DIVERGED pair
     under a registry entry, ``unexplained()`` says why the entry's reading of the weights does
-    not reproduce the outputs."""
+    not reproduce the outputs; under a declared entry with a ``signature``, :func:`mismatch`
+    says where the pair's ``rows`` and ``reason`` differ from it."""
     if status not in (compare.PASS, compare.DIVERGED):
         return None
     declared = case.expected.get(adapter)
     if declared is not None:
-        return KnownBugReading(declared.upstream, True)
+        why = (mismatch(declared.signature, rows, reason)
+               if declared.signature is not None and status == compare.DIVERGED else None)
+        return KnownBugReading(declared.upstream, True, why or "")
     entry = known_bugs.known_bug(case, adapter, weights)
     if entry is None:
         return None
     why = unexplained() if unexplained is not None and status == compare.DIVERGED else None
     return KnownBugReading(entry.upstream, False, why or "")
+
+
+def mismatch(signature: Signature, rows: pd.DataFrame | None, reason: str) -> str | None:
+    """Where a DIVERGED pair differs from a declared ``signature``, in words, or None: its
+    first diverging y row must be at ``first_step``, and its reason must hold each of ``says``
+    word for word (a changed grid, scale or op is another divergence, not the declared bug)."""
+    wrong = []
+    if signature.first_step is not None:
+        first = compare.first_divergence(rows)
+        t = None if first is None or first["output"] != "y" else int(first["t"])
+        if t != signature.first_step:
+            at = ("no row diverges" if first is None
+                  else f"it first diverges at {compare.where(first)}")
+            wrong.append(f"the signature's first diverging step is t={signature.first_step}, "
+                         f"but {at}")
+    missing = [s for s in signature.says or () if s not in reason]
+    if missing:
+        wrong.append("the pair's reason does not say " + "; ".join(repr(s[:200]) for s in missing))
+    return "; ".join(wrong) or None
 
 
 def registry(adapter: str) -> tuple[str, ...]:
