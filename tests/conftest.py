@@ -97,7 +97,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
         if not gpu_present():
             wanted.append((GPU_MARKER, NO_GPU))
-    counts: dict[str, int] = {}
+    counts = {f"{marker} ({runs})": 0 for marker, runs in wanted}  # in this order
     keep, drop = [], []
     for item in items:
         why = next((w for w in wanted if item.get_closest_marker(w[0]) is not None), None)
@@ -106,7 +106,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         drop.append(item)
         label = f"{why[0]} ({why[1]})"
-        counts[label] = counts.get(label, 0) + 1
+        counts[label] += 1
+    counts = {label: n for label, n in counts.items() if n}
     config.stash[DESELECTED] = counts
     if hasattr(config, "workeroutput"):
         config.workeroutput[WORKER_OUTPUT] = counts
