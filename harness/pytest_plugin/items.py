@@ -164,6 +164,9 @@ class PairItem(pytest.Item):
             raise ConformanceFailure(f"looks fixed: {r.reason}")
         if r.status == compare.DIVERGED:
             raise ConformanceFailure(failure_text(r))
+        if r.status != compare.PASS:  # a status added to the harness and not taught here
+            raise ConformanceFailure(f"status {r.status!r}: the plugin does not know it; a "
+                                     f"pair passes only as {compare.PASS!r}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str | Any:

@@ -73,8 +73,9 @@ def adapters() -> list[Any]:
     """Every adapter but the reference itself; the GPU ones carry the ``gpu`` marker."""
     return [pytest.param(a, id=a.name, marks=[pytest.mark.gpu] if a.device == "gpu" else [])
             for a in registry.ADAPTERS.values() if not a.baseline and not a.named_only]
-    # a named-only adapter costs seconds a case (a conversion): its own test file checks each
-    # capability it declares
+    # a named-only adapter costs seconds a case (a conversion or a compile; torch-compile: 11
+    # contract cases, minutes on 2 cores): its own test file checks each capability it declares,
+    # and its declarations run by name (`broken_declarations(get_adapter(name))`)
 
 
 def broken_declarations(adapter: Adapter) -> list[str]:
@@ -104,11 +105,6 @@ def broken_declarations(adapter: Adapter) -> list[str]:
 
 @pytest.mark.parametrize("adapter", adapters())
 def test_every_declared_capability_runs(adapter: Adapter) -> None:
-    if adapter.named_only is not None:
-        # a compile per case (torch-compile: 11 contract cases, minutes on 2 cores): beyond the
-        # suite's budget, as it is beyond the default run's; its declarations are run by name
-        # (`broken_declarations(get_adapter(name))`), as the nightly runs its cases
-        pytest.skip(f"{adapter.name} runs when named: {adapter.named_only}")
     reason = isolation.unavailable_reason(adapter)  # where it runs (its own process, if any)
     if reason:
         pytest.skip(f"{adapter.name}: {reason}")

@@ -156,3 +156,13 @@ def test_the_flax_entry_shows_only_where_the_candidate_bias_is_separate_and_set(
 ])
 def test_links_are_made_only_from_plain_ids(upstream, url):
     assert known_bugs.link(upstream) == url
+
+
+def test_every_known_bug_names_a_registered_adapter() -> None:
+    """An entry under a misspelt or renamed adapter would never apply: its bug would fail runs
+    as a plain divergence, its "looks fixed" never show."""
+    from harness.adapters import ADAPTERS
+
+    names = [bug.adapter for bug in known_bugs.KNOWN_BUGS]
+    assert len(names) >= 8
+    assert [name for name in names if name not in ADAPTERS] == []

@@ -1,7 +1,8 @@
 """The docs say what the adapter registry says about the default selection: the named-only
 adapters (:attr:`harness.adapters.Adapter.named_only`) are one generated list wherever the docs
-list them (docs/gen_named_only.py), docs/adapters.md's rows say "run when named" for exactly
-those, and no doc keeps one "in the default selection"."""
+list them (docs/gen_named_only.py), docs/adapters.md's table is generated from the registry
+(docs/gen_adapters.py: each adapter's device and selection), and no doc keeps one "in the
+default selection"."""
 
 from __future__ import annotations
 
@@ -39,26 +40,38 @@ def test_every_list_of_named_only_adapters_is_the_registrys():
     assert {"README.md", "docs/adapters.md", "docs/deployment.md"} <= set(holders), holders
 
 
-def test_the_adapter_table_says_run_when_named_for_exactly_the_named_only_adapters():
+def _table_generator():
+    spec = importlib.util.spec_from_file_location("gen_adapters", ROOT / "docs" / "gen_adapters.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_adapter_table_is_the_registrys(capsys):
+    """docs/adapters.md's table: a row per family, every registered adapter in one, its device
+    and selection as the registry says (docs/gen_adapters.py --check)."""
+    gen = _table_generator()
+    assert gen.main(["--check"]) == 0, capsys.readouterr().out
     text = (ROOT / "docs" / "adapters.md").read_text(encoding="utf-8")
-    rows = [line for line in text.splitlines() if line.startswith("| `")]
-    checked = set()
-    for row in rows:
-        first, rest = row.split("|")[1], "|".join(row.split("|")[2:])
-        names = re.findall(r"`([^`]+)`", first)
-        checked |= set(names)
-        only = [n for n in names if n in NAMED_ONLY]
-        if not only:
-            assert "when named" not in rest, f"{names}: in the default selection, yet {row[:60]}"
-        elif len(only) == len(names):
-            assert "when named" in rest, f"{names}: named-only, yet the row does not say so"
-        else:  # a row of several adapters, some of them named-only: each said by name
-            for name in only:
-                assert f"`{name}` runs when named" in rest, f"{name}: named-only, not said"
-    assert len(rows) >= 20
-    # the one adapter without a row of its own is in docs/quantization.md's table
-    assert set(ADAPTERS) - checked == {"onnxruntime-dynamic-int8-full-range"}
-    assert NAMED_ONLY & checked == NAMED_ONLY - {"onnxruntime-dynamic-int8-full-range"}
+    rows = gen._rows(gen.BLOCK.search(text)["body"])
+    named = [n for names, _ in rows for n in names]
+    assert sorted(named) == sorted(ADAPTERS) and len(rows) >= 20
+    for names, said in rows:
+        assert said and said != gen.UNDESCRIBED, names
+
+
+def test_the_table_check_sees_a_changed_registry(monkeypatch, capsys):
+    """A planted change of the registry (an adapter moved out of the default selection, one
+    added) makes ``--check`` fail, naming the file."""
+    gen = _table_generator()
+    monkeypatch.setattr(ADAPTERS["mlx"], "named_only", "planted: a compile per case")
+    assert gen.main(["--check"]) == 1
+    assert "out of date: docs/adapters.md" in capsys.readouterr().out
+    text = (ROOT / "docs" / "adapters.md").read_text(encoding="utf-8")
+    assert "| `mlx` | CPU | when named |" in gen.regenerate(text)
+    monkeypatch.undo()
+    monkeypatch.setitem(ADAPTERS, "planted-new", ADAPTERS["mlx"])
+    assert f"| `planted-new` | CPU | default | {gen.UNDESCRIBED} |" in gen.regenerate(text)
 
 
 STAYS = re.compile(r"((?:`[a-z0-9-]+`(?:, | and |, and )?)+) stays? in the default selection")

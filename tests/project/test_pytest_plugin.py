@@ -207,3 +207,32 @@ def test_what_reads_as_a_case_file(tmp_path: Path, text: str, case: bool) -> Non
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     assert pytest_plugin.is_case_file(path) is case
     assert not pytest_plugin.is_case_file(path.rename(tmp_path / "f.txt"))
+
+
+def _pair_outcome(monkeypatch: pytest.MonkeyPatch, status: str) -> None:
+    """Run :meth:`PairItem.runtest` on a pair whose run gave ``status`` (run_pair planted: no
+    case is prepared, no adapter run)."""
+    from types import SimpleNamespace
+
+    from harness import runner
+    from harness.pytest_plugin.items import PairItem
+
+    result = SimpleNamespace(status=status, reason="planted", detail="", seconds=0.0,
+                             worst=None, first_diverging=None)
+    monkeypatch.setattr(runner, "run_pair", lambda prepared, adapter: result)
+    item = SimpleNamespace(
+        parent=SimpleNamespace(prepared=lambda: None, blind_check=lambda adapter: None),
+        adapter=SimpleNamespace(device="cpu", name="planted"), user_properties=[],
+        config=SimpleNamespace(getoption=lambda name: False))
+    PairItem.runtest(item)  # type: ignore[arg-type]
+
+
+def test_a_pair_passes_only_as_pass_and_fails_on_a_status_the_plugin_does_not_know(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import compare
+    from harness.pytest_plugin.items import ConformanceFailure
+
+    _pair_outcome(monkeypatch, compare.PASS)
+    for status in ("a status added later", compare.BASELINE, compare.NOT_SELECTED):
+        with pytest.raises(ConformanceFailure, match="the plugin does not know it"):
+            _pair_outcome(monkeypatch, status)

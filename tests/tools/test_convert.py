@@ -349,13 +349,11 @@ TABLE_CASES = [
 @pytest.mark.parametrize("layout", list(LAYOUTS), ids=str)
 def test_mapping_tables_render_for_every_layout(layout: str) -> None:
     lay = get_layout(layout)
-    for case in TABLE_CASES:
-        if refusal(case, lay) and case.cell not in lay.cells:
-            continue
-        try:
-            lay.tensors(case)
-        except AssertionError:
-            continue
+    # every layout holds an LSTM (the first two cases), most a GRU; each described case is
+    # rendered and checked, none passed over
+    described = [case for case in TABLE_CASES if case.cell in lay.cells]
+    assert len(described) >= 2, f"{layout} describes only {[c.name for c in described]}"
+    for case in described:
         text = mapping_markdown(lay, case)
         rows = [r for r in text.splitlines() if r.startswith("| ") and "---" not in r][1:]
         assert len(rows) == sum(len(t.placements) for t in lay.tensors(case))

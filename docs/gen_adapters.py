@@ -1,0 +1,115 @@
+"""Regenerate docs/adapters.md's adapter table from the registry.
+
+The table between ``<!-- generated: adapters -->`` and ``<!-- end generated: adapters -->``
+has a row per adapter family: its adapters, their device and whether each is in the default
+selection (or the baseline) come from the registry (:data:`harness.adapters.ADAPTERS`); what
+the row says each calls is the doc's own text, kept. A registered adapter without a row gets
+one, whose text asks for a description; a name in a row that the registry does not hold, or a
+row whose adapters run on different devices, stops the generator. Run from the repository root:
+
+    python docs/gen_adapters.py          # rewrite docs/adapters.md
+    python docs/gen_adapters.py --check  # exit 1 when it is out of date (or wrong)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from anywhere: import this checkout's harness
+    sys.path.insert(0, str(ROOT))
+
+from harness.adapters import ADAPTERS  # noqa: E402
+
+DOC = ROOT / "docs" / "adapters.md"
+BLOCK = re.compile(r"(?P<start><!-- generated: adapters -->\n)(?P<body>.*?)"
+                   r"(?P<end><!-- end generated: adapters -->)", re.S)
+HEADER = ("| adapter | device | selection | framework call |\n"
+          "|---|---|---|---|\n")
+UNDESCRIBED = "(not described yet: say what it calls, and what it cannot run)"
+# the selection column: in the default selection (`--adapters all`), run only when named, or
+# the baseline every pair is compared with
+DEFAULT, WHEN_NAMED, BASELINE = "default", "when named", "baseline"
+
+
+class StaleTable(Exception):
+    """A row names an adapter the registry does not hold, or adapters of two devices."""
+
+
+def _rows(body: str) -> list[tuple[list[str], str]]:
+    """The table's rows as (adapter names, framework call text: the last column, whole)."""
+    lines = body.splitlines()
+    columns = lines[0].count(" | ") + 1 if lines and lines[0].startswith("| ") else 0
+    rows = []
+    for line in lines:
+        if not line.startswith("| `"):
+            continue
+        cells = line.strip().removeprefix("| ").removesuffix(" |").split(" | ")
+        names = re.findall(r"`([^`]+)`", cells[0])
+        rows.append((names, " | ".join(cells[columns - 1:]).strip()))
+    return rows
+
+
+def _selection(names: list[str]) -> str:
+    if all(ADAPTERS[n].baseline for n in names):
+        return BASELINE
+    named = [n for n in names if ADAPTERS[n].named_only is not None]
+    if not named:
+        return DEFAULT
+    if len(named) == len(names):
+        return WHEN_NAMED
+    return ", ".join(f"`{n}` {WHEN_NAMED if n in named else DEFAULT}" for n in names)
+
+
+def _row(names: list[str], text: str) -> str:
+    devices = {ADAPTERS[n].device for n in names}
+    if len(devices) != 1:
+        raise StaleTable(f"docs/adapters.md: the row of {', '.join(names)} mixes devices "
+                         f"{sorted(devices)}: give each device its row")
+    listed = ", ".join(f"`{n}`" for n in names)
+    return f"| {listed} | {devices.pop().upper()} | {_selection(names)} | {text} |\n"
+
+
+def table(body: str) -> str:
+    """The table the registry gives, over the rows' texts of ``body``."""
+    rows = _rows(body)
+    unknown = [n for names, _ in rows for n in names if n not in ADAPTERS]
+    if unknown:
+        raise StaleTable(f"docs/adapters.md names adapters the registry does not hold: "
+                         f"{', '.join(unknown)}")
+    described = {n for names, _ in rows for n in names}
+    rows += [([n], UNDESCRIBED) for n in ADAPTERS if n not in described]
+    return HEADER + "".join(_row(names, text) for names, text in rows)
+
+
+def regenerate(text: str) -> str:
+    """``text`` with its adapter table replaced by what the registry gives now."""
+    if not BLOCK.search(text):
+        raise StaleTable("docs/adapters.md has no <!-- generated: adapters --> span")
+    return BLOCK.sub(lambda m: m["start"] + table(m["body"]) + m["end"], text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="do not write; exit 1 when docs/adapters.md is out of date")
+    args = parser.parse_args(argv)
+    text = DOC.read_text(encoding="utf-8")
+    try:
+        new = regenerate(text)
+    except StaleTable as exc:
+        print(exc)
+        return 1
+    if new != text and args.check:
+        print("out of date: docs/adapters.md (run python docs/gen_adapters.py)")
+        return 1
+    if new != text:
+        DOC.write_text(new, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
