@@ -88,7 +88,7 @@ def compared_tensors(layer: Layer, other: Layer) -> dict[str, np.ndarray]:
         if not name.startswith("bW_"):
             continue
         gate = name[3:]
-        if layer.case.cell == "gru" and layer.case.reset_after and gate == "n":
+        if gate in layer.case.cell_kind.separate_biases(layer.case.reset_after):
             continue
         r = f"{scope}/bR_{gate}"
         if r in tensors:

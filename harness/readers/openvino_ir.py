@@ -34,6 +34,7 @@ from xml.parsers import expat
 
 import numpy as np
 
+from harness.cells import cell_named
 from harness.errors import WeightsError
 from harness.readers.limits import check_file, check_size
 
@@ -241,13 +242,13 @@ def _sequence(path: Path, bin_path: Path, graph: IrGraph, op: IrOp, cell: str,
         weights[name], fmt = got
         stored.add(fmt)
     dirs = 2 if direction == "bidirectional" else 1
-    gates = 4 if cell == "lstm" else 3
+    gates = len(cell_named(cell).gates)
     seq = IrSequence(f"{op.name}", op.name, op.type, cell, direction, hidden, int(x[2]),
                      x[0] or None, x[1] or None, dict(op.data), weights,
                      min(stored, key=list(STORED.values()).index) if stored else "float32",
                      problem, op.id)
     if problem is None:
-        lbr = cell == "gru" and seq.linear_before_reset
+        lbr = len(cell_named(cell).separate_biases(seq.linear_before_reset))
         want = {"W": (dirs, gates * hidden, seq.input_size), "R": (dirs, gates * hidden, hidden),
                 "B": (dirs, (gates + lbr) * hidden)}
         for name, shape in want.items():
@@ -316,7 +317,7 @@ def onnx_native(seq: IrSequence) -> dict[str, np.ndarray]:
     W, R = reorder(seq.weights["W"]), reorder(seq.weights["R"])
     b = np.asarray(seq.weights["B"], dtype=np.float64)
     gates = len(order)
-    if cell == "gru" and seq.linear_before_reset:
+    if cell_named(cell).separate_biases(seq.linear_before_reset):  # a GRU's n gate: apart
         wb, rb = b[:, :3 * H], np.zeros_like(b[:, :3 * H])
         rb[:, 2 * H:] = b[:, 3 * H:]
     else:
@@ -334,10 +335,12 @@ def fields_of(seq: IrSequence) -> dict:
     clip = float(seq.attributes.get("clip", "0") or 0)
     if clip:
         fields["gate_clip"] = clip
-    if seq.cell == "gru":
+    kind = cell_named(seq.cell)
+    if kind.reads("reset_after"):
         fields["reset_after"] = seq.linear_before_reset
     acts = [a.strip() for a in seq.attributes.get("activations", "").split(",") if a.strip()]
-    default = ["sigmoid", "tanh", "tanh"] if seq.cell == "lstm" else ["sigmoid", "tanh"]
+    # f, g and, where a cell state is squashed into h, h (LSTMSequence's three; GRU's two)
+    default = ["sigmoid", "tanh"] + (["tanh"] if kind.has_cell_state else [])
     if acts and acts != default:
         raise WeightsError(f"{seq.op_type} {seq.name!r}: activations {acts} are not read "
                            f"(expected {default})")
