@@ -85,6 +85,9 @@ class QuantizedLiteRT(DeployedTfKeras):
     # another op resolver the same model also runs under: the pair's reason gives how many
     # output steps the two kernels are apart (tensorflow#53763 is such a difference)
     beside: str | None = None
+    # the integer reference the pair must equal to the bit (harness/judges/bit_exact.py, which
+    # reads the converted model from Outputs.models["tflite"]); None: judged in output steps
+    bit_exact_reference: str | None = None
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
@@ -197,8 +200,8 @@ class QuantizedLiteRT(DeployedTfKeras):
         if self.beside is not None and quantized.output is not None:
             other = invoke(Interpreter, ran, fed, op_resolver=self.resolver(self.beside))
             apart = float(np.max(np.abs(y - other))) / quantized.output.scale
-            note += (f"; {self.beside} vs {self.op_resolver} kernels: {apart:.3g} output steps "
-                     f"apart")
+            note += (f"; {self.beside} vs {self.op_resolver or 'default'} kernels: {apart:.3g} "
+                     f"output steps apart")
         # the reproducer runs what the interpreter ran (a planted bug's model and feeds)
         record = handed(case, ran, fed, output, absent, op_resolver=self.op_resolver,
                         scheme=self.scheme)
@@ -230,6 +233,7 @@ def first_line(exc: Exception) -> str:
 class LiteRTInt8(QuantizedLiteRT):
     name = "litert-int8"
     title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN kernels, CPU)"
+    beside = "BUILTIN_REF"  # its distance from litert-int8-ref, which is judged to the bit
 
 
 class LiteRTInt8Ref(QuantizedLiteRT):
@@ -237,6 +241,7 @@ class LiteRTInt8Ref(QuantizedLiteRT):
     title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN_REF reference kernels, CPU)"
     op_resolver = "BUILTIN_REF"
     beside = "BUILTIN"
+    bit_exact_reference = "litert-int8"
 
 
 class LiteRTDynamic(QuantizedLiteRT):
