@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from harness.prepare import Prepared
     from harness.spec import Case
 
-REFERENCES = {"litert-int8": "the integer reference of LiteRT's 8x8->16 LSTM kernel"}
+REFERENCES = {"litert-int8": "LiteRT's 8x8->16 LSTM kernel"}
 """The integer references an adapter may declare as its ``bit_exact_reference``."""
 
 
@@ -112,12 +112,13 @@ class BitExactFigures(Figures):
     def words(self) -> str:
         """The pair's bit-exactness in the words its reason says."""
         if self.refused:
-            return (f"not judged bit-exact: {REFERENCES[self.reference]} ({self.reference}) "
-                    f"does not model this model: {self.refused}")
+            return (f"not judged bit-exact: the integer reference ({self.reference}, "
+                    f"{REFERENCES[self.reference]}) does not model this model: {self.refused}")
         if self.exact:
-            return (f"bit-exact: every output value equals {REFERENCES[self.reference]}'s "
-                    f"({self.reference})")
-        return (f"not bit-exact against {REFERENCES[self.reference]} ({self.reference}): "
+            return (f"bit-exact: every output value equals the integer reference's "
+                    f"({self.reference}, {REFERENCES[self.reference]})")
+        return (f"not bit-exact against the integer reference ({self.reference}, "
+                f"{REFERENCES[self.reference]}): "
                 + "; ".join(d.words() for d in self.differences if not d.exact))
 
     def record(self) -> dict[str, Any]:

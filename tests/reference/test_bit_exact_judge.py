@@ -22,7 +22,7 @@ from support.quantized_mutants import one_step_off
 TINY_MODEL = Path(__file__).parent / "data" / "litert-int8-lstm-tiny.tflite"
 TINY = dict(cell="lstm", input_size=2, hidden_size=3, batch=2, seq_len=4, seed=5,
             dtype="float32", quantization={"calibration_batches": 4})
-OUTPUT_SCALE_OF = "StatefulPartitionedCall:0"
+OUTPUT = "StatefulPartitionedCall:0"
 
 
 def _tiny() -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -43,7 +43,7 @@ def test_the_integer_references_own_output_is_bit_exact():
     model, x, y = _tiny()
     figures = BitExactFigures(CostFigures(), "litert-int8", (output_difference(model, x, y),))
     assert figures.exact
-    assert figures.words().startswith("bit-exact: every output value equals")
+    assert figures.words().startswith("bit-exact: every output value equals the integer reference")
 
 
 def test_one_output_value_one_step_off_is_diverged_and_named():
@@ -53,8 +53,8 @@ def test_one_output_value_one_step_off_is_diverged_and_named():
     figures = BitExactFigures(CostFigures(), "litert-int8", (d,))
     status, _ = BitExactJudge().plain(None, Case(name="q", **TINY), "litert-int8-ref", figures)
     assert status == compare.DIVERGED
-    assert (f"not bit-exact against the integer reference of LiteRT's 8x8->16 LSTM kernel "
-            f"(litert-int8): {OUTPUT_SCALE_OF}: 1 of 24 values differ (t=2: 1), up to 1 steps "
+    assert (f"not bit-exact against the integer reference (litert-int8, LiteRT's 8x8->16 LSTM "
+            f"kernel): {OUTPUT}: 1 of 24 values differ (t=2: 1), up to 1 steps "
             f"off") == figures.words()
 
 
