@@ -100,8 +100,8 @@ class BitExactFigures(Figures):
     always_plot_words: ClassVar[tuple[str, str]] = CostFigures.always_plot_words
     columns: ClassVar[tuple[str, ...]] = CostFigures.columns
 
-    cost: CostFigures = field(default_factory=CostFigures)
-    reference: str = "litert-int8"
+    cost_figures: CostFigures = field(default_factory=CostFigures)
+    bit_exact_reference: str = "litert-int8"
     differences: tuple[OutputDifference, ...] = ()
     refused: str = ""  # why the integer reference does not model the model ("": it does)
 
@@ -112,18 +112,19 @@ class BitExactFigures(Figures):
     def words(self) -> str:
         """The pair's bit-exactness in the words its reason says."""
         if self.refused:
-            return (f"not judged bit-exact: the integer reference ({self.reference}, "
-                    f"{REFERENCES[self.reference]}) does not model this model: {self.refused}")
+            return (f"not judged bit-exact: the integer reference ({self.bit_exact_reference}, "
+                    f"{REFERENCES[self.bit_exact_reference]}) does not model this model: "
+                    f"{self.refused}")
         if self.exact:
             return (f"bit-exact: every output value equals the integer reference's "
-                    f"({self.reference}, {REFERENCES[self.reference]})")
-        return (f"not bit-exact against the integer reference ({self.reference}, "
-                f"{REFERENCES[self.reference]}): "
+                    f"({self.bit_exact_reference}, {REFERENCES[self.bit_exact_reference]})")
+        return (f"not bit-exact against the integer reference ({self.bit_exact_reference}, "
+                f"{REFERENCES[self.bit_exact_reference]}): "
                 + "; ".join(d.words() for d in self.differences if not d.exact))
 
     def record(self) -> dict[str, Any]:
-        return (self.cost.record() or {}) | {"bit_exact": {
-            "reference": self.reference,
+        return (self.cost_figures.record() or {}) | {"bit_exact": {
+            "reference": self.bit_exact_reference,
             "differences": [d.record() for d in self.differences]}
             | ({"refused": self.refused} if self.refused else {})}
 
@@ -140,13 +141,13 @@ class BitExactFigures(Figures):
                    str(doc.get("refused", "")))
 
     def read_back(self, rows: pd.DataFrame) -> BitExactFigures:
-        return replace(self, cost=self.cost.read_back(rows))
+        return replace(self, cost_figures=self.cost_figures.read_back(rows))
 
     def worst_text(self, worst: pd.Series, fmt: Callable[[float], str]) -> str:
-        return f"{self.words().split(':')[0]}; {self.cost.worst_text(worst, fmt)}"
+        return f"{self.words().split(':')[0]}; {self.cost_figures.worst_text(worst, fmt)}"
 
     def script(self, case: Case) -> ScriptQuestion:
-        return self.cost.script(case)
+        return self.cost_figures.script(case)
 
 
 class BitExactJudge(QuantizedJudge):
@@ -182,5 +183,5 @@ class BitExactJudge(QuantizedJudge):
         exact = figures if isinstance(figures, BitExactFigures) else BitExactFigures()
         if not exact.exact:
             return compare.DIVERGED, ""
-        return super().plain(rows, case, adapter, exact.cost)
+        return super().plain(rows, case, adapter, exact.cost_figures)
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import quantized_mutants
+from support.quantized_mutants import one_step_off
 
 from harness import compare
 from harness.judges import judge_for
@@ -16,8 +18,6 @@ from harness.judges.bit_exact import BitExactFigures, BitExactJudge, output_diff
 from harness.judges.quantized import CostFigures, QuantizedJudge
 from harness.reference.litert_int8_lstm import run_model
 from harness.spec import Case
-from support import quantized_mutants
-from support.quantized_mutants import one_step_off
 
 TINY_MODEL = Path(__file__).parent / "data" / "litert-int8-lstm-tiny.tflite"
 TINY = dict(cell="lstm", input_size=2, hidden_size=3, batch=2, seq_len=4, seed=5,
