@@ -3,7 +3,7 @@ only output, zero initial states) converted with a quantization and run in the L
 interpreter on CPU, float input and output kept (``QUANTIZE`` / ``DEQUANTIZE`` inside):
 
 - ``litert-int8``: full integer (a representative dataset, ``TFLITE_BUILTINS_INT8``), the
-  interpreter's default ``BUILTIN`` kernels;
+  interpreter's default ``BUILTIN`` kernels, its distance from ``BUILTIN_REF`` in its reason;
 - ``litert-int8-ref``: the same model under ``BUILTIN_REF``, the reference kernels;
 - ``litert-dynamic``: dynamic range (weights int8, activations float, quantized per row by the
   hybrid kernel at run time);
@@ -19,7 +19,9 @@ model none of whose recurrent ops reads an integer tensor is an error row ("noth
 quantized"): a quantized pair that passes on a float model tests nothing. Where the
 dynamic-range converter leaves every weight float by design (tensors under 1024 elements:
 :func:`too_small_for_dynamic_range`), ``litert-dynamic`` is not applicable, with that reason.
-The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md); where the
+The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md), and
+``litert-int8-ref``'s LSTM pairs to the bit against the integer reference
+(:mod:`harness.judges.bit_exact`, reading the converted model from ``Outputs.models``); where the
 converted model declares two grids for one set of integers
 (:func:`._litert_flatbuffer.grid_conflicts`), the pair's reason says where.
 """
