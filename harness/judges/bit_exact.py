@@ -92,10 +92,10 @@ def output_difference(model: bytes, x: np.ndarray, y: np.ndarray) -> OutputDiffe
 @dataclass(frozen=True)
 class BitExactFigures(Figures):
     """The output's differences from the integer reference (``reference``, a key of
-    :data:`REFERENCES`) and the cost (:class:`CostFigures`), kept in run.json under the cost's
-    field with ``bit_exact`` beside its SQNR."""
+    :data:`REFERENCES`) and the cost (:class:`CostFigures`), kept in run.json as ``bit_exact``:
+    the cost's record (its SQNR) with the reference and the differences beside it."""
 
-    key: ClassVar[str] = CostFigures.key
+    key: ClassVar[str] = "bit_exact"
     plots: ClassVar[tuple[str, ...]] = CostFigures.plots
     always_plot_words: ClassVar[tuple[str, str]] = CostFigures.always_plot_words
     columns: ClassVar[tuple[str, ...]] = CostFigures.columns
@@ -123,19 +123,19 @@ class BitExactFigures(Figures):
                 + "; ".join(d.words() for d in self.differences if not d.exact))
 
     def record(self) -> dict[str, Any]:
-        return (self.cost_figures.record() or {}) | {"bit_exact": {
+        return (self.cost_figures.record() | {
             "reference": self.bit_exact_reference,
             "differences": [d.record() for d in self.differences]}
-            | ({"refused": self.refused} if self.refused else {})}
+            | ({"refused": self.refused} if self.refused else {}))
 
     @classmethod
     def from_record(cls, record: Any) -> BitExactFigures:
         cost = CostFigures.from_record(record)
-        doc = record.get("bit_exact")
-        if not isinstance(doc, dict) or doc.get("reference") not in REFERENCES \
-                or not isinstance(doc.get("differences"), list):
-            raise Disagrees("is judged bit-exact but has no bit_exact record in run.json "
-                            "(quantization: {bit_exact: {reference, differences}})")
+        doc: dict[str, Any] = record
+        if doc.get("reference") not in REFERENCES or not isinstance(doc.get("differences"), list):
+            raise Disagrees("is judged bit-exact but its bit_exact record in run.json has no "
+                            "reference and differences (bit_exact: {sqnr_db, ideal_sqnr_db, "
+                            "reference, differences})")
         return cls(cost, doc["reference"],
                    tuple(OutputDifference.from_record(d) for d in doc["differences"]),
                    str(doc.get("refused", "")))

@@ -63,6 +63,12 @@ def test_the_figures_come_back_from_their_record():
     d = output_difference(model, x, one_step_off(y, _scale(model)))
     figures = BitExactFigures(CostFigures(31.5, 33.0, 0.01), "litert-int8", (d,))
     assert BitExactFigures.from_record(figures.record()) == figures
+    # run.json's pair record takes it (a field of its own, not the cost's float mapping)
+    from harness.report.record import PairRecord
+
+    kept = PairRecord.model_validate({"case": "q", "adapter": "litert-int8-ref", "status": "pass",
+                                      figures.key: figures.record()})
+    assert BitExactFigures.from_record(kept.model_dump()[figures.key]) == figures
     refused = BitExactFigures(CostFigures(31.5, 33.0), refused="op 1 has projection")
     assert BitExactFigures.from_record(refused.record()) == refused
     assert not refused.exact
