@@ -139,29 +139,35 @@ def _h_from(case: Case, y: np.ndarray) -> np.ndarray:
     return final_states(case, y)[0]
 
 
+def _bit_exact(r) -> bool:
+    """Whether the pair was judged bit-exact against the integer reference (its figures)."""
+    return bool(getattr(r.figures, "exact", False))
+
+
 def trials(prep, lines: list[str]) -> tuple[int, int, bool]:
     """The clean ``litert-int8-ref`` and every planted bug on one prepared case: (killed,
-    planted, whether the clean pair passed), one line each added to ``lines``. A case whose
-    clean pair is a declared finding (known bug) counts no mutant and no failure: a mutant
-    DIVERGED there proves nothing."""
+    planted, whether the clean kernel is right), one line each added to ``lines``. The clean
+    kernel is right where it is bit-exact and passes, or is a declared finding (known bug: the
+    converter's, not the kernel's). A mutant is killed where it is DIVERGED and not bit-exact,
+    so that a case whose clean pair is DIVERGED or a finding for another reason still counts
+    it. A clean kernel that is not bit-exact counts no mutant."""
     from harness.runner import run_pair
 
     name = prep.case.name
     clean = run_pair(prep, LiteRTInt8Ref())
     lines.append(f"{name} clean: {clean.status}: {clean.reason[:200]}{_off_grid(prep, clean)}"
                  f"{_fed_back(prep, clean)}")
-    if clean.status == compare.KNOWN_BUG:
-        lines.append(f"{name}: not counted, its clean pair is a declared finding")
-        return 0, 0, True
-    if clean.status != compare.PASS:
+    right = _bit_exact(clean) and clean.status in (compare.PASS, compare.KNOWN_BUG)
+    if not _bit_exact(clean):
+        lines.append(f"{name}: no mutant counted, its clean pair is not bit-exact")
         return 0, 0, False
     killed = 0
     for bug in CATALOGUE:
         r = run_pair(prep, PlantedInt8(bug))
-        killed += r.status == compare.DIVERGED
+        killed += r.status in (compare.DIVERGED, compare.KNOWN_BUG) and not _bit_exact(r)
         probe = _fed_back(prep, r, bug) if bug == "h-unquantized" else ""
         lines.append(f"{name} {bug}: {r.status}: {r.reason[:200]}{_off_grid(prep, r)}{probe}")
-    return killed, len(CATALOGUE), True
+    return killed, len(CATALOGUE), right
 
 
 NAMED = ["litert-int8-ref", *(PlantedInt8(bug).name for bug in CATALOGUE)]
