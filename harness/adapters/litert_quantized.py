@@ -3,7 +3,7 @@ only output, zero initial states) converted with a quantization and run in the L
 interpreter on CPU, float input and output kept (``QUANTIZE`` / ``DEQUANTIZE`` inside):
 
 - ``litert-int8``: full integer (a representative dataset, ``TFLITE_BUILTINS_INT8``), the
-  interpreter's default ``BUILTIN`` kernels;
+  interpreter's default ``BUILTIN`` kernels, its distance from ``BUILTIN_REF`` in its reason;
 - ``litert-int8-ref``: the same model under ``BUILTIN_REF``, the reference kernels;
 - ``litert-dynamic``: dynamic range (weights int8, activations float, quantized per row by the
   hybrid kernel at run time);
@@ -19,7 +19,9 @@ model none of whose recurrent ops reads an integer tensor is an error row ("noth
 quantized"): a quantized pair that passes on a float model tests nothing. Where the
 dynamic-range converter leaves every weight float by design (tensors under 1024 elements:
 :func:`too_small_for_dynamic_range`), ``litert-dynamic`` is not applicable, with that reason.
-The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md); where the
+The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md), and
+``litert-int8-ref``'s LSTM pairs to the bit against the integer reference
+(:mod:`harness.judges.bit_exact`, reading the converted model from ``Outputs.models``); where the
 converted model declares two grids for one set of integers
 (:func:`._litert_flatbuffer.grid_conflicts`), the pair's reason says where.
 """
@@ -85,6 +87,9 @@ class QuantizedLiteRT(DeployedTfKeras):
     # another op resolver the same model also runs under: the pair's reason gives how many
     # output steps the two kernels are apart (tensorflow#53763 is such a difference)
     beside: str | None = None
+    # the integer reference the pair must equal to the bit (harness/judges/bit_exact.py, which
+    # reads the converted model from Outputs.models["tflite"]); None: judged in output steps
+    bit_exact_reference: str | None = None
     capabilities = Capabilities(
         directions=frozenset({"forward", "reverse", "bidirectional"}),
         dtypes=frozenset({"float32"}),
@@ -197,8 +202,8 @@ class QuantizedLiteRT(DeployedTfKeras):
         if self.beside is not None and quantized.output is not None:
             other = invoke(Interpreter, ran, fed, op_resolver=self.resolver(self.beside))
             apart = float(np.max(np.abs(y - other))) / quantized.output.scale
-            note += (f"; {self.beside} vs {self.op_resolver} kernels: {apart:.3g} output steps "
-                     f"apart")
+            note += (f"; {self.beside} vs {self.op_resolver or 'default'} kernels: {apart:.3g} "
+                     f"output steps apart")
         # the reproducer runs what the interpreter ran (a planted bug's model and feeds)
         record = handed(case, ran, fed, output, absent, op_resolver=self.op_resolver,
                         scheme=self.scheme)
@@ -230,6 +235,7 @@ def first_line(exc: Exception) -> str:
 class LiteRTInt8(QuantizedLiteRT):
     name = "litert-int8"
     title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN kernels, CPU)"
+    beside = "BUILTIN_REF"  # its distance from litert-int8-ref, which is judged to the bit
 
 
 class LiteRTInt8Ref(QuantizedLiteRT):
@@ -237,6 +243,7 @@ class LiteRTInt8Ref(QuantizedLiteRT):
     title = "tf_keras LSTM/GRU -> full-integer int8 LiteRT (BUILTIN_REF reference kernels, CPU)"
     op_resolver = "BUILTIN_REF"
     beside = "BUILTIN"
+    bit_exact_reference = "litert-int8"
 
 
 class LiteRTDynamic(QuantizedLiteRT):

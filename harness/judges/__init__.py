@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from harness import compare
 from harness.judges import known
 from harness.judges.base import Judge, Measured
+from harness.judges.bit_exact import BitExactJudge
 from harness.judges.float import FloatJudge, LowPrecisionJudge
 from harness.judges.quantized import CostFigures, QuantizedJudge
 from harness.judges.verdict import Disagrees, Figures, Verdict
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["JUDGES", "CostFigures", "Disagrees", "Figures", "Judge", "Measured", "Verdict",
            "columns", "crashed", "judge", "judge_for", "ordered", "register", "rejudge"]
 
-JUDGES: list[Judge] = [QuantizedJudge(), LowPrecisionJudge(), FloatJudge()]
-"""The judges, the first that claims a pair judging it; the float judge claims every pair."""
+JUDGES: list[Judge] = [BitExactJudge(), QuantizedJudge(), LowPrecisionJudge(), FloatJudge()]
+"""The judges, the first that claims a pair judging it (the bit-exact judge before the quantized
+one, whose pairs it narrows); the float judge claims every pair."""
 
 
 def register(new: Judge) -> Callable[[], None]:

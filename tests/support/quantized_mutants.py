@@ -1,17 +1,21 @@
 """Planted quantization bugs in the int8 LiteRT kernel's run, for the quantized mutation test
 (``tests/adapters/test_adapter_litert_quantized.py``) and for measuring the kill rate.
 
-Each mutant is ``litert-int8`` with one bug of a kernel that reads its model wrongly: the
-interpreter runs a changed model, or is fed as the broken kernel would read its input, while the
-yardstick reads the converted file as it is (:mod:`harness.quantization`). The recurrent ``h``
-fed back unquantized cannot be planted in LiteRT's kernel from outside, so that mutant is a
-kernel simulated by the float64 reference with the model's quantization everywhere but there.
-The conversion is the clean adapter's (one per case, kept in the process).
+Each mutant is ``litert-int8-ref`` with one bug of a kernel that reads its model wrongly, judged
+to the bit against the integer reference (:mod:`harness.judges.bit_exact`): the interpreter
+runs a changed model, or is fed as the broken kernel would read its input, while the yardstick
+reads the converted file as it is. The recurrent ``h`` fed back unquantized cannot be planted
+in LiteRT's kernel from outside, so that mutant is a kernel simulated by the float64 reference
+with the model's quantization everywhere but there; the one-step mutant moves one output value
+of one step by one step of its grid. The conversion is the clean adapter's (one per case, kept
+in the process).
 
-    PYTHONPATH=. python tests/support/quantized_mutants.py      # kill rate on cases-quantized
-    PYTHONPATH=. python tests/support/quantized_mutants.py --weights normal:1.0 --seeds 40-47
-        # the clean kernel and the h-unquantized mutant on quantized-lstm-forward's shapes with
-        # other weights, one case (one conversion) per seed (docs/quantization.md)
+    PYTHONPATH=. python tests/support/quantized_mutants.py      # on cases-quantized's LSTMs
+    PYTHONPATH=. python tests/support/quantized_mutants.py --weights normal:0.5 --seeds 40-47
+        # on quantized-lstm-forward's shapes with other weights, one case (one conversion) a
+        # seed (docs/quantization.md)
+
+Both modes exit 1 when a planted bug survives or a clean kernel does not pass.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 
 from harness import compare
 from harness.adapters import _litert_flatbuffer
-from harness.adapters.litert_quantized import LiteRTInt8
+from harness.adapters.litert_quantized import LiteRTInt8Ref
 from harness.data import Inputs, Outputs
 from harness.params import Canonical
 from harness.quantization import Quantized, QuantizedModel, integer_reference
@@ -38,6 +42,7 @@ CATALOGUE = {
     "weights-as-uint8": "the int8 weights read as uint8 with zero point 128 (their sign bit "
                         "flipped)",
     "h-unquantized": "the recurrent h fed back unquantized (a simulated kernel)",
+    "one-step": "one output value at one step one step of its grid off",
 }
 CASES = Path(__file__).resolve().parents[2] / "cases-quantized"
 
@@ -69,12 +74,21 @@ def _as_uint8(m, ops) -> None:
             buffer.data = np.bitwise_xor(np.asarray(buffer.data, dtype=np.uint8), 0x80)
 
 
-class PlantedInt8(LiteRTInt8):
-    """``litert-int8`` with one planted bug (:data:`CATALOGUE`)."""
+def one_step_off(y: np.ndarray, step: float) -> np.ndarray:
+    """``y`` [B, T, H] with its first value at the middle step one ``step`` off (down where
+    that stays on the grid's side of zero, else up): the smallest error a kernel can make."""
+    out = np.array(y, copy=True)
+    t = out.shape[1] // 2
+    out[0, t, 0] += -step if out[0, t, 0] > 0 else step
+    return out
+
+
+class PlantedInt8(LiteRTInt8Ref):
+    """``litert-int8-ref`` with one planted bug (:data:`CATALOGUE`)."""
 
     def __init__(self, bug: str) -> None:
         self.bug = bug
-        self.name = f"litert-int8+{bug}"
+        self.name = f"litert-int8-ref+{bug}"
 
     def kernel_model(self, model: bytes) -> bytes:
         if self.bug == "gate-weight-scale":
@@ -97,6 +111,10 @@ class PlantedInt8(LiteRTInt8):
             out.h_n = None if out.h_n is None else _h_from(case, out.y)
             out.note = f"simulated kernel ({CATALOGUE[self.bug]})"
             out.handed = None  # no model ran this: a reproducer of the clean model would lie
+        elif self.bug == "one-step":
+            out.y = one_step_off(out.y, out.quantized.output.scale)
+            out.h_n = None if out.h_n is None else _h_from(case, out.y)
+            out.handed = None
         return out
 
 
@@ -121,33 +139,53 @@ def _h_from(case: Case, y: np.ndarray) -> np.ndarray:
     return final_states(case, y)[0]
 
 
-def kill_rate(cases: list[Case] | None = None) -> tuple[int, int, list[str]]:
-    """(killed, planted, one line per trial) over ``cases`` (default: the LSTM cases of
-    cases-quantized): a mutant is killed when its pair is DIVERGED, on a case whose clean pair
-    passes (quantized-lstm-bidirectional's does not: docs/quantization.md)."""
-    from harness.cases import discover
-    from harness.prepare import prepare
+def _bit_exact(r) -> bool:
+    """Whether the pair was judged bit-exact against the integer reference (its figures)."""
+    return bool(getattr(r.figures, "exact", False))
+
+
+def trials(prep, lines: list[str]) -> tuple[int, int, bool]:
+    """The clean ``litert-int8-ref`` and every planted bug on one prepared case: (killed,
+    planted, whether the clean kernel is right), one line each added to ``lines``. The clean
+    kernel is right where it is bit-exact and passes, or is a declared finding (known bug: the
+    converter's, not the kernel's). A mutant is killed where it is DIVERGED and not bit-exact,
+    so that a case whose clean pair is DIVERGED or a finding for another reason still counts
+    it. A clean kernel that is not bit-exact counts no mutant."""
     from harness.runner import run_pair
 
+    name = prep.case.name
+    clean = run_pair(prep, LiteRTInt8Ref())
+    lines.append(f"{name} clean: {clean.status}: {clean.reason[:200]}{_off_grid(prep, clean)}"
+                 f"{_fed_back(prep, clean)}")
+    right = _bit_exact(clean) and clean.status in (compare.PASS, compare.KNOWN_BUG)
+    if not _bit_exact(clean):
+        lines.append(f"{name}: no mutant counted, its clean pair is not bit-exact")
+        return 0, 0, False
+    killed = 0
+    for bug in CATALOGUE:
+        r = run_pair(prep, PlantedInt8(bug))
+        killed += r.status in (compare.DIVERGED, compare.KNOWN_BUG) and not _bit_exact(r)
+        probe = _fed_back(prep, r, bug) if bug == "h-unquantized" else ""
+        lines.append(f"{name} {bug}: {r.status}: {r.reason[:200]}{_off_grid(prep, r)}{probe}")
+    return killed, len(CATALOGUE), right
+
+
+NAMED = ["litert-int8-ref", *(PlantedInt8(bug).name for bug in CATALOGUE)]
+
+
+def kill_rate(cases: list[Case] | None = None) -> tuple[int, int, int, list[str]]:
+    """(killed, planted, clean pairs that did not pass, one line per trial) over ``cases``
+    (default: the LSTM cases of cases-quantized)."""
+    from harness.cases import discover
+    from harness.prepare import prepare
+
     cases = cases or [c for c in discover([CASES]) if c.cell_kind.has_cell_state]
-    lines, killed, planted = [], 0, 0
-    named = ["litert-int8", *(PlantedInt8(bug).name for bug in CATALOGUE)]
+    lines: list[str] = []
+    killed = planted = failed = 0
     for case in cases:
-        prep = prepare(case.model_copy(update={"adapters": named}))
-        clean = run_pair(prep, LiteRTInt8())
-        lines.append(f"{case.name} clean: {clean.status}: {clean.reason[:160]}"
-                     f"{_off_grid(prep, clean)}{_fed_back(prep, clean)}")
-        if clean.status != compare.PASS:  # a mutant DIVERGED there proves nothing
-            lines.append(f"{case.name}: not counted, its clean pair does not pass")
-            continue
-        for bug in CATALOGUE:
-            r = run_pair(prep, PlantedInt8(bug))
-            planted += 1
-            killed += r.status == compare.DIVERGED
-            probe = _fed_back(prep, r, bug) if bug == "h-unquantized" else ""
-            lines.append(f"{case.name} {bug}: {r.status}: {r.reason[:160]}{_off_grid(prep, r)}"
-                         f"{probe}")
-    return killed, planted, lines
+        k, p, ok = trials(prepare(case.model_copy(update={"adapters": NAMED})), lines)
+        killed, planted, failed = killed + k, planted + p, failed + (not ok)
+    return killed, planted, failed, lines
 
 
 def _off_grid(prep, r) -> str:
@@ -184,32 +222,19 @@ def _fed_back(prep, r, bug: str | None = None) -> str:
     return f" [h fed back vs the reference's: RMS {rms:.3f} steps]"
 
 
-def seed_trials(weights: dict, seeds: list[int], seq_len: int | None = None) -> list[str]:
-    """The clean kernel and the h-unquantized mutant on quantized-lstm-forward's shapes with
-    ``weights`` (a case's ``weights:`` mapping), one case per seed: one line each, with the
-    largest difference from the integer-aware reference in output steps, per timestep."""
+def seed_cases(weights: dict, seeds: list[int], seq_len: int | None = None) -> list[Case]:
+    """quantized-lstm-forward's shapes with ``weights`` (a case's ``weights:`` mapping), one
+    case per seed."""
     from harness.cases import discover
-    from harness.prepare import prepare
-    from harness.runner import run_pair
 
     base = next(c for c in discover([CASES]) if c.name == "quantized-lstm-forward")
-    lines = []
+    made = []
     for seed in seeds:
-        update = {"name": f"{base.name}-seed{seed}", "seed": seed, "weights": weights,
-                  "adapters": ["litert-int8", PlantedInt8("h-unquantized").name]}
+        update = {"name": f"{base.name}-seed{seed}", "seed": seed, "weights": weights}
         if seq_len is not None:
             update["seq_len"] = seq_len
-        prep = prepare(Case(**(base.model_dump(exclude_unset=True) | update)))
-        parts = []
-        for adapter, bug in ((LiteRTInt8(), None), (PlantedInt8("h-unquantized"), "h-unquantized")):
-            r = run_pair(prep, adapter)
-            ref = integer_reference(prep.case, r.outputs.quantized, prep.inputs).y
-            steps = np.abs(r.outputs.y - ref) / r.outputs.quantized.output.scale
-            per_t = np.rint(steps.max(axis=(0, 2))).astype(int).tolist()
-            parts.append(f"{bug or 'clean'} {r.status} {steps.max():.0f} steps, per t {per_t}"
-                         f"{_off_grid(prep, r)}{_fed_back(prep, r, bug)}")
-        lines.append(f"seed {seed}: " + " | ".join(parts))
-    return lines
+        made.append(Case(**(base.model_dump(exclude_unset=True) | update)))
+    return made
 
 
 def _seeds(text: str) -> list[int]:
@@ -219,21 +244,22 @@ def _seeds(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--weights", help="INIT[:SCALE], e.g. normal:1.0 (no scale: the "
-                        "default 1/sqrt(hidden_size)): compare the clean kernel and the "
-                        "h-unquantized mutant on such weights, one case a seed")
+    parser.add_argument("--weights", help="INIT[:SCALE], e.g. normal:0.5 (no scale: the "
+                        "default 1/sqrt(hidden_size)): the clean kernel and every planted bug "
+                        "on quantized-lstm-forward's shapes with such weights, one case a seed")
     parser.add_argument("--seeds", type=_seeds, default=[43], help="A-B (default 43)")
     parser.add_argument("--seq-len", type=int, help="default: the case's")
     args = parser.parse_args(argv)
+    cases = None
     if args.weights:
         init, _, scale = args.weights.partition(":")
         weights = {"init": init} | ({"scale": float(scale)} if scale else {})
-        print("\n".join(seed_trials(weights, args.seeds, args.seq_len)))
-        return 0
-    killed, planted, lines = kill_rate()
+        cases = seed_cases(weights, args.seeds, args.seq_len)
+    killed, planted, failed, lines = kill_rate(cases)
     print("\n".join(lines))
-    print(f"killed {killed} of {planted} planted quantization bugs")
-    return 0 if killed == planted else 1
+    print(f"killed {killed} of {planted} planted quantization bugs; "
+          f"{failed} clean kernel(s) did not pass")
+    return 0 if killed == planted and not failed else 1
 
 
 if __name__ == "__main__":
