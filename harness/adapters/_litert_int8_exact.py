@@ -17,31 +17,21 @@ import numpy as np
 from harness.adapters import _litert_flatbuffer
 from harness.adapters._litert import import_litert
 from harness.reference.litert_int8_lstm import ModelRun, run_model
+from harness.reference.step_differences import StepDifferences
 
 
 @dataclass(frozen=True)
-class TensorDifference:
-    """One tensor an op wrote: ``differing[t]``, how many of its values at step ``t`` differ
-    between the interpreter and the reference (of ``per_step`` each), and the largest
-    difference in integer steps (0 where equal)."""
+class TensorDifference(StepDifferences):
+    """One tensor an op wrote, against the reference (:class:`StepDifferences`)."""
 
     op: int
     op_name: str
     tensor: int
     tensor_name: str
-    differing: tuple[int, ...]
-    per_step: int
-    max_steps: int
-
-    @property
-    def exact(self) -> bool:
-        return not any(self.differing)
 
     def words(self) -> str:
-        where = ", ".join(f"t={t}: {n}" for t, n in enumerate(self.differing) if n)
         return (f"op {self.op} {self.op_name} tensor {self.tensor} ({self.tensor_name}): "
-                f"{sum(self.differing)} of {self.per_step * len(self.differing)} values differ "
-                f"(up to {self.max_steps} steps; {where or 'none'})")
+                f"{self.counted()} (up to {self.max_steps} steps; {self.steps() or 'none'})")
 
 
 def interpreter_tensors(model: bytes, x: np.ndarray, op_resolver: str | None
@@ -85,6 +75,7 @@ def compare(model: bytes, x: np.ndarray, op_resolver: str | None = "BUILTIN_REF"
                 else apart.reshape(1, 1, -1)
             found.append(TensorDifference(
                 n, op.name, o, flat.subgraph.tensors[o].name.decode(errors="replace"),
-                tuple(int(k) for k in (steps != 0).sum(axis=(0, 2))),
-                int(steps.shape[0] * steps.shape[2]), int(apart.max(initial=0))))
+                differing=tuple(int(k) for k in (steps != 0).sum(axis=(0, 2))),
+                per_step=int(steps.shape[0] * steps.shape[2]),
+                max_steps=int(apart.max(initial=0))))
     return found, reference

@@ -19,6 +19,7 @@ from harness import compare
 from harness.judges.base import Measured
 from harness.judges.quantized import CostFigures, QuantizedJudge
 from harness.judges.verdict import Disagrees, Figures, ScriptQuestion
+from harness.reference.step_differences import StepDifferences
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,24 +34,13 @@ REFERENCES = {"litert-int8": "LiteRT's 8x8->16 LSTM kernel"}
 
 
 @dataclass(frozen=True)
-class OutputDifference:
-    """One output tensor against the integer reference: ``differing[t]``, how many of its
-    values at step ``t`` differ (of ``per_step`` each), and the largest difference in integer
-    steps of its grid (0: bit-exact)."""
+class OutputDifference(StepDifferences):
+    """One output tensor against the integer reference (:class:`StepDifferences`)."""
 
     tensor: str
-    differing: tuple[int, ...]
-    per_step: int
-    max_steps: int
-
-    @property
-    def exact(self) -> bool:
-        return not any(self.differing)
 
     def words(self) -> str:
-        where = ", ".join(f"t={t}: {n}" for t, n in enumerate(self.differing) if n)
-        return (f"{self.tensor}: {sum(self.differing)} of {self.per_step * len(self.differing)} "
-                f"values differ ({where}), up to {self.max_steps} steps off")
+        return f"{self.tensor}: {self.counted()} ({self.steps()}), up to {self.max_steps} steps off"
 
     def record(self) -> dict[str, Any]:
         return {"tensor": self.tensor, "differing": list(self.differing),
@@ -59,8 +49,8 @@ class OutputDifference:
     @classmethod
     def from_record(cls, doc: Any) -> OutputDifference:
         try:
-            return cls(str(doc["tensor"]), tuple(int(n) for n in doc["differing"]),
-                       int(doc["per_step"]), int(doc["max_steps"]))
+            return cls(str(doc["tensor"]), differing=tuple(int(n) for n in doc["differing"]),
+                       per_step=int(doc["per_step"]), max_steps=int(doc["max_steps"]))
         except (TypeError, KeyError, ValueError):
             raise Disagrees("has a malformed bit_exact record in run.json (expected "
                             "[{tensor, differing, per_step, max_steps}])") from None
@@ -85,8 +75,9 @@ def output_difference(model: bytes, x: np.ndarray, y: np.ndarray) -> OutputDiffe
         steps = np.rint(np.abs(got.astype(np.float64) - want.astype(np.float64)) / scale)
         apart = np.where(got != want, np.maximum(steps, 1), 0).astype(np.int64)
     name = flat.subgraph.tensors[out].name.decode(errors="replace")
-    return OutputDifference(name, tuple(int(n) for n in (apart != 0).sum(axis=(0, 2))),
-                            int(apart.shape[0] * apart.shape[2]), int(apart.max(initial=0)))
+    return OutputDifference(name, differing=tuple(int(n) for n in (apart != 0).sum(axis=(0, 2))),
+                            per_step=int(apart.shape[0] * apart.shape[2]),
+                            max_steps=int(apart.max(initial=0)))
 
 
 @dataclass(frozen=True)
