@@ -47,19 +47,23 @@ def _mentions(node: ast.AST) -> bool:
     return False
 
 
+def branch_tests(source: str) -> list[ast.AST]:
+    """The expressions that choose a branch in ``source``: the tests of if, conditional
+    expressions and while, the subjects of match, the conditions of comprehensions."""
+    tests: list[ast.AST] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If | ast.IfExp | ast.While):
+            tests.append(node.test)
+        elif isinstance(node, ast.Match):
+            tests.append(node.subject)
+        elif isinstance(node, ast.comprehension):
+            tests += node.ifs
+    return tests
+
+
 def branches_on_quantization(source: str) -> list[int]:
     """The lines of the branches of ``source`` whose test names quantiz*."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        tests: list[ast.AST] = []
-        if isinstance(node, ast.If | ast.IfExp | ast.While):
-            tests = [node.test]
-        elif isinstance(node, ast.Match):
-            tests = [node.subject]
-        elif isinstance(node, ast.comprehension):
-            tests = list(node.ifs)
-        found += [t.lineno for t in tests if _mentions(t)]
-    return sorted(found)
+    return sorted(t.lineno for t in branch_tests(source) if _mentions(t))
 
 
 def _allowed(path: Path) -> bool:
@@ -207,24 +211,16 @@ def kind_branches(source: str, optional: set[str], figures: set[str]) -> list[tu
     ``optional``: the optional record fields not in :data:`KIND_FREE`; ``figures``: the
     fields of figures and script questions."""
     found = []
-    for node in ast.walk(ast.parse(source)):
-        tests: list[ast.AST] = []
-        if isinstance(node, ast.If | ast.IfExp | ast.While):
-            tests = [node.test]
-        elif isinstance(node, ast.Match):
-            tests = [node.subject]
-        elif isinstance(node, ast.comprehension):
-            tests = list(node.ifs)
-        for t in tests:
-            found += [(t.lineno, f"tests {a}") for a in _truth_tested(t) if a in optional]
-            found += [(t.lineno, f"reads {sub.attr}") for sub in ast.walk(t)
-                      if isinstance(sub, ast.Attribute) and sub.attr in figures]
-            found += [(t.lineno, "isinstance of a judge's class") for sub in ast.walk(t)
-                      if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name)
-                      and sub.func.id == "isinstance" and len(sub.args) == 2
-                      and any(isinstance(n, ast.Name)
-                              and n.id.endswith(("Figures", "Judge", "Question"))
-                              for n in ast.walk(sub.args[1]))]
+    for t in branch_tests(source):
+        found += [(t.lineno, f"tests {a}") for a in _truth_tested(t) if a in optional]
+        found += [(t.lineno, f"reads {sub.attr}") for sub in ast.walk(t)
+                  if isinstance(sub, ast.Attribute) and sub.attr in figures]
+        found += [(t.lineno, "isinstance of a judge's class") for sub in ast.walk(t)
+                  if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name)
+                  and sub.func.id == "isinstance" and len(sub.args) == 2
+                  and any(isinstance(n, ast.Name)
+                          and n.id.endswith(("Figures", "Judge", "Question"))
+                          for n in ast.walk(sub.args[1]))]
     return sorted(found)
 
 
