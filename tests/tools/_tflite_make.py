@@ -1,9 +1,15 @@
 """Hand-made ``.tflite`` flatbuffers for compare's cheap tests, built with LiteRT's own schema
 (no converter, no TensorFlow): one ``UNIDIRECTIONAL_SEQUENCE_LSTM`` op, float or with int8
 weights on given grids, a ``WHILE`` loop whose body holds given ops, and one whose body is a
-Keras GRU's cell."""
+Keras GRU's cell. And the real converter's files, made by a script in a child process
+(:func:`converted_in_child`)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import flatbuffers
 import numpy as np
@@ -179,3 +185,12 @@ def _add_code(m, name: str) -> int:
     c.deprecatedBuiltinCode, c.version = min(c.builtinCode, 127), 1
     m.operatorCodes.append(c)
     return len(m.operatorCodes) - 1
+
+
+def converted_in_child(script: str, folder: Path) -> float:
+    """Run the converter ``script`` (it writes into the folder given as its argument) in a
+    process of its own, since the converter can die in the harness's (_litert_convert); the
+    seconds it took."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", script, str(folder)], check=True, capture_output=True)
+    return time.perf_counter() - start

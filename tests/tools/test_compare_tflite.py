@@ -7,7 +7,6 @@ convert a Keras LSTM with TensorFlow's converter (float and full-integer int8)."
 from __future__ import annotations
 
 import struct
-import subprocess
 import sys
 import textwrap
 import time
@@ -99,13 +98,9 @@ CONVERT = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory) -> tuple[Path, float]:
     """A y-only tf_keras LSTM (lstm.h5) and its full-integer int8 .tflite, converted in a
-    process of its own (the converter can die in the harness's: _litert_convert), and the
-    seconds it took."""
+    process of its own (:func:`_tflite_make.converted_in_child`), and the seconds it took."""
     folder = tmp_path_factory.mktemp("compare-tflite")
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", CONVERT, str(folder)], check=True,
-                   capture_output=True)
-    return folder, time.perf_counter() - start
+    return folder, mk.converted_in_child(CONVERT, folder)
 
 
 @pytest.mark.roads

@@ -6,7 +6,6 @@ converter."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 import time
@@ -85,13 +84,9 @@ CONVERT = textwrap.dedent("""
 def converted(tmp_path_factory) -> tuple[Path, float]:
     """A tf_keras Dense -> LSTM model and its full-integer int8 .tflite, data for it (x.npy),
     and a tf_keras GRU (reset_after) and its float .tflite (the WHILE form), converted in a
-    process of its own (the converter can die in the harness's: _litert_convert), and the
-    seconds it took."""
+    process of its own (:func:`_tflite_make.converted_in_child`), and the seconds it took."""
     folder = tmp_path_factory.mktemp("compare-tflite-models")
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", CONVERT, str(folder)], check=True,
-                   capture_output=True)
-    return folder, time.perf_counter() - start
+    return folder, mk.converted_in_child(CONVERT, folder)
 
 
 @pytest.mark.roads
