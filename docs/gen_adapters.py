@@ -13,14 +13,16 @@ row whose adapters run on different devices, stops the generator. Run from the r
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script from anywhere: import this checkout's harness
-    sys.path.insert(0, str(ROOT))
+for folder in (ROOT, ROOT / "docs"):  # run from anywhere: this checkout's harness and _regenerate
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from _regenerate import regenerate_docs  # noqa: E402
 
 from harness.adapters import ADAPTERS  # noqa: E402
 
@@ -93,22 +95,12 @@ def regenerate(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 when docs/adapters.md is out of date")
-    args = parser.parse_args(argv)
-    text = DOC.read_text(encoding="utf-8")
     try:
-        new = regenerate(text)
+        return regenerate_docs(argv, description=__doc__.splitlines()[0], docs=[DOC],
+                               regenerate=regenerate, script="docs/gen_adapters.py")
     except StaleTable as exc:
         print(exc)
         return 1
-    if new != text and args.check:
-        print("out of date: docs/adapters.md (run python docs/gen_adapters.py)")
-        return 1
-    if new != text:
-        DOC.write_text(new, encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":

@@ -10,14 +10,16 @@ for the small fixed cases in :data:`CASES`. Run from the repository root:
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script from anywhere: import this checkout's harness
-    sys.path.insert(0, str(ROOT))
+for folder in (ROOT, ROOT / "docs"):  # run from anywhere: this checkout's harness and _regenerate
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from _regenerate import regenerate_docs  # noqa: E402
 
 from harness.layouts import get_layout  # noqa: E402
 from harness.report.layouts_md import mapping_markdown  # noqa: E402
@@ -71,21 +73,8 @@ def regenerate(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 when the file is out of date")
-    args = parser.parse_args(argv)
-    old = DOC.read_text(encoding="utf-8")
-    new = regenerate(old)
-    if args.check:
-        if new != old:
-            print(f"{DOC.relative_to(ROOT)} is out of date: run python docs/gen_layouts.py")
-            return 1
-        return 0
-    if new != old:
-        DOC.write_text(new, encoding="utf-8")
-        print(f"rewrote {DOC.relative_to(ROOT)}")
-    return 0
+    return regenerate_docs(argv, description=__doc__.splitlines()[0], docs=[DOC],
+                           regenerate=regenerate, script="docs/gen_layouts.py")
 
 
 if __name__ == "__main__":

@@ -11,14 +11,16 @@ in the registry's order. Run from the repository root:
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script from anywhere: import this checkout's harness
-    sys.path.insert(0, str(ROOT))
+for folder in (ROOT, ROOT / "docs"):  # run from anywhere: this checkout's harness and _regenerate
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from _regenerate import regenerate_docs  # noqa: E402
 
 from harness.adapters import named_only_adapters  # noqa: E402
 
@@ -38,22 +40,8 @@ def regenerate(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 when a file is out of date")
-    args = parser.parse_args(argv)
-    stale = []
-    for doc in DOCS:
-        text = doc.read_text(encoding="utf-8")
-        new = regenerate(text)
-        if new != text:
-            stale.append(doc.relative_to(ROOT))
-            if not args.check:
-                doc.write_text(new, encoding="utf-8")
-    if stale and args.check:
-        print(f"out of date: {', '.join(map(str, stale))} (run python docs/gen_named_only.py)")
-        return 1
-    return 0
+    return regenerate_docs(argv, description=__doc__.splitlines()[0], docs=DOCS,
+                           regenerate=regenerate, script="docs/gen_named_only.py")
 
 
 if __name__ == "__main__":
