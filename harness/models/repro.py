@@ -131,6 +131,10 @@ def write_repro(p: Pairing, folder: Path, top: Path) -> str:
     from harness.models.onnx_run import ShippedNode
 
     o, s = p.original, p.shipped
+    if s.tflite is not None:
+        from harness.models.tflite_repro import write_tflite_repro
+
+        return write_tflite_repro(p, folder, top)
     ran = p.outputs.figures
     why = unsupported(o.case)
     if why or not isinstance(ran, ShippedFigures) or ran.inputs is None or ran.got is None:
