@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -207,16 +206,17 @@ def write_tflite_repro(p: Pairing, folder: Path, top: Path) -> str:
 
 
 def _arrays(p: Pairing, inputs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """data.npz's arrays and the script's figures, computed by the functions the judges
-    call (:func:`harness.prepare.reference_and_floor`, :mod:`harness.quantization`,
-    :mod:`harness.models.weights_measure`)."""
+    """data.npz's arrays and the script's figures: the float64 reference on the original's
+    weights as the outputs judge computes it (:func:`harness.prepare.reference_and_floor`),
+    a quantized file's references as its judgement kept them (``repro_data``), the weights'
+    rounding as the weights judge takes it (:mod:`harness.models.weights_measure`)."""
     from harness import quantization as qz
     from harness.compare import tolerance_for
     from harness.models.weights_measure import rounding
     from harness.prepare import reference_and_floor
 
     o, s = p.original, p.shipped
-    op, q = s.tflite, s.tflite.quantized
+    op = s.tflite
     B, T = inputs.x.shape[:2]
     ref, _ = reference_and_floor(o.case.model_copy(update={"batch": B, "seq_len": T}),
                                  o.canonical, inputs)
@@ -227,21 +227,15 @@ def _arrays(p: Pairing, inputs: Any) -> tuple[dict[str, np.ndarray], dict[str, A
     tol = tolerance_for(s.case, p.outputs.figures.adapter or "litert")
     figures: dict[str, Any] = {
         "scheme": op.scheme, "eps": rounding(o, s), "atol": float(tol.atol),
-        "rtol": float(tol.rtol), "step": None, "k_steps": qz.K_STEPS + qz.READ_BACK_STEPS,
-        "margin": qz.IDEAL_MARGIN_DB, "min_sqnr": None, "hidden": s.case.hidden_size,
+        "rtol": float(tol.rtol), "k_steps": qz.K_STEPS + qz.READ_BACK_STEPS,
+        "margin": qz.IDEAL_MARGIN_DB, "hidden": s.case.hidden_size,
         # a loop's weights are in its body subgraph: there the outputs alone are judged
         "weights": [[k.split("/", 1)[1], op.indices.get(k, -1),
                      s.file_names.get(k, "no tensor: one bias per gate")]
                     for k in o.canonical.tensors] if op.indices else []}
-    if q is not None:
-        case = s.case.model_copy(update={"batch": B, "seq_len": T})
-        ideal = replace(qz.ideal_model(case, o.canonical, q.scheme, q.weight_qmax),
-                        activations=q.activations)
-        arrays["integer_y"] = np.asarray(qz.integer_reference(case, q, inputs).y, np.float64)
-        arrays["ideal_y"] = np.asarray(qz.integer_reference(case, ideal, inputs).y,
-                                       np.float64)
-        figures["step"] = float(qz.output_step(q, ref))
-        figures["min_sqnr"] = case.quantization.min_sqnr_db if case.quantization else None
+    extra = p.outputs.figures.repro_data()  # a quantized file's references, else none
+    arrays |= {k: np.asarray(v, np.float64) for k, v in extra.items() if k.endswith("_y")}
+    figures["step"], figures["min_sqnr"] = extra.get("step"), extra.get("min_sqnr_db")
     return arrays, figures
 
 
