@@ -310,6 +310,9 @@ class Judgement:
     ideal_sqnr_db: float
     # the largest |y - float64 reference| in output units: the cost as a reader weighs it
     max_abs: float = float("nan")
+    # what a reproducer judges the kernel's y against (harness.models.tflite_repro):
+    # integer_y, ideal_y (the two references' y), step, min_sqnr_db
+    references: dict = field(default_factory=dict, repr=False)
 
 
 def cost_status(case: Case, verdict: str, total: float | None, ideal: float | None
@@ -411,7 +414,8 @@ def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs:
     # the same scheme: a dynamic kernel's run-time activation quantization is part of it
     ideal = replace(ideal_model(case, canonical, model.scheme, model.weight_qmax),
                     activations=model.activations)
-    ideal_total = float(sqnr_db(integer_reference(case, ideal, inputs).y, reference.y))
+    ideal_y = integer_reference(case, ideal, inputs).y
+    ideal_total = float(sqnr_db(ideal_y, reference.y))
     worst = float(rows["max_abs"].max()) / step if not rows.empty else 0.0
     parts = [f"{model.scheme}: within {worst:.3g} output steps (step {step:.3g}) of the "
              f"integer-aware reference (pass within {K_STEPS:g}); SQNR {total:.1f} dB over y, "
@@ -424,4 +428,7 @@ def judge(case: Case, adapter: str, out: Outputs, model: QuantizedModel, inputs:
             parts.append(f"the kernel differs from the integer-aware reference first at "
                          f"{compare.where(f)}: {f['max_abs'] / step:.3g} steps")
     return Judgement(rows, status, "; ".join(parts), total, ideal_total,
-                     float(np.max(np.abs(out.y - reference.y), initial=0.0)))
+                     float(np.max(np.abs(out.y - reference.y), initial=0.0)),
+                     {"integer_y": kernel_ref.y, "ideal_y": ideal_y, "step": step,
+                      "min_sqnr_db": (case.quantization.min_sqnr_db if case.quantization
+                                      else None)})

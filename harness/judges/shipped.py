@@ -50,6 +50,11 @@ class ShippedFigures(PairingFigures):
     def summary(self, status: str) -> str:
         return f"outputs {self.cell(status)}"
 
+    def repro_data(self) -> dict[str, Any]:
+        """What a reproducer judges the outputs against beside the float64 reference (a
+        quantized .tflite's references: :class:`TfliteFigures`); none here."""
+        return {}
+
     def record(self) -> dict[str, Any]:
         measured = {k: v for k, v in (("tol_ratio", self.tol_ratio), ("max_abs", self.max_abs))
                     if not math.isnan(v)}
@@ -141,6 +146,11 @@ class TfliteFigures(ShippedFigures):
     sqnr_db: float = math.nan
     ideal_sqnr_db: float = math.nan
     exact: str = ""
+    # the quantized judgement's references (harness.quantization.Judgement.references)
+    references: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def repro_data(self) -> dict[str, Any]:
+        return dict(self.references)
 
     def cell(self, status: str) -> str:
         if math.isnan(self.sqnr_db):
@@ -206,4 +216,5 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     return Verdict(kind, q.status, reason, q.rows, TfliteFigures(
         adapter=adapter.name, tol_ratio=float(q.rows["tol_ratio"].max()),
         max_abs=q.max_abs, first=where, note=note, inputs=inputs, model=adapter.model,
-        got={"y": y}, sqnr_db=q.sqnr_db, ideal_sqnr_db=q.ideal_sqnr_db, exact=exact))
+        got={"y": y}, sqnr_db=q.sqnr_db, ideal_sqnr_db=q.ideal_sqnr_db, exact=exact,
+        references=q.references))

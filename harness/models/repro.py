@@ -11,6 +11,9 @@ folder ``DIR/repro-<k>`` (k: the pairing's place in the table) holds
   original's weights, prints the worst error per output, step and direction, and exits 1 where
   they differ beyond tolerance, 0 where they agree.
 
+A ``.tflite`` layer's folder is :mod:`harness.models.tflite_repro`'s (the op cut out as a
+one-op ``model.tflite``, its data, a script that runs it in LiteRT).
+
 Every string that comes from a file (a path, a node name) goes in as data
 (:mod:`harness.repro.quote`); every file is written without following links
 (:mod:`harness.safe_files`).
@@ -131,6 +134,10 @@ def write_repro(p: Pairing, folder: Path, top: Path) -> str:
     from harness.models.onnx_run import ShippedNode
 
     o, s = p.original, p.shipped
+    if s.tflite is not None:
+        from harness.models.tflite_repro import write_tflite_repro
+
+        return write_tflite_repro(p, folder, top)
     ran = p.outputs.figures
     why = unsupported(o.case)
     if why or not isinstance(ran, ShippedFigures) or ran.inputs is None or ran.got is None:

@@ -74,6 +74,9 @@ class TfliteOp:
     # the op reads the model's input (directly or through one QUANTIZE) and the model's
     # output is its y (directly or through one DEQUANTIZE): the file runs as the layer
     whole: bool = False
+    # each canonical block's tensor among the main subgraph's (a fused op's; a loop's are in
+    # its body): the same in the op cut out (harness.models.tflite_run.cut)
+    indices: dict[str, int] = field(default_factory=dict, repr=False)
 
 
 def is_tflite(source: Any) -> bool:
@@ -160,12 +163,38 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
            ) -> dict[str, Any]:
     where = f"op {n} {op.name}"
     D = 2 if op.name == BIDI else 1
+    at = _inputs_at(op, D)
+    _refuse_forms(at, D, where, label)
+    case = _lstm_case(flat, op, at, where, label, role)
+    weights = _weights(flat, at, D, case, where, label)
+    tensors, grids = weights.tensors, weights.grids
+    scheme = ("float" if not grids else "16x8" if flat.tensor_type(op.inputs[0]) == "INT16"
+              else "int8" if flat.grid(op.inputs[0]) is not None else "dynamic")
+    quantized = _quantized(flat, op, at, D, scheme, tensors) if grids else None
+    float32 = all(np.array_equal(v.astype(np.float32), v) for v in tensors.values())
+    return {"source": label, "name": where, "path": where, "case": case,
+            "layout": "canonical", "canonical": Canonical(tensors), "native": dict(tensors),
+            "dtype": "float32" if grids or float32 else "float64", "adapter": None,
+            "where": f"the {op.name} op {n} of the main subgraph",
+            "file_names": weights.file_names,
+            "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, _whole(flat, op),
+                               weights.indices)}
+
+
+def _inputs_at(op: fb.Op, D: int) -> Any:
+    """``at(d, what, g)``: the tensor index of direction ``d``'s ``what`` (``W``, ``R``,
+    ``bW``, ...) for gate ``g`` among the op's inputs; -1 where the op has none."""
     starts = [0] if D == 1 else [0, BIDI_OFFSET]
 
     def at(d: int, what: str, g: int = 0) -> int:
         k = UNI_INPUTS[what] + starts[d] + g
         return op.inputs[k] if k < len(op.inputs) else -1
 
+    return at
+
+
+def _refuse_forms(at: Any, D: int, where: str, label: str) -> None:
+    """Peepholes, projection, layer normalization and CIFG: named, not read."""
     present = set()
     for d in range(D):
         for what, count, words in (("peephole", 3, "peepholes (cell_to_* weights)"),
@@ -177,6 +206,12 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
         what = sorted(present) or ["no input gate (CIFG)"]
         raise WeightsError(f"{where} has {', '.join(what)}: not a form rnn-harness reads",
                            file=label)
+
+
+def _lstm_case(flat: fb.Flat, op: fb.Op, at: Any, where: str, label: str, role: str
+               ) -> Case:
+    """The op's case: sizes from its input and W_i, batch and steps where the file fixes them,
+    a cell clip other than the converter's own."""
     x = flat.subgraph.tensors[op.inputs[0]]
     options = op.options
     time_major = bool(getattr(options, "timeMajor", False))
@@ -185,68 +220,69 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
         raise WeightsError(f"{where}: its input is shaped {shape}, expected 3 dimensions",
                            file=label)
     T, B = (shape[0], shape[1]) if time_major else (shape[1], shape[0])
-    w_i = flat.subgraph.tensors[at(0, "W")]
-    H, I = (int(s) for s in w_i.shape)
+    H, I = (int(s) for s in flat.subgraph.tensors[at(0, "W")].shape)
     clip = float(getattr(options, "cellClip", 0.0) or 0.0)
     fields: dict[str, Any] = {"cell": "lstm", "input_size": I, "hidden_size": H,
-                              "direction": "bidirectional" if D == 2 else "forward"}
+                              "direction": "bidirectional" if op.name == BIDI else "forward"}
     if B > 0:
         fields["batch"] = B
     if T > 0:
         fields["seq_len"] = T
     if clip > 0 and clip != CONVERTER_CELL_CLIP:
         fields["cell_clip"] = clip
-    case = _case(role, fields, label)
-    tensors: dict[str, np.ndarray] = {}
-    grids: dict[str, WeightGrid] = {}
-    file_names: dict[str, str] = {}
-    kinds = set()
+    return _case(role, fields, label)
+
+
+@dataclass
+class _Weights:
+    """An op's weights read: canonical ``tensors``, the quantized ones' ``grids``, the file's
+    words for each (``file_names``) and its tensor index (``indices``)."""
+
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)
+    grids: dict[str, WeightGrid] = field(default_factory=dict)
+    file_names: dict[str, str] = field(default_factory=dict)
+    indices: dict[str, int] = field(default_factory=dict)
+
+
+def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str) -> _Weights:
+    H, I = case.hidden_size, case.input_size
+    out = _Weights()
     for d in range(D):
         side = ("forward " if d == 0 else "backward ") if D == 2 else ""
-        for prefix, what, words in (("W", "W", "input_to_{}_weights"),
-                                    ("R", "R", "recurrent_to_{}_weights"),
-                                    ("bW", "bW", "{}_gate_bias")):
+        for prefix, words in (("W", "input_to_{}_weights"), ("R", "recurrent_to_{}_weights"),
+                              ("bW", "{}_gate_bias")):
             for g, gate in enumerate(GATES):
-                i = at(d, what, g)
+                i = at(d, prefix, g)
                 k = key(0, d, f"{prefix}_{gate}")
                 value = flat.value(i)
                 want = (H, I) if prefix == "W" else (H, H) if prefix == "R" else (H,)
                 if value.shape != want:
                     raise WeightsError(f"{where}: {words.format(SCHEMA_GATES[gate])} is shaped "
                                        f"{list(value.shape)}, expected {list(want)}", file=label)
-                tensors[k] = value
+                out.tensors[k] = value
                 name = side + words.format(SCHEMA_GATES[gate])
-                file_names[k] = f"{name} (tensor {i})"
-                kinds.add(flat.tensor_type(i))
+                out.file_names[k] = f"{name} (tensor {i})"
+                out.indices[k] = i
                 grid = _weight_grid(flat, i, name)
                 if grid is not None:
-                    grids[k.split("/", 1)[1]] = grid
+                    out.grids[k.split("/", 1)[1]] = grid
         for g in GATES:
-            tensors[key(0, d, f"bR_{g}")] = np.zeros(H)
-    scheme = ("float" if not grids else "16x8" if flat.tensor_type(op.inputs[0]) == "INT16"
-              else "int8" if flat.grid(op.inputs[0]) is not None else "dynamic")
-    canonical = Canonical(tensors)
-    whole = _whole(flat, op)
-    quantized = None
-    if grids:
-        states = [at(0, "state")] if D == 1 else list(BIDI_STATES)
-        layer_grids = {f"0/{d}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(s),
-                                            c=flat.grid(s + 1)) for d, s in enumerate(states)}
-        out = flat.subgraph.outputs[0]
-        producer = next((o for o in flat.ops if out in o.outputs), None)
-        output = (flat.grid(producer.inputs[0]) if producer is not None
-                  and producer.name == "DEQUANTIZE" else flat.grid(out))
-        quantized = QuantizedModel(scheme if scheme != "16x8" else "int8",
-                                   {k: v.copy() for k, v in tensors.items()}, layer_grids,
-                                   output)
-    float32 = all(np.array_equal(v.astype(np.float32), v) for v in tensors.values())
-    name = f"{where}"
-    return {"source": label, "name": name, "path": name, "case": case, "layout": "canonical",
-            "canonical": canonical, "native": dict(tensors),
-            "dtype": "float32" if grids or float32 else "float64", "adapter": None,
-            "where": f"the {op.name} op {n} of the main subgraph",
-            "file_names": file_names,
-            "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, whole)}
+            out.tensors[key(0, d, f"bR_{g}")] = np.zeros(H)
+    return out
+
+
+def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
+               tensors: dict[str, np.ndarray]) -> QuantizedModel:
+    """The file's weights and activation grids as the integer-aware reference reads them."""
+    states = [at(0, "state")] if D == 1 else list(BIDI_STATES)
+    layer_grids = {f"0/{d}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(s),
+                                        c=flat.grid(s + 1)) for d, s in enumerate(states)}
+    out = flat.subgraph.outputs[0]
+    producer = next((o for o in flat.ops if out in o.outputs), None)
+    output = (flat.grid(producer.inputs[0]) if producer is not None
+              and producer.name == "DEQUANTIZE" else flat.grid(out))
+    return QuantizedModel(scheme if scheme != "16x8" else "int8",
+                          {k: v.copy() for k, v in tensors.items()}, layer_grids, output)
 
 
 def _gru_loop(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str

@@ -27,6 +27,8 @@ import numpy as np
 
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
+from harness.models.tflite_tensors import from_file as _from_file
+from harness.models.tflite_tensors import to_file as _to_file
 from harness.spec import Case
 
 if TYPE_CHECKING:
@@ -45,26 +47,6 @@ def _interpreter(model: bytes, preserve: bool = False) -> Any:
                                   experimental_preserve_all_tensors=preserve)
         interpreter.allocate_tensors()
     return interpreter
-
-
-def _to_file(detail: dict[str, Any], x: np.ndarray) -> np.ndarray:
-    """``x`` as the tensor of ``detail`` holds it: quantized on its grid where it is integer."""
-    kind = np.dtype(detail["dtype"])
-    if not np.issubdtype(kind, np.integer):
-        return np.ascontiguousarray(x, dtype=kind)
-    scale, zero = detail["quantization"]
-    info = np.iinfo(kind)
-    q = np.clip(np.rint(np.asarray(x, dtype=np.float64) / scale) + zero, info.min, info.max)
-    return np.ascontiguousarray(q, dtype=kind)
-
-
-def _from_file(detail: dict[str, Any], value: np.ndarray) -> np.ndarray:
-    """A tensor's values as real numbers: dequantized on its grid where it is integer."""
-    value = np.asarray(value)
-    if not np.issubdtype(value.dtype, np.integer):
-        return value.astype(np.float64)
-    scale, zero = detail["quantization"]
-    return (value.astype(np.float64) - zero) * scale
 
 
 def interpret(model: bytes, x: np.ndarray) -> np.ndarray:

@@ -116,12 +116,10 @@ def test_keras_lstm_against_its_int8_tflite(converted, capsys) -> None:
         result.pairings[0].outputs.reason
 
 
-@pytest.mark.roads
-def test_int8_tflite_with_a_weight_scale_edited_exits_1_naming_it(converted, tmp_path,
-                                                                    capsys) -> None:
+def _scale_edited(folder: Path, tmp_path: Path) -> Path:
+    """The converter's int8 file with W_f's scale edited to 1.25x in the flatbuffer."""
     from harness.adapters import _litert_flatbuffer as fb
 
-    folder, _ = converted
     data = bytearray((folder / "lstm_int8.tflite").read_bytes())
     flat = fb.read(bytes(data))
     [op] = [o for o in flat.ops if o.name == fb.FUSED_LSTM]
@@ -131,7 +129,41 @@ def test_int8_tflite_with_a_weight_scale_edited_exits_1_naming_it(converted, tmp
     at = data.index(old)
     data[at:at + 4] = struct.pack("<f", np.float32(scale * 1.25))
     (tmp_path / "bad.tflite").write_bytes(bytes(data))
-    assert main(["compare", str(folder / "lstm.h5"), str(tmp_path / "bad.tflite")]) == 1
+    return tmp_path / "bad.tflite"
+
+
+@pytest.mark.roads
+def test_int8_tflite_with_a_weight_scale_edited_exits_1_naming_it(converted, tmp_path,
+                                                                    capsys) -> None:
+    folder, _ = converted
+    bad = _scale_edited(folder, tmp_path)
+    assert main(["compare", str(folder / "lstm.h5"), str(bad)]) == 1
     out = capsys.readouterr().out
     assert "forward/W_f (input_to_forget_weights" in out
     assert "scale 1.25x what its values need" in out
+
+
+@pytest.mark.roads
+def test_the_reproducer_script_exits_1_on_the_scale_edited_int8_file_and_0_on_the_clean(
+        converted, tmp_path) -> None:
+    import subprocess
+
+    from harness.models.repro import write_repro
+
+    folder, _ = converted
+    assert main(["compare", str(folder / "lstm.h5"), str(_scale_edited(folder, tmp_path)),
+                 "--out", str(tmp_path / "r")]) == 1
+    # the clean file's pairing is the same: compare writes it no reproducer; its writer does
+    [clean] = harness.compare_models(folder / "lstm.h5", folder / "lstm_int8.tflite").pairings
+    write_repro(clean, tmp_path / "clean", tmp_path)
+    runs = {}
+    for name, repro in (("edited", tmp_path / "r" / "repro-0"), ("clean", tmp_path / "clean")):
+        assert sorted(f.name for f in repro.iterdir()) == ["data.npz", "model.tflite",
+                                                           "repro.py"]
+        runs[name] = subprocess.run([sys.executable, "repro.py"], cwd=repro,
+                                    capture_output=True, text=True, timeout=120)
+    assert runs["edited"].returncode == 1, runs["edited"].stdout + runs["edited"].stderr
+    assert "scale 1.25x what its values need  DIFFERS" in runs["edited"].stdout
+    assert "quantization costs" in runs["edited"].stdout
+    assert runs["clean"].returncode == 0, runs["clean"].stdout + runs["clean"].stderr
+    assert "an ideal int8 quantization" in runs["clean"].stdout

@@ -1,0 +1,251 @@
+"""The reproducer of a differing ``.tflite`` pairing (``compare --out DIR``, beside
+:mod:`harness.models.repro`'s for ONNX nodes and ports): the folder ``DIR/repro-<k>`` holds
+
+- ``model.tflite``: the fused LSTM op cut out of the file as a one-op ``.tflite``
+  (:func:`harness.models.tflite_run.cut`: the file's own op, tensors, buffers, grids and state
+  variables, tensor indices unchanged), even where the whole file is the layer; a ``WHILE``
+  loop cannot be cut to one op, so its whole file;
+- ``data.npz``: ``x``, what the outputs verdict fed the op (on the op's input grid where the
+  op was cut out of an integer file); ``expected_y``, the float64 reference on the ORIGINAL's
+  weights, computed by the harness; for a quantized file ``integer_y`` (the integer-aware
+  reference on the file's own grids) and ``ideal_y`` (an ideal quantization of the original's
+  weights through the same reference); and ``original/<block>``, the original's canonical
+  weights;
+- ``repro.py``: reads each weight tensor of ``model.tflite`` in the LiteRT interpreter and
+  judges it against the original's block as the weights judge does (float within the stored
+  format's rounding, quantized within half a step of its own grid, naming the factor a scale
+  differs by), runs the file on ``x`` and judges y as the outputs verdict does (float: per
+  step within tolerance; quantized: within 2 output steps of ``integer_y`` and an SQNR no more
+  than 6 dB below ``ideal_y``'s), prints the figures and exits 1 where anything differs, 0
+  where nothing does. It imports NumPy and LiteRT only: the tensor reading is pasted
+  (:mod:`harness.models.tflite_tensors`), every string from the file goes in as data
+  (:mod:`harness.repro.quote`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness import safe_files
+from harness.npz import save_npz, write_text
+from harness.repro.quote import doc_text, py_literal
+
+if TYPE_CHECKING:
+    from harness.models.comparison import Pairing
+
+SCRIPT = '''#!/usr/bin/env python3
+"""{title}
+
+The shipped .tflite's {what} ({file}) judged against the ORIGINAL: its weight tensors,
+read in the LiteRT interpreter, against the original's weights; its outputs on x against
+the float64 reference on the original's weights (data.npz). Needs NumPy and ai-edge-litert
+(or TensorFlow's tf.lite):
+
+    python repro.py
+
+Exit 1: the shipped layer differs (weights or outputs); 0: it agrees.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEME = {scheme}  # float, int8, 16x8 or dynamic: how the outputs are judged
+EPS = {eps}  # a float weight's rounding: machine epsilon of the coarser stored format
+ATOL, RTOL = {atol}, {rtol}  # a float file's outputs
+STEP, K_STEPS = {step}, {k_steps}  # a quantized file's output step; pass within k steps
+MARGIN_DB, MIN_SQNR_DB = {margin}, {min_sqnr}  # below an ideal quantization's SQNR; a floor
+HIDDEN = {hidden}
+# [canonical block, its tensor in model.tflite (-1: the op holds none, so zero), the words]
+WEIGHTS = {weights}
+with np.load(os.path.join(HERE, "data.npz"), allow_pickle=False) as _npz:
+    DATA = {{k: _npz[k] for k in _npz.files}}
+
+'''
+
+MAIN = '''
+
+def interpreter():
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        import tensorflow as tf
+
+        Interpreter = tf.lite.Interpreter
+    it = Interpreter(model_path=os.path.join(HERE, "model.tflite"))
+    it.allocate_tensors()
+    return it
+
+
+def weights_differ(it):
+    """Each weight tensor against the original's block; the blocks that differ."""
+    details = {d["index"]: d for d in it.get_tensor_details()}
+    differ = []
+    for block, index, words in WEIGHTS:
+        want = DATA["original/" + block]
+        if index < 0:
+            got, scale = np.zeros_like(want), None
+        else:
+            got, scale, zero, qmax = weight_grid(details[index], it.get_tensor(index))
+        err = np.abs(got - want)
+        mag = max(float(np.abs(want).max(initial=0.0)), float(np.abs(got).max(initial=0.0)))
+        if scale is not None:
+            ratio = float(np.max(err / (scale / 2 * (1 + 1e-6) + EPS * mag), initial=0.0))
+            said = f"{float(np.max(err / scale, initial=0.0)):.3g} steps of its grid"
+            need = float(np.abs(want).max(initial=0.0)) / qmax
+            if (block.rsplit("/", 1)[-1][0] in "WR" and not np.any(zero) and need > 0
+                    and np.ptp(scale) == 0 and abs(float(scale.flat[0]) / need - 1) > 0.01):
+                said += f"; scale {float(scale.flat[0]) / need:.3g}x what its values need"
+        else:
+            diff = float(err.max(initial=0.0))
+            ratio = (0.0 if diff == 0 else diff / (EPS * mag) if EPS * mag > 0
+                     else float("inf"))
+            said = f"max |difference| {diff:.3g}"
+        bad = not ratio <= 1.0
+        print(f"weights {block:22} {words:40} {ratio:10.3g}x allowed  {said}"
+              + ("  DIFFERS" if bad else ""))
+        if bad:
+            differ.append(block)
+    return differ
+
+
+def run_file(it):
+    """The file's y on x: an integer input quantized on its grid, the output dequantized."""
+    [given] = it.get_input_details()
+    it.set_tensor(given["index"], to_file(given, DATA["x"]))
+    it.invoke()
+    [out] = it.get_output_details()
+    return from_file(out, it.get_tensor(out["index"]))
+
+
+def outputs_differ(got):
+    """Per step and direction: a float file within tolerance of the float64 reference, a
+    quantized one within K_STEPS of the integer-aware reference; then a quantized file's
+    SQNR over y against an ideal quantization's. What differs, in words."""
+    want = DATA["integer_y"] if SCHEME != "float" else DATA["expected_y"]
+    unit = "steps" if SCHEME != "float" else "x tolerance"
+    first, worst = None, 0.0
+    for t in range(want.shape[1]):
+        for d in range(want.shape[2] // HIDDEN):
+            cols = slice(d * HIDDEN, (d + 1) * HIDDEN)
+            err = np.abs(got[:, t, cols] - want[:, t, cols])
+            if SCHEME != "float":
+                ratio = float(err.max()) / STEP / K_STEPS
+                shown = float(err.max()) / STEP
+            else:
+                ratio = shown = float((err / (ATOL + RTOL * np.abs(want[:, t, cols]))).max())
+            print(f"y direction {d} t={t:<4} max |error| {float(err.max()):12.3e}  "
+                  f"{shown:10.3g} {unit}")
+            worst = max(worst, shown)
+            if first is None and not ratio <= 1.0:
+                first = f"y direction {d} t={t}"
+    said = []
+    if first is not None:
+        said.append(f"first at {first} (worst {worst:.3g} {unit})")
+    if SCHEME != "float":
+        total = float(sqnr_db(got, DATA["expected_y"]))
+        ideal = float(sqnr_db(DATA["ideal_y"], DATA["expected_y"]))
+        print(f"SQNR over y {total:.1f} dB; an ideal {SCHEME} quantization {ideal:.1f} dB")
+        if total < ideal - MARGIN_DB:
+            said.append(f"quantization costs {ideal - total:.1f} dB more than an ideal "
+                        f"quantization (beyond {MARGIN_DB:g} dB)")
+        if MIN_SQNR_DB is not None and total < MIN_SQNR_DB:
+            said.append(f"SQNR {total:.1f} dB below {MIN_SQNR_DB:g}")
+    return said
+
+
+def main():
+    it = interpreter()
+    differ = weights_differ(it)
+    said = outputs_differ(run_file(it))
+    if differ:
+        said.insert(0, "weights differ in " + ", ".join(differ))
+    if said:
+        print("\\nthe shipped layer differs: " + "; ".join(said))
+        return 1
+    print("\\nthe shipped layer agrees with the original")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def write_tflite_repro(p: Pairing, folder: Path, top: Path) -> str:
+    """The reproducer folder of the ``.tflite`` pairing ``p`` (module text); a line saying
+    what was written, or why not."""
+    from harness.models.tflite_run import cut
+
+    s = p.shipped
+    op = s.tflite
+    ran = p.outputs.figures
+    if getattr(ran, "inputs", None) is None:
+        return (f"no reproducer for {s.path!r}: its outputs were not computed "
+                f"({p.outputs.status})")
+    # a loop cannot be cut to one op; the outputs verdict ran it only where it is the file
+    model = op.model if op.op == "WHILE" else cut(op.model, op.index)
+    arrays, figures = _arrays(p, ran.inputs)
+    safe_files.folder(folder, top, field="--out")
+    safe_files.write_bytes(folder / "model.tflite", model, top, field="--out")
+    save_npz(folder / "data.npz", arrays, top)
+    what = "WHILE loop (the whole file: a loop cannot be cut to one op)" if op.op == "WHILE" \
+        else f"{op.op} op {op.index} (cut out as a one-op .tflite)"
+    head = SCRIPT.format(title=doc_text(f"{p.title()}: {s.where or s.path}"),
+                         what=doc_text(what), file=doc_text(s.source),
+                         **{k: py_literal(v) for k, v in figures.items()})
+    body = (head + _tensors_source() + "\n\n" + _sqnr_source() + MAIN)
+    write_text(folder / "repro.py", body, top)
+    return f"reproducer: {folder}/repro.py"
+
+
+def _arrays(p: Pairing, inputs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """data.npz's arrays and the script's figures: the float64 reference on the original's
+    weights as the outputs judge computes it (:func:`harness.prepare.reference_and_floor`),
+    a quantized file's references as its judgement kept them (``repro_data``), the weights'
+    rounding as the weights judge takes it (:mod:`harness.models.weights_measure`)."""
+    from harness import quantization as qz
+    from harness.compare import tolerance_for
+    from harness.models.weights_measure import rounding
+    from harness.prepare import reference_and_floor
+
+    o, s = p.original, p.shipped
+    op = s.tflite
+    B, T = inputs.x.shape[:2]
+    ref, _ = reference_and_floor(o.case.model_copy(update={"batch": B, "seq_len": T}),
+                                 o.canonical, inputs)
+    arrays = {"x": np.asarray(inputs.x, np.float64),
+              "expected_y": np.asarray(ref.y, np.float64)}
+    arrays |= {f"original/{k.split('/', 1)[1]}": np.asarray(v, np.float64)
+               for k, v in o.canonical.tensors.items()}
+    tol = tolerance_for(s.case, p.outputs.figures.adapter or "litert")
+    figures: dict[str, Any] = {
+        "scheme": op.scheme, "eps": rounding(o, s), "atol": float(tol.atol),
+        "rtol": float(tol.rtol), "k_steps": qz.K_STEPS + qz.READ_BACK_STEPS,
+        "margin": qz.IDEAL_MARGIN_DB, "hidden": s.case.hidden_size,
+        # a loop's weights are in its body subgraph: there the outputs alone are judged
+        "weights": [[k.split("/", 1)[1], op.indices.get(k, -1),
+                     s.file_names.get(k, "no tensor: one bias per gate")]
+                    for k in o.canonical.tensors] if op.indices else []}
+    extra = p.outputs.figures.repro_data()  # a quantized file's references, else none
+    arrays |= {k: np.asarray(v, np.float64) for k, v in extra.items() if k.endswith("_y")}
+    figures["step"], figures["min_sqnr"] = extra.get("step"), extra.get("min_sqnr_db")
+    return arrays, figures
+
+
+def _tensors_source() -> str:
+    from harness.models import tflite_tensors
+
+    return tflite_tensors.source()
+
+
+def _sqnr_source() -> str:
+    from harness.quantization import sqnr_db
+
+    return inspect.getsource(sqnr_db)
