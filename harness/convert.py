@@ -347,11 +347,11 @@ def onnx_model(case: Case, native: dict[str, np.ndarray]):
 
 def keras_model(case: Case, native: dict[str, np.ndarray]):
     """A Keras 3 Sequential: Input((None, I)) and the adapters' stack of the case
-    (:func:`harness.adapters._keras.make_layers`: one LSTM/GRU layer per case layer,
+    (:func:`harness.frameworks.keras.make_layers`: one LSTM/GRU layer per case layer,
     ``Bidirectional`` for two directions, ``go_backwards`` for reverse) in float32, weights set
     from the ``keras`` layout's tensors."""
-    from harness.adapters._keras import KERAS3_ACTIVATIONS, load_native, make_layers
-    from harness.adapters._tf import import_tf
+    from harness.frameworks.keras import KERAS3_ACTIVATIONS, load_native, make_layers
+    from harness.frameworks.tf import import_tf
 
     import_tf()  # TensorFlow first, without its C++ start-up lines: Keras imports it
     import keras

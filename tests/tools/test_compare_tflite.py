@@ -119,7 +119,7 @@ def test_keras_lstm_against_its_int8_tflite(converted, capsys) -> None:
 @pytest.mark.roads
 def test_int8_tflite_with_a_weight_scale_edited_exits_1_naming_it(converted, tmp_path,
                                                                     capsys) -> None:
-    from harness.adapters import _litert_flatbuffer as fb
+    from harness.frameworks import litert_flatbuffer as fb
 
     folder, _ = converted
     data = bytearray((folder / "lstm_int8.tflite").read_bytes())

@@ -24,8 +24,8 @@ import numpy as np
 
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.handed import Handed
 from harness.layouts.onnx import DATA_AXES, tensor_name
-from harness.repro.handed import Handed
 from harness.spec import Case
 
 # LSTM-22 / GRU-22 are the newest schemas in onnx 1.23; ORT 1.31 rejects models with onnx
@@ -34,7 +34,7 @@ OPSET = 22
 # the route note of an adapter that runs this module's graph (OpenVINO, ONNX Runtime,
 # onnx.reference): it judges the runtime on a graph written from the equations, not the graph
 # a user's exporter writes (the torch-onnx-* adapters run those)
-HARNESS_GRAPH = ("ran the harness's own ONNX graph (harness/adapters/_onnx.py), not a "
+HARNESS_GRAPH = ("ran the harness's own ONNX graph (harness/frameworks/onnx.py), not a "
                  "framework's export of the model: an exporter's graph is judged by the "
                  "torch-onnx-* adapters")
 IR_VERSION = 10
