@@ -323,7 +323,7 @@ def onnx_model(case: Case, native: dict[str, np.ndarray]):
     (zeros, the operator's default) and with any length of sequence and batch."""
     import onnx
 
-    from harness.adapters.onnxruntime import build_model
+    from harness.frameworks.onnx import build_model
 
     model = build_model(case.model_copy(update={"dtype": "float32"}), native, lengths=False)
     graph = model.graph
