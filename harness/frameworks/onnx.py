@@ -1,8 +1,8 @@
-"""What the adapters that run the harness's own ONNX ``LSTM`` / ``GRU`` graph share: the graph
-(:func:`build_model`), its inputs from harness data (:func:`feeds`) and its outputs back in
-harness conventions (:func:`read_outputs`). The runtimes differ (ONNX Runtime, OpenVINO, the
-``onnx.reference`` evaluator), the graph does not: layout ``onnx`` for the weights, one node
-per layer.
+"""The harness's own ONNX ``LSTM`` / ``GRU`` graph, what the adapters that run it share with
+``compare``, ``convert`` and the API: the graph (:func:`build_model`), its inputs from harness
+data (:func:`feeds`) and its outputs back in harness conventions (:func:`read_outputs`). The
+runtimes differ (ONNX Runtime, OpenVINO, the ``onnx.reference`` evaluator), the graph does not:
+layout ``onnx`` for the weights, one node per layer.
 
 The node's ``layout`` attribute (0 time-major, 1 batch-major) is data here: the axis orders of
 ``X``, ``Y`` and the states for each value are :data:`harness.layouts.onnx.DATA_AXES`, and the
