@@ -21,10 +21,10 @@ from pathlib import Path
 from _common import print_facts, table
 
 from harness.adapters import get_adapter
-from harness.adapters._litert_int8_exact import compare
 from harness.cases import load_cases
 from harness.prepare import prepare
 from harness.quantization import calibration_inputs
+from harness.reference.litert_int8_exact import compare
 from harness.spec import Case
 
 ROOT = Path(__file__).resolve().parents[1]

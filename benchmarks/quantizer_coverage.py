@@ -37,9 +37,9 @@ from _common import print_facts, table
 
 from harness import quantization
 from harness.adapters import get_adapter
-from harness.adapters._onnx import build_model, feeds, read_outputs
 from harness.cpu_flags import cpu_flags
 from harness.data import Inputs
+from harness.frameworks.onnx import build_model, feeds, read_outputs
 from harness.prepare import prepare
 from harness.spec import Case
 

@@ -20,7 +20,7 @@ IMPORTED_AT = time.monotonic()
 # TensorFlow prints start-up chatter to stderr (oneDNN, CUDA stubs, cuInit errors) unless told
 # otherwise; the harness's own stderr is for progress and one-line errors. 3 hides E lines too
 # (2 does not). This covers TensorFlow imported other than by the harness (a user's conftest);
-# adapters/_tf.py's import_tf sets 3 whatever the user set, and silences fd 2 around the import.
+# frameworks/tf.py's import_tf sets 3 whatever the user set, and silences fd 2 around the import.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 __all__ = ["Case", "CaseError", "CheckResult", "Diagnosis", "Divergence", "HarnessError",

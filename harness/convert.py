@@ -323,7 +323,7 @@ def onnx_model(case: Case, native: dict[str, np.ndarray]):
     (zeros, the operator's default) and with any length of sequence and batch."""
     import onnx
 
-    from harness.adapters.onnxruntime import build_model
+    from harness.frameworks.onnx import build_model
 
     model = build_model(case.model_copy(update={"dtype": "float32"}), native, lengths=False)
     graph = model.graph
@@ -347,11 +347,11 @@ def onnx_model(case: Case, native: dict[str, np.ndarray]):
 
 def keras_model(case: Case, native: dict[str, np.ndarray]):
     """A Keras 3 Sequential: Input((None, I)) and the adapters' stack of the case
-    (:func:`harness.adapters._keras.make_layers`: one LSTM/GRU layer per case layer,
+    (:func:`harness.frameworks.keras.make_layers`: one LSTM/GRU layer per case layer,
     ``Bidirectional`` for two directions, ``go_backwards`` for reverse) in float32, weights set
     from the ``keras`` layout's tensors."""
-    from harness.adapters._keras import KERAS3_ACTIVATIONS, load_native, make_layers
-    from harness.adapters._tf import import_tf
+    from harness.frameworks.keras import KERAS3_ACTIVATIONS, load_native, make_layers
+    from harness.frameworks.tf import import_tf
 
     import_tf()  # TensorFlow first, without its C++ start-up lines: Keras imports it
     import keras

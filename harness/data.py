@@ -32,7 +32,7 @@ from harness.params import block_shapes, key, layer_dirs
 from harness.spec import Case, GeneratedTensors
 
 if TYPE_CHECKING:
-    from harness.repro.handed import Handed
+    from harness.handed import Handed
 
 
 @dataclass
@@ -102,10 +102,10 @@ class Outputs:
     grads: Gradients | None = None
     models: dict[str, bytes] = field(default_factory=dict)
     note: str = ""
-    # what the adapter handed its framework (harness/repro/handed.py), for a reproducer
+    # what the adapter handed its framework (harness/handed.py), for a reproducer
     handed: Handed | None = None
     absent: dict[str, str] = field(default_factory=dict)
-    # a quantized model's weights as stored and grids (harness.quantization.QuantizedModel):
+    # a quantized model's weights as stored and grids (harness.grids.QuantizedModel):
     # the pair is judged by harness.quantization.judge
     quantized: Any = None
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from harness import compare
 from harness.data import Inputs, Outputs, generate
+from harness.grids import DynamicActivation, Grid, LayerGrids, QuantizedModel
 from harness.params import Canonical, key, layer_dirs
 from harness.reference.functions import Array, Precision
 from harness.reference.layers import forward
@@ -56,20 +57,6 @@ as coarse as it needs to be."""
 COST_COLUMNS = ("sqnr_db", "cosine", "rmse_steps")
 
 
-@dataclass(frozen=True)
-class Grid:
-    """An integer grid: value = (q − zero_point) x scale, q in [qmin, qmax]."""
-
-    scale: float
-    zero_point: int
-    qmin: int
-    qmax: int
-
-    def round(self, a: Array) -> Array:
-        q = np.clip(np.rint(a / self.scale) + self.zero_point, self.qmin, self.qmax)
-        return (q - self.zero_point) * self.scale
-
-
 def int8_grid(lo: float, hi: float) -> Grid:
     """The affine int8 grid of a range (including 0), as TFLite's quantizer makes it."""
     lo, hi = min(lo, 0.0), max(hi, 0.0)
@@ -82,88 +69,6 @@ def int16_pow2_grid(bound: float) -> Grid:
     ``bound``."""
     exponent = int(np.ceil(np.log2(max(bound, 2.0 ** -15))))
     return Grid(2.0 ** exponent / 32768.0, 0, -32768, 32767)
-
-
-@dataclass(frozen=True)
-class DynamicActivation:
-    """How a dynamic-quantization kernel quantizes the activation operand ``a`` of a product
-    ``a @ Wᵀ`` at run time, from ``a``'s own range (docs/quantization.md, "Dynamic
-    quantization"). The reference's products are the layer's input over all steps at once
-    (``x @ Wᵀ``) and the hidden state once per step (``h @ Rᵀ``), each one call.
-
-    - ``rows``: the rows of ``a`` that share one range: None, the whole operand (per tensor);
-      1, each row its own (per row);
-    - ``qmin``..``qmax``: the integer range, e.g. uint8 0..255, or 0..127 where the kernel
-      keeps a bit free (``reduce_range``) so that the int16 sums of u8 x s8 pairs cannot
-      saturate;
-    - ``symmetric``: scale max|a| / qmax, zero point 0; else affine: the range with 0 in it,
-      scale (max − min) / (qmax − qmin) in float32, zero point qmin − min / scale rounded to
-      the nearest integer (ties to even) and clamped to qmin..qmax.
-
-    The product then is exact integer arithmetic times the two scales: the reference computes
-    it in float64 from ``a`` on its grid and the weights as stored, dequantized."""
-
-    qmin: int = 0
-    qmax: int = 255
-    symmetric: bool = False
-    rows: int | None = None
-
-    def extent(self, block: Array) -> tuple[float, float]:
-        """(min, max) of one block of rows: the range its grid covers."""
-        return float(block.min()), float(block.max())
-
-    def grid(self, lo: float, hi: float) -> Grid:
-        """The grid of one block with values in [lo, hi]."""
-        if self.symmetric:
-            bound = max(abs(lo), abs(hi))
-            scale = float(np.float32(bound) / np.float32(self.qmax)) or 1.0
-            return Grid(scale, 0, self.qmin, self.qmax)
-        lo, hi = min(lo, 0.0), max(hi, 0.0)
-        scale = float((np.float32(hi) - np.float32(lo)) / np.float32(self.qmax - self.qmin)) \
-            or 1.0  # an all-zero operand: any scale gives 0 (ORT takes 1)
-        zero = int(np.rint(np.clip(self.qmin - lo / scale, self.qmin, self.qmax)))
-        return Grid(scale, zero, self.qmin, self.qmax)
-
-    def round(self, a: Array) -> Array:
-        """``a`` [rows, K] as the kernel reads it: each block of rows on its own grid."""
-        n = a.shape[0] if self.rows is None else self.rows
-        return np.concatenate([self.grid(*self.extent(a[r:r + n])).round(a[r:r + n])
-                               for r in range(0, a.shape[0], n)])
-
-    def describe(self) -> str:
-        kind = "symmetric" if self.symmetric else "affine"
-        per = "per tensor" if self.rows is None else (
-            "per row" if self.rows == 1 else f"per {self.rows} rows")
-        return f"activations {kind} {self.qmin}..{self.qmax} {per}, from their run-time range"
-
-
-@dataclass(frozen=True)
-class LayerGrids:
-    """The grids of one layer and direction: its input ``x``, hidden state ``h``, cell state
-    ``c`` (None: not quantized, as activations of a dynamic-range model)."""
-
-    x: Grid | None = None
-    h: Grid | None = None
-    c: Grid | None = None
-
-
-@dataclass
-class QuantizedModel:
-    """What a quantized adapter read from its converted model: its ``scheme`` (int8, dynamic),
-    the weights as stored (dequantized, canonical keys), the grids per layer and direction
-    (``"layer/direction"`` keys) and of the model's output ``y`` (None: float output), and the
-    ops that ran."""
-
-    scheme: str
-    weights: dict[str, np.ndarray]
-    grids: dict[str, LayerGrids] = field(default_factory=dict)
-    output: Grid | None = None
-    # a dynamic kernel's run-time quantization of each product's activation operand (None:
-    # the products read float activations, as the model stores none of their grids)
-    activations: DynamicActivation | None = None
-    # the weights' integer range, ±weight_qmax: 127 for int8; a kernel that keeps a bit free
-    # (ONNX Runtime's reduce_range) stores 7-bit weights, ±64, and its ideal does too
-    weight_qmax: int = 127
 
 
 @dataclass(frozen=True)

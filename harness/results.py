@@ -12,8 +12,8 @@ from harness import compare, judges
 from harness.adapters import Adapter
 from harness.blind import BlindCheck
 from harness.data import Outputs
+from harness.handed import Handed
 from harness.judges.verdict import Figures, Verdict
-from harness.repro.handed import Handed
 from harness.repro.record import ReproRecord
 from harness.spec import Case
 

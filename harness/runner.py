@@ -25,10 +25,10 @@ from harness.errors import (
     NotApplicable,
     Unavailable,
 )
+from harness.handed import Handed
 from harness.memory import MemoryLimit
 from harness.prepare import Prepared, prepare
 from harness.repro import record as repro_record
-from harness.repro.handed import Handed
 from harness.results import PairResult, RunResult
 from harness.run_events import (
     CaseEvent,

@@ -35,8 +35,8 @@ from harness.adapters._xla import check_xla_flags
 from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
+from harness.handed import Handed
 from harness.params import DIRECTION_NAMES
-from harness.repro.handed import Handed
 from harness.spec import Case
 
 JNP_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16",

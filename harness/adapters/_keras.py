@@ -1,5 +1,5 @@
-"""The executor shared by the tf_keras (``keras``) and Keras 3 (``keras3``) adapters, and the
-Keras stack every Keras path builds (:func:`make_layers`).
+"""The executor shared by the tf_keras (``keras``) and Keras 3 (``keras3``) adapters, around the
+Keras stack every Keras path builds (:func:`harness.frameworks.keras.make_layers`).
 
 Both libraries have the same ``LSTM`` / ``GRU`` / ``Bidirectional`` API and the same cell
 variables (layout ``keras``, docs/layouts.md, keras), so one executor and one adapter class
@@ -38,17 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._tf import import_tf
 from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
-from harness.layouts.keras import CELL_VARIABLES
-from harness.params import DIRECTION_NAMES
-from harness.repro.handed import Handed
+from harness.frameworks.keras import cell_class, cell_kwargs, load_native, make_layers, run_stack
+from harness.frameworks.tf import import_tf
+from harness.handed import Handed
 from harness.spec import Case
-
-# case recurrent_activation -> tf_keras name; tf_keras 'hard_sigmoid' is clip(0.2x + 0.5)
-TF_KERAS_ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_tf_keras": "hard_sigmoid"}
 
 
 def import_tf_keras():
@@ -61,10 +57,6 @@ def import_tf_keras():
             f"tf_keras is not installed ({exc}); pip install tensorflow==2.21.0 tf_keras==2.21.0"
         ) from None
     return tf, tf_keras
-
-
-# case recurrent_activation -> Keras 3 name; Keras 3 'hard_sigmoid' is relu6(x + 3) / 6
-KERAS3_ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_keras3": "hard_sigmoid"}
 
 
 def import_keras3():
@@ -101,104 +93,6 @@ def layer_reasons(library: str) -> dict[str, str]:
         "gate_clip": f"{library} LSTM/GRU have no gate pre-activation clipping",
         "input_forget": f"{library} LSTM has no coupled input-forget gate",
         "recurrent_activations": f"{library} {other[0]}; it has no {other[1]}",
-    }
-
-
-def short_name(variable: Any) -> str:
-    """The bare cell variable name, one of the layout's :data:`CELL_VARIABLES` (tf_keras names a
-    variable ``lstm/lstm_cell/kernel:0``, Keras 3 ``kernel``)."""
-    return variable.name.split("/")[-1].split(":")[0]
-
-
-def native_prefix(case: Case, layer: int, d: int) -> str:
-    """Layout ``keras`` scoping: bare names for one unidirectional layer, else layer{k}/{dir}/."""
-    if case.num_layers == 1 and case.num_directions == 1:
-        return ""
-    return f"layer{layer}/{DIRECTION_NAMES[d]}/"
-
-
-def set_native(rnn: Any, native: dict[str, np.ndarray], prefix: str, np_dtype: Any) -> None:
-    """Load ``native`` into a built LSTM/GRU layer, in the order ``get_weights`` lists them."""
-    names = [short_name(v) for v in rnn.weights]
-    assert sorted(names) == sorted(CELL_VARIABLES), names
-    rnn.set_weights([native[prefix + n].astype(np_dtype) for n in names])
-
-
-def cell_class(case: Case) -> str:
-    return {"lstm": "LSTM", "gru": "GRU"}[case.cell]
-
-
-def cell_kwargs(case: Case, *, activation: str, layer_kwargs: dict[str, Any] | None = None,
-                return_state: bool = True) -> dict[str, Any]:
-    """The keyword arguments of every LSTM/GRU of :func:`make_layers` (JSON values)."""
-    kwargs: dict[str, Any] = dict(
-        units=case.hidden_size, return_sequences=True, return_state=return_state,
-        recurrent_activation=activation, dtype=case.dtype,
-        # every variable is overwritten; zeros also avoids the orthogonal initialiser's QR,
-        # which has no bfloat16 kernel
-        kernel_initializer="zeros", recurrent_initializer="zeros", bias_initializer="zeros",
-        **(layer_kwargs or {}),
-    )
-    if case.cell_kind.reads("reset_after"):
-        kwargs["reset_after"] = case.reset_after
-    return kwargs
-
-
-def make_layers(
-    K: Any, case: Case, *, activation: str, layer_kwargs: dict[str, Any] | None = None,
-    return_state: bool = True,
-) -> list[Any]:
-    """One built Keras layer per case layer, in the case dtype: ``Bidirectional(LSTM/GRU)`` for
-    two directions, else ``LSTM/GRU`` (``go_backwards=True`` for the reverse direction).
-    ``K`` is ``tf_keras`` or Keras 3's ``keras`` (on any backend); ``activation`` is its name of
-    the case's recurrent activation; ``layer_kwargs`` go to every LSTM/GRU (e.g. Keras 3's
-    ``use_cudnn=False``); ``return_state=False`` leaves out the final states (a Sequential's
-    layers have one output each).
-
-    The one place a case's Keras stack is built: the Keras adapters run it (eagerly, traced for
-    LiteRT, stateless on JAX), ``harness.convert`` saves it as Keras 3 weights."""
-    dtype = case.dtype
-    cls = getattr(K.layers, cell_class(case))
-    kwargs = cell_kwargs(case, activation=activation, layer_kwargs=layer_kwargs,
-                         return_state=return_state)
-    layers = []
-    for layer in range(case.num_layers):
-        if case.dir_mode == "bidirectional":
-            # The wrapper gets the dtype too: a float32 wrapper would autocast float64 inputs.
-            rnn = K.layers.Bidirectional(cls(**kwargs), dtype=dtype)
-        else:
-            rnn = cls(go_backwards=case.dir_mode == "reverse", **kwargs)
-        rnn.build((case.batch, case.seq_len, case.layer_input_size(layer)))
-        layers.append(rnn)
-    return layers
-
-
-def direction_layers(case: Case, rnn: Any) -> list[tuple[int, Any]]:
-    """(canonical direction, LSTM/GRU layer) pairs of one built layer from :func:`make_layers`."""
-    if case.dir_mode == "bidirectional":
-        return [(0, rnn.forward_layer), (1, rnn.backward_layer)]
-    return [(case.directions[0], rnn)]
-
-
-def load_native(case: Case, layers: list[Any], native: dict[str, np.ndarray], np_dtype: Any
-                ) -> dict[str, Any]:
-    """Load ``native`` into every layer of :func:`make_layers`; native name -> Keras variable."""
-    weights: dict[str, Any] = {}
-    for layer, rnn in enumerate(layers):
-        for d, sub in direction_layers(case, rnn):
-            prefix = native_prefix(case, layer, d)
-            set_native(sub, native, prefix, np_dtype)
-            weights |= {prefix + short_name(v): v for v in sub.weights}
-    return weights
-
-
-def variable_shapes(case: Case, layers: list[Any]) -> dict[str, tuple[int, ...]]:
-    """Native name (layout ``keras`` scoping) -> shape of every variable Keras created."""
-    return {
-        native_prefix(case, layer, d) + short_name(v): tuple(v.shape)
-        for layer, rnn in enumerate(layers)
-        for d, sub in direction_layers(case, rnn)
-        for v in sub.weights
     }
 
 
@@ -305,39 +199,6 @@ def forward(tf: Any, case: Case, layers: list[Any], x: Any, h0: list[Any], c0: l
         flip=lambda y: tf.reverse(y, axis=[1]),
         zero_padded=(None if mask is None else
                      lambda y: y * tf.cast(mask, y.dtype)[:, :, None]))
-
-
-def run_stack(case: Case, layers: list[Any], x: Any, h0: list[Any], c0: list[Any], *,
-              call: Any, flip: Any, zero_padded: Any) -> tuple[Any, list, list, list]:
-    """The stack of :func:`make_layers` on ``x`` [B, T, I], in the ops of whatever backend the
-    three functions use: ``call(layer, rnn, layer_in, states)`` -> Keras's ``[y, *finals]``,
-    ``flip(y)`` reverses time, ``zero_padded(y)`` zeroes padded steps (None: no mask). ``h0``,
-    ``c0``: one [B, H] tensor per layer and direction (``c0`` empty for GRU). Returns (y,
-    h_n, c_n, every layer's y), ``h_n``/``c_n`` one tensor per layer and direction."""
-    D = case.num_directions
-    lstm = case.cell_kind.has_cell_state
-    n_state = 2 if lstm else 1
-    layer_in = x
-    h_n, c_n, y_layers = [], [], []
-    for layer, rnn in enumerate(layers):
-        states = []  # Keras order: [h, c] per direction, forward first
-        for k in range(D):
-            s = layer * D + k
-            states += [h0[s]] + ([c0[s]] if lstm else [])
-        y, *finals = call(layer, rnn, layer_in, states)
-        if case.dir_mode == "reverse":  # go_backwards returns y in reading order
-            y = flip(y)
-        if zero_padded is not None and D == 1:
-            # Keras CPU carries the last valid output into padded steps: zero them.
-            # (Bidirectional already writes zeros there.)
-            y = zero_padded(y)
-        for k in range(D):
-            h_n.append(finals[k * n_state])
-            if lstm:
-                c_n.append(finals[k * n_state + 1])
-        y_layers.append(y)
-        layer_in = y
-    return layer_in, h_n, c_n, y_layers
 
 
 def outputs_of(y: Any, h_n: list, c_n: list | None, y_layers: list, grads: Gradients | None

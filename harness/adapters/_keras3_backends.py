@@ -7,7 +7,7 @@ Keras 3 fixes its backend once per process, at import (``KERAS_BACKEND``), so th
 run in a worker started with it (:attr:`Adapter.own_process`, :mod:`harness.isolation`, with
 scratch folders for ``KERAS_HOME``: a user's ``keras.json`` cannot choose the backend or
 ``floatx``). The stack is the one every Keras adapter builds
-(:func:`harness.adapters._keras.make_layers` and :func:`~harness.adapters._keras.run_stack`).
+(:func:`harness.frameworks.keras.make_layers` and :func:`~harness.frameworks.keras.run_stack`).
 
 Which path: a Keras LSTM/GRU layer first offers the whole sequence to the backend's
 ``lstm``/``gru`` (``bidirectional_lstm``/``bidirectional_gru`` for a ``Bidirectional``), which
@@ -32,20 +32,20 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._keras import (
+from harness.adapters._keras import layer_reasons
+from harness.adapters.base import Adapter, Capabilities
+from harness.data import Inputs, Outputs
+from harness.errors import Unavailable
+from harness.frameworks.keras import (
     cell_class,
     cell_kwargs,
     direction_layers,
-    layer_reasons,
     make_layers,
     native_prefix,
     run_stack,
     set_native,
 )
-from harness.adapters.base import Adapter, Capabilities
-from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
-from harness.repro.handed import Handed
+from harness.handed import Handed
 from harness.spec import Case
 
 # case recurrent_activation -> Keras 3 name; Keras 3 'hard_sigmoid' is relu6(x + 3) / 6
@@ -206,7 +206,7 @@ class Keras3BackendAdapter(Adapter):
         """What :func:`run_keras_ops` hands Keras (family ``keras3-backend``): the worker's
         environment (``own_process``: the backend, set before Keras is imported) and the
         modules kept from being imported there, the layer class and its keyword arguments
-        (:func:`~harness.adapters._keras.make_layers`'s), the case dtype, whether a mask is
+        (:func:`~harness.frameworks.keras.make_layers`'s), the case dtype, whether a mask is
         passed; the cell variables by native name (``param/...``) and the inputs as fed
         (``feed/...``)."""
         arrays = {f"param/{k}": np.asarray(v) for k, v in native.items()}

@@ -28,18 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._keras import (
-    KerasLibraryAdapter,
-    forward,
-    load_native,
-    make_layers,
-    valid_mask,
-)
-from harness.adapters._tf import native_stderr_to_scratch
+from harness.adapters._keras import KerasLibraryAdapter, forward, valid_mask
 from harness.adapters.base import AdapterFault
 from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
-from harness.repro.handed import Handed
+from harness.frameworks.keras import load_native, make_layers
+from harness.frameworks.litert import import_litert
+from harness.frameworks.tf import native_stderr_to_scratch
+from harness.handed import Handed
 from harness.repro.readout import readout
 from harness.spec import Case
 
@@ -60,16 +55,6 @@ DTYPE_REASON = ("TFLiteConverter: float32 only; a float64 or float16 LSTM/GRU gr
                 "supported by the native TFLite runtime\" (TF Select would be needed), bfloat16 "
                 "with \"Unsupported TensorFlow type <dtype: 'bfloat16'> provided for the input "
                 "type\"")
-
-
-def import_litert():
-    """The LiteRT Interpreter class, or Unavailable."""
-    try:
-        from ai_edge_litert.interpreter import Interpreter
-    except ImportError as exc:
-        raise Unavailable(f"ai-edge-litert is not installed ({exc}); "
-                          "pip install ai-edge-litert") from None
-    return Interpreter
 
 
 def litert_version() -> str:

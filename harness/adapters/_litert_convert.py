@@ -53,7 +53,7 @@ def configure(tf, converter, scheme: str, calibration) -> None:
 def main(folder: Path) -> int:
     import numpy as np
 
-    from harness.adapters._tf import import_tf
+    from harness.frameworks.tf import import_tf
 
     tf = import_tf()
     # the saved model's loading and the converter's passes log at INFO and WARNING ("Compiled

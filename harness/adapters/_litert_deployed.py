@@ -28,18 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._keras import (
-    TF_KERAS_ACTIVATIONS,
-    KerasLibraryAdapter,
-    import_tf_keras,
-    load_native,
-    make_layers,
-)
-from harness.adapters._litert import import_litert, quiet_converter, tflite_handed
-from harness.adapters._tf import native_stderr_to_scratch
+from harness.adapters._keras import KerasLibraryAdapter, import_tf_keras
+from harness.adapters._litert import quiet_converter, tflite_handed
 from harness.adapters.base import AdapterFault
 from harness.data import Inputs, Outputs
-from harness.repro.handed import Handed
+from harness.frameworks.keras import TF_KERAS_ACTIVATIONS, load_native, make_layers
+from harness.frameworks.litert import import_litert
+from harness.frameworks.tf import native_stderr_to_scratch
+from harness.handed import Handed
 from harness.repro.readout import h_n_from_y
 from harness.spec import Case
 

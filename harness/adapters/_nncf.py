@@ -35,7 +35,7 @@ import numpy as np
 
 from harness.adapters.base import AdapterFault
 from harness.errors import Unavailable
-from harness.quantization import Grid
+from harness.grids import Grid
 
 RECURRENT = ("LSTMSequence", "GRUSequence")
 # input index of W and R on each recurrent op (OpenVINO opset5: X, H[, C], lengths, W, R, B)

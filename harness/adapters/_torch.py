@@ -15,7 +15,8 @@ import numpy as np
 from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
-from harness.repro.handed import Handed
+from harness.frameworks.torch import torch_precision_flags
+from harness.handed import Handed
 from harness.spec import Case
 
 TORCH_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16",
@@ -28,24 +29,6 @@ def import_torch():
     except ImportError as exc:
         raise Unavailable(f"torch is not installed ({exc}); pip install torch==2.13.0") from None
     return torch
-
-
-def torch_precision_flags(torch) -> dict[str, object]:
-    """TF32 and determinism settings of this process. torch >= 2.9 has the per-backend
-    ``fp32_precision``, and once one is set, reading the legacy ``allow_tf32`` raises
-    (RuntimeError): the legacy flag is read only where the new one does not exist."""
-    flags: dict[str, object] = {
-        "torch.deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
-    for where, backend in (("torch.backends.cudnn.rnn", getattr(torch.backends.cudnn, "rnn",
-                                                                  None)),
-                           ("torch.backends.cuda.matmul", torch.backends.cuda.matmul)):
-        if backend is not None and hasattr(backend, "fp32_precision"):
-            flags[f"{where}.fp32_precision"] = backend.fp32_precision
-    if "torch.backends.cudnn.rnn.fp32_precision" not in flags:
-        flags["torch.backends.cudnn.allow_tf32"] = torch.backends.cudnn.allow_tf32
-    if "torch.backends.cuda.matmul.fp32_precision" not in flags:
-        flags["torch.backends.cuda.matmul.allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
-    return flags
 
 
 # what nn.LSTM / nn.GRU cannot do, on any device

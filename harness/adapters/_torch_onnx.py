@@ -40,7 +40,7 @@ from harness.adapters.base import AdapterFault, Capabilities
 from harness.adapters.onnxruntime import import_onnxruntime
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
-from harness.repro.handed import Handed
+from harness.handed import Handed
 from harness.spec import Case
 from harness.versions import release
 

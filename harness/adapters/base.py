@@ -20,10 +20,10 @@ from harness.cpu_flags import cpu_flags
 from harness.data import Inputs, Outputs, gradient_shapes, output_shapes
 from harness.dtypes import native_numpy
 from harness.errors import Unavailable
+from harness.handed import Handed
 from harness.layouts import get_layout
 from harness.layouts.base import Layout
 from harness.params import Canonical
-from harness.repro.handed import Handed
 from harness.spec import Case, Tol
 from harness.versions import installed, release
 
@@ -330,7 +330,7 @@ class Adapter:
         raise NotImplementedError
 
     def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed | None:
-        """What ``_run`` hands the framework for this case (harness/repro/handed.py), made
+        """What ``_run`` hands the framework for this case (harness/handed.py), made
         without running it; None where the adapter records nothing (no reproducer). An adapter
         that records sets ``Outputs.handed`` in ``_run`` from the very call it makes; the run
         asks this only for a known upstream bug whose pair did not run (an adapter made

@@ -54,13 +54,13 @@ from typing import Any
 import numpy as np
 
 from harness import known_bugs
-from harness.adapters._native_stderr import native_stderr_captured
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
 from harness.adapters._torch_onnx import with_state
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import KnownUpstreamCrash, Unavailable
-from harness.repro.handed import Handed
+from harness.frameworks.native_stderr import native_stderr_captured
+from harness.handed import Handed
 from harness.repro.readout import readout
 from harness.spec import Case
 from harness.versions import installed

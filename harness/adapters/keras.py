@@ -11,13 +11,9 @@ Gradient cases: TensorFlow's own backward pass, a ``tf.GradientTape`` over the s
 
 from __future__ import annotations
 
-from harness.adapters._keras import (
-    TF_KERAS_ACTIVATIONS,
-    KerasAdapter,
-    import_tf_keras,
-    layer_reasons,
-)
+from harness.adapters._keras import KerasAdapter, import_tf_keras, layer_reasons
 from harness.adapters.base import Capabilities
+from harness.frameworks.keras import TF_KERAS_ACTIVATIONS
 
 
 class Keras(KerasAdapter):

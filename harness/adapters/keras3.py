@@ -13,8 +13,9 @@ Gradient cases: TensorFlow's own backward pass, a ``tf.GradientTape`` over the s
 
 from __future__ import annotations
 
-from harness.adapters._keras import KERAS3_ACTIVATIONS, KerasAdapter, import_keras3, layer_reasons
+from harness.adapters._keras import KerasAdapter, import_keras3, layer_reasons
 from harness.adapters.base import Capabilities
+from harness.frameworks.keras import KERAS3_ACTIVATIONS
 
 
 class Keras3(KerasAdapter):

@@ -8,8 +8,8 @@ JAX on the CPU with 64-bit types enabled (``JAX_ENABLE_X64``: without it JAX sil
 float64 float32), and scratch folders for ``KERAS_HOME`` and JAX's compilation cache, so a
 user's ``~/.keras/keras.json`` can neither choose the backend nor set ``floatx``.
 
-The layers are the ones the TensorFlow adapters build (:func:`harness.adapters._keras.make_layers`,
-the same stack in :func:`harness.adapters._keras.run_stack`), called with
+The layers are the ones the TensorFlow adapters build (:func:`harness.frameworks.keras.make_layers`,
+the same stack in :func:`harness.frameworks.keras.run_stack`), called with
 ``stateless_call`` on JAX arrays, so the whole forward pass is a pure function of ``x``, the
 initial states and the cell variables: a gradient case is its ``jax.vjp``, pulled back with
 ``dy``, ``dh_n``, ``dc_n`` through the very outputs the adapter returns (flips and the zeroing
@@ -26,19 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._keras import (
+from harness.adapters._keras import layer_reasons
+from harness.adapters._xla import check_xla_flags
+from harness.adapters.base import Adapter, Capabilities
+from harness.data import Gradients, Inputs, Outputs
+from harness.errors import Unavailable
+from harness.frameworks.keras import (
     direction_layers,
-    layer_reasons,
     make_layers,
     native_prefix,
     run_stack,
     set_native,
     short_name,
 )
-from harness.adapters._xla import check_xla_flags
-from harness.adapters.base import Adapter, Capabilities
-from harness.data import Gradients, Inputs, Outputs
-from harness.errors import Unavailable
 from harness.spec import Case
 
 # case recurrent_activation -> Keras 3 name; Keras 3 'hard_sigmoid' is relu6(x + 3) / 6

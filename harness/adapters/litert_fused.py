@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.adapters._keras import layer_reasons
-from harness.adapters._litert import DTYPE_REASON, import_litert, litert_version
+from harness.adapters._litert import DTYPE_REASON, litert_version
 from harness.adapters._litert_deployed import (
     ROUTE,
     DeployedTfKeras,
@@ -22,6 +22,7 @@ from harness.adapters._litert_deployed import (
 )
 from harness.adapters.base import Capabilities
 from harness.data import Inputs, Outputs
+from harness.frameworks.litert import import_litert
 from harness.spec import Case
 
 NO_FUSED_GRU = "TFLite has no fused GRU op"

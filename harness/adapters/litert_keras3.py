@@ -7,9 +7,10 @@ google-ai-edge/LiteRT#41, tensorflow/tensorflow#126061).
 
 from __future__ import annotations
 
-from harness.adapters._keras import KERAS3_ACTIVATIONS, import_keras3, layer_reasons
+from harness.adapters._keras import import_keras3, layer_reasons
 from harness.adapters._litert import DTYPE_REASON, LiteRTAdapter
 from harness.adapters.base import Capabilities
+from harness.frameworks.keras import KERAS3_ACTIVATIONS
 
 
 class LiteRTKeras3(LiteRTAdapter):

@@ -23,7 +23,7 @@ The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md),
 ``litert-int8-ref``'s LSTM pairs to the bit against the integer reference
 (:mod:`harness.judges.bit_exact`, reading the converted model from ``Outputs.models``); where the
 converted model declares two grids for one set of integers
-(:func:`._litert_flatbuffer.grid_conflicts`), the pair's reason says where.
+(:func:`harness.frameworks.litert_flatbuffer.grid_conflicts`), the pair's reason says where.
 """
 
 from __future__ import annotations
@@ -36,14 +36,9 @@ from typing import Any
 import numpy as np
 
 from harness import known_bugs
-from harness.adapters import _litert_convert, _litert_flatbuffer
+from harness.adapters import _litert_convert
 from harness.adapters._keras import import_tf_keras, layer_reasons
-from harness.adapters._litert import (
-    DTYPE_REASON,
-    import_litert,
-    litert_version,
-    quiet_converter,
-)
+from harness.adapters._litert import DTYPE_REASON, litert_version, quiet_converter
 from harness.adapters._litert_deployed import (
     DeployedTfKeras,
     deployed_model,
@@ -58,7 +53,10 @@ from harness.adapters._litert_deployed import (
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import KnownCrashGone, KnownUpstreamCrash, NotApplicable
-from harness.quantization import QuantizedModel, calibration_inputs
+from harness.frameworks import litert_flatbuffer
+from harness.frameworks.litert import import_litert
+from harness.grids import QuantizedModel
+from harness.quantization import calibration_inputs
 from harness.spec import Case
 
 ROUTE = ("tf_keras Model (y only) saved as a SavedModel, TFLiteConverter.from_saved_model in a "
@@ -178,15 +176,15 @@ class QuantizedLiteRT(DeployedTfKeras):
         except _litert_convert.ConversionRefused as exc:
             raise self.refused(exc) from None
         ops = ops_of(Interpreter, model)
-        integer = _litert_flatbuffer.integer_recurrent_tensors(model)
+        integer = litert_flatbuffer.integer_recurrent_tensors(model)
         if not integer:
             raise AdapterFault(f"nothing was quantized: no integer tensor in the recurrent ops "
                                f"(converted ops {', '.join(ops)})")
-        if "WHILE" in ops or _litert_flatbuffer.FUSED_LSTM not in ops:
+        if "WHILE" in ops or litert_flatbuffer.FUSED_LSTM not in ops:
             raise AdapterFault(f"the converter did not emit the fused "
-                               f"{_litert_flatbuffer.FUSED_LSTM} kernel: converted ops "
+                               f"{litert_flatbuffer.FUSED_LSTM} kernel: converted ops "
                                f"{', '.join(ops)}")
-        quantized = _litert_flatbuffer.quantized_model(case, model, self.scheme)
+        quantized = litert_flatbuffer.quantized_model(case, model, self.scheme)
         ran = self.kernel_model(model)
         fed = self.kernel_feeds(feeds(case, inputs, False), quantized)
         [(output, got)] = run_signature(Interpreter, ran, fed, op_resolver=self.resolver()).items()
@@ -195,7 +193,7 @@ class QuantizedLiteRT(DeployedTfKeras):
         kinds = sorted({t.rsplit("(", 1)[1].rstrip(")") for t in integer})
         note = (f"{ops_note(ops)} under the {self.op_resolver or 'default'} op resolver; "
                 f"integer tensors in the recurrent ops: {', '.join(kinds)}")
-        conflicts = _litert_flatbuffer.grid_conflicts(model)
+        conflicts = litert_flatbuffer.grid_conflicts(model)
         if conflicts:  # the converter's file, not the kernel (docs/quantization.md)
             note += (f"; the converter declared two grids for one set of integers where no op "
                      f"requantizes: {'; '.join(conflicts)}")

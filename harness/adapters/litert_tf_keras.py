@@ -5,9 +5,10 @@ in the LiteRT interpreter on CPU (layout ``keras``); the shared code is
 
 from __future__ import annotations
 
-from harness.adapters._keras import TF_KERAS_ACTIVATIONS, import_tf_keras, layer_reasons
+from harness.adapters._keras import import_tf_keras, layer_reasons
 from harness.adapters._litert import DTYPE_REASON, LiteRTAdapter
 from harness.adapters.base import Capabilities
+from harness.frameworks.keras import TF_KERAS_ACTIVATIONS
 
 
 class LiteRTTfKeras(LiteRTAdapter):

@@ -56,14 +56,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._litert import form_of, import_litert, litert_version, tflite_handed
-from harness.adapters._native_stderr import native_stderr_captured
+from harness.adapters._litert import form_of, litert_version, tflite_handed
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import KnownUpstreamCrash, Unavailable
+from harness.frameworks.litert import import_litert
+from harness.frameworks.native_stderr import native_stderr_captured
+from harness.handed import Handed
 from harness.known_bugs import known_bug
-from harness.repro.handed import Handed
 from harness.repro.readout import readout
 from harness.spec import Case
 

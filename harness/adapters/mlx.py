@@ -28,8 +28,8 @@ import numpy as np
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.handed import Handed
 from harness.repro import mlx_stack
-from harness.repro.handed import Handed
 from harness.spec import Case
 
 REASONS = {

@@ -1,4 +1,4 @@
-"""The harness's ONNX ``LSTM`` / ``GRU`` graph (harness/adapters/_onnx.py, the one the
+"""The harness's ONNX ``LSTM`` / ``GRU`` graph (harness/frameworks/onnx.py, the one the
 onnxruntime and openvino adapters run) evaluated by ``onnx.reference.ReferenceEvaluator``, the
 ONNX project's own NumPy implementation of the operators, in float64 (the operators' type T
 allows double). A second reference written by others from the same specification, compared like
@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapters._onnx import (
+from harness.adapters.base import Adapter, Capabilities
+from harness.data import Inputs, Outputs
+from harness.frameworks.onnx import (
     HARNESS_GRAPH,
     ONNX_REASONS,
     build_model,
@@ -30,9 +32,7 @@ from harness.adapters._onnx import (
     import_onnx,
     read_outputs,
 )
-from harness.adapters.base import Adapter, Capabilities
-from harness.data import Inputs, Outputs
-from harness.repro.handed import Handed
+from harness.handed import Handed
 from harness.spec import Case
 
 

@@ -2,7 +2,7 @@
 
 Layout ``onnx``.
 
-One graph per case, built, fed and read by harness/adapters/_onnx.py: one node per layer,
+One graph per case, built, fed and read by harness/frameworks/onnx.py: one node per layer,
 time-major (``layout=0``: ORT's CPU kernels refuse the batch-major ``layout=1``, "Batchwise
 recurrent operations (layout == 1) are not supported", docs/layouts.md, onnx). The weights
 are initializers named as in the layout (``W``, ``R``, ``B``, ``P`` or ``layer{k}/W`` ...); the
@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.adapters._onnx import (
+from harness.adapters.base import Adapter, Capabilities
+from harness.data import Inputs, Outputs
+from harness.errors import Unavailable
+from harness.frameworks.onnx import (
     HARD_SIGMOID,
     HARNESS_GRAPH,
     IR_VERSION,
@@ -34,13 +37,10 @@ from harness.adapters._onnx import (
     node_attributes,
     read_outputs,
 )
-from harness.adapters.base import Adapter, Capabilities
-from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
-from harness.repro.handed import Handed
+from harness.handed import Handed
 from harness.spec import Case
 
-# The graph is built, fed and read by harness/adapters/_onnx.py (shared with the openvino and
+# The graph is built, fed and read by harness/frameworks/onnx.py (shared with the openvino and
 # onnx-reference adapters); its names stay importable from here.
 __all__ = ["HARD_SIGMOID", "IR_VERSION", "NUMPY_DTYPES", "OPSET", "OnnxRuntime", "build_model",
            "feeds", "import_onnxruntime", "node_attributes", "read_outputs"]

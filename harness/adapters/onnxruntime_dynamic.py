@@ -30,7 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.adapters._onnx import (
+from harness.adapters.base import Adapter, AdapterFault, Capabilities
+from harness.data import Inputs, Outputs
+from harness.errors import NotApplicable, Unavailable
+from harness.frameworks.onnx import (
     HARNESS_GRAPH,
     ONNX_REASONS,
     build_model,
@@ -38,11 +41,8 @@ from harness.adapters._onnx import (
     handed,
     read_outputs,
 )
-from harness.adapters.base import Adapter, AdapterFault, Capabilities
-from harness.data import Inputs, Outputs
-from harness.errors import NotApplicable, Unavailable
+from harness.grids import DynamicActivation, QuantizedModel
 from harness.layouts import get_layout
-from harness.quantization import DynamicActivation, QuantizedModel
 from harness.spec import Case
 
 QUANTIZED_LSTM = "DynamicQuantizeLSTM"

@@ -1,4 +1,4 @@
-"""The harness's ONNX ``LSTM`` / ``GRU`` graph (harness/adapters/_onnx.py, the one the
+"""The harness's ONNX ``LSTM`` / ``GRU`` graph (harness/frameworks/onnx.py, the one the
 onnxruntime adapter runs) read by OpenVINO's ONNX frontend from memory and compiled for the CPU
 plugin: ``openvino`` with the nodes' ``layout=0`` (time-major), ``openvino-batch-major`` with
 ``layout=1`` (batch-major). Layout ``onnx``.
@@ -47,7 +47,10 @@ from harness.adapters._nncf import (
     source,
     stored_weight,
 )
-from harness.adapters._onnx import (
+from harness.adapters.base import Adapter, AdapterFault, Capabilities
+from harness.data import Inputs, Outputs
+from harness.errors import NotApplicable, Unavailable
+from harness.frameworks.onnx import (
     HARNESS_GRAPH,
     ONNX_REASONS,
     build_model,
@@ -56,11 +59,9 @@ from harness.adapters._onnx import (
     import_onnx,
     read_outputs,
 )
-from harness.adapters.base import Adapter, AdapterFault, Capabilities
-from harness.data import Inputs, Outputs
-from harness.errors import NotApplicable, Unavailable
-from harness.quantization import LayerGrids, QuantizedModel, calibration_inputs
-from harness.repro.handed import Handed
+from harness.grids import LayerGrids, QuantizedModel
+from harness.handed import Handed
+from harness.quantization import calibration_inputs
 from harness.spec import Case
 
 # f32 whatever the CPU: the plugin's default on a CPU with bf16 support is bf16

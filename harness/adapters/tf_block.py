@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters._tf import import_tf, native_name, run_tf, to_tf
+from harness.adapters._tf import native_name, run_tf, to_tf
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.frameworks.tf import import_tf
 from harness.spec import Case
 
 

@@ -43,7 +43,7 @@ from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_t
 from harness.adapters.base import Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
-from harness.repro.handed import Handed
+from harness.handed import Handed
 from harness.spec import Case
 
 PACKED_REASON = ("torch.compile (torch 2.13) does not capture nn.LSTM/nn.GRU on a "

@@ -27,8 +27,8 @@ import numpy as np
 from harness.adapters._torch import NN_REASONS, TorchRNN, import_torch
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
+from harness.grids import DynamicActivation, QuantizedModel
 from harness.layouts import get_layout
-from harness.quantization import DynamicActivation, QuantizedModel
 from harness.spec import Case
 
 DEPRECATED = ("torch.ao.quantization is deprecated (pytorch/pytorch#153892) and quantize_dynamic "

@@ -4,8 +4,8 @@ Inputs and outputs): ``y`` [B, T, D*H] batch-major with forward features first, 
 the weights really give (:func:`harness.diagnose`, ``rnn-harness doctor --expected``).
 
 The frameworks' orders are the adapters' own: Keras's ``[y, h_f, c_f, h_b, c_b]`` are
-unpacked by the Keras adapters' :func:`harness.adapters._keras.run_stack`, ONNX's ``Y``,
-``Y_h``, ``Y_c`` read by the ONNX adapters' :func:`harness.adapters._onnx.read_outputs`.
+unpacked by the Keras adapters' :func:`harness.frameworks.keras.run_stack`, ONNX's ``Y``,
+``Y_h``, ``Y_c`` read by the ONNX adapters' :func:`harness.frameworks.onnx.read_outputs`.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def _from_torch(outputs: Any, case: Case, batch_first: bool | None) -> dict[str,
 
 
 def _from_keras(outputs: Any, case: Case, lengths: np.ndarray | None) -> dict[str, np.ndarray]:
-    from harness.adapters._keras import run_stack
+    from harness.frameworks.keras import run_stack
 
     layers = _per_layer(outputs, case, "Keras", "[y, h, c] or [y, h_f, c_f, h_b, c_b]")
     if layers is None:
@@ -136,7 +136,7 @@ def _from_keras(outputs: Any, case: Case, lengths: np.ndarray | None) -> dict[st
 
 
 def _from_onnx(outputs: Any, case: Case, batch_first: bool | None) -> dict[str, np.ndarray]:
-    from harness.adapters._onnx import read_outputs
+    from harness.frameworks.onnx import read_outputs
 
     layers = _per_layer(outputs, case, "ONNX", "Y, Y_h, Y_c")
     if layers is None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import textwrap
+from typing import TYPE_CHECKING
 
 from harness.cli.options import format_option
 from harness.known_bugs import for_adapter, link
+
+if TYPE_CHECKING:
+    from harness.adapters.base import Capabilities
 
 
 def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.ArgumentParser:
@@ -24,7 +28,7 @@ _FEATURES = ("peepholes", "projection", "cell_clip", "proj_clip", "gate_clip", "
              "variable_lengths")
 
 
-def _features(caps) -> str:
+def features_column(caps: Capabilities) -> str:
     """The features column: the boolean capabilities an adapter has, then ``gradients``, with the
     case features its backward pass is not compared for (``gradient_reasons``) in brackets."""
     names = [k for k in _FEATURES if getattr(caps, k) is True]
@@ -78,7 +82,7 @@ def _text(adapters: dict, reasons: dict[str, str | None], checked: bool) -> str:
     for a in adapters.values():
         caps = a.capabilities.table()
         what.append([a.name, caps["cells"], _short(caps["directions"]), _short(caps["dtypes"]),
-                     _features(a.capabilities).replace(",", ", ")])
+                     features_column(a.capabilities).replace(",", ", ")])
     parts = [_fit(where, ["adapter", "device", "available" if checked else "installed",
                           "layout"], wrapped=2),
              _fit(what, ["adapter", "cells", "directions", "dtypes", "features"], wrapped=4)]

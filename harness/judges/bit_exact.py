@@ -59,10 +59,10 @@ class OutputDifference(StepDifferences):
 def output_difference(model: bytes, x: np.ndarray, y: np.ndarray) -> OutputDifference:
     """The kernel's float output ``y`` [B, T, H·D] of ``model`` against the integer reference
     run on the same float input ``x`` [B, T, I], in steps of the model's output grid."""
-    from harness.adapters import _litert_flatbuffer
+    from harness.frameworks import litert_flatbuffer
     from harness.reference.litert_int8_lstm import run_model
 
-    flat = _litert_flatbuffer.read(model)
+    flat = litert_flatbuffer.read(model)
     [out] = [int(i) for i in flat.subgraph.outputs]
     producer = next(op for op in flat.ops if out in op.outputs)
     grid = flat.grid(producer.inputs[0]) if producer.name == "DEQUANTIZE" else None

@@ -175,9 +175,9 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     from dataclasses import replace
 
     from harness import compare, quantization
-    from harness.adapters._litert import import_litert
     from harness.data import generate
     from harness.errors import Unavailable
+    from harness.frameworks.litert import import_litert
     from harness.models.tflite_run import ShippedTflite, bit_exact, interpret, zero_states
     from harness.prepare import reference_and_floor
 

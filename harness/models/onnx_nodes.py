@@ -61,7 +61,7 @@ def node_of(n: OnnxLayer, native: dict[str, np.ndarray], data: bytes) -> OnnxNod
 
 
 # the graph's names in the cut-out model: those the onnxruntime adapter's graph uses, so that
-# its feeds and outputs are read by harness/adapters/_onnx.py
+# its feeds and outputs are read by harness/frameworks/onnx.py
 CUT_INPUTS = {"X": "X", "sequence_lens": "sequence_lens", "initial_h": "initial_h0",
               "initial_c": "initial_c0"}
 CUT_OUTPUTS = ("Y0", "Y_h0", "Y_c0")
@@ -71,11 +71,11 @@ def cut_out(node: OnnxNode, case: Case, *, lengths: bool):
     """A one-node ONNX model (ModelProto) of ``node``: its op type, name and attributes as
     recorded, its folded weights as initializers in the type it reads them in; ``X`` and the
     initial states (and ``sequence_lens`` where ``lengths``) are graph inputs, named as the
-    harness's own graph names them (:mod:`harness.adapters._onnx`), ``Y0``, ``Y_h0`` (and
+    harness's own graph names them (:mod:`harness.frameworks.onnx`), ``Y0``, ``Y_h0`` (and
     ``Y_c0``) its outputs."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from harness.adapters._onnx import IR_VERSION, OPSET
+    from harness.frameworks.onnx import IR_VERSION, OPSET
 
     elem = getattr(TensorProto, node.elem)
     lstm = node.op_type == "LSTM"

@@ -19,10 +19,10 @@ import io
 
 import numpy as np
 
-from harness.adapters._onnx import feeds, read_outputs
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import HarnessError, Unavailable
+from harness.frameworks.onnx import feeds, read_outputs
 from harness.models.onnx_nodes import NUMPY_OF, OnnxNode, cut_out
 from harness.spec import Case
 

@@ -133,7 +133,7 @@ class ShippedIR(Adapter):
                 "and constants) in OpenVINO (CPU)")
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        from harness.adapters._onnx import read_outputs
+        from harness.frameworks.onnx import read_outputs
 
         got = run_op(self.ref, inputs, case, self.hint)
         named = {"Y0": got[0].transpose(2, 1, 0, 3), "Y_h0": got[1].transpose(1, 0, 2)}

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters import _litert_flatbuffer as fb
 from harness.errors import WeightsError
+from harness.frameworks import litert_flatbuffer as fb
+from harness.grids import LayerGrids, QuantizedModel
 from harness.params import Canonical, key
-from harness.quantization import LayerGrids, QuantizedModel
 from harness.spec import Case
 
 SUFFIXES = (".tflite",)

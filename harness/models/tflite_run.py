@@ -38,8 +38,8 @@ ABSENT = "the shipped .tflite outputs y only"
 
 
 def _interpreter(model: bytes, preserve: bool = False) -> Any:
-    from harness.adapters._litert import import_litert
-    from harness.adapters._tf import native_stderr_to_scratch
+    from harness.frameworks.litert import import_litert
+    from harness.frameworks.tf import native_stderr_to_scratch
 
     Interpreter = import_litert()
     with native_stderr_to_scratch():  # the "Created ... XNNPACK delegate" line
@@ -65,7 +65,7 @@ def cut(model: bytes, index: int) -> bytes:
     tensors, buffers and grids; its input the op's input 0, its output the op's output 0."""
     import flatbuffers
 
-    from harness.adapters import _litert_flatbuffer as fb
+    from harness.frameworks import litert_flatbuffer as fb
 
     m = fb._schema().ModelT.InitFromPackedBuf(model, 0)
     sg = m.subgraphs[0]
@@ -98,7 +98,7 @@ def activations(op: TfliteOp, data: np.ndarray) -> np.ndarray:
                                field="--inputs") from None
     interpreter.set_tensor(given["index"], _to_file(given, x))
     interpreter.invoke()
-    from harness.adapters import _litert_flatbuffer as fb
+    from harness.frameworks import litert_flatbuffer as fb
 
     index = fb.read(op.model).ops[op.index].inputs[0]
     [detail] = [d for d in interpreter.get_tensor_details() if d["index"] == index]
@@ -122,7 +122,7 @@ class ShippedTflite(Adapter):
         self.model = op.model if op.whole or op.op == "WHILE" else cut(op.model, op.index)
 
     def check_available(self) -> None:
-        from harness.adapters._litert import import_litert
+        from harness.frameworks.litert import import_litert
 
         import_litert()
 

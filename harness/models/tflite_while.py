@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters import _litert_flatbuffer as fb
+from harness.frameworks import litert_flatbuffer as fb
 
 NONE_ACTIVATION = 0  # ActivationFunctionType.NONE
 

@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.adapters import _litert_flatbuffer
 from harness.errors import HarnessError
+from harness.frameworks import litert_flatbuffer
 from harness.reference.fixed_point import (
     Ints,
     ints,
@@ -66,7 +66,7 @@ PEEPHOLE_INPUTS, PROJECTION_INPUTS, LAYER_NORM_INPUTS = (9, 10, 11), (16, 17), (
 GATE_EXPONENT = -12  # Q3.12: the gate pre-activations' scale without layer normalization
 # ops run_model models, beside the LSTM
 GRAPH_OPS = ("QUANTIZE", "REVERSE_V2", "CONCATENATION", "DEQUANTIZE",
-             _litert_flatbuffer.FUSED_LSTM)
+             litert_flatbuffer.FUSED_LSTM)
 
 
 class NotModelled(HarnessError):
@@ -188,7 +188,7 @@ class IntegerLstm:
         return trace
 
 
-def _refuse_unmodelled(flat: _litert_flatbuffer.Flat, n: int, op: _litert_flatbuffer.Op) -> None:
+def _refuse_unmodelled(flat: litert_flatbuffer.Flat, n: int, op: litert_flatbuffer.Op) -> None:
     present = [i for i in op.inputs if i >= 0]
     what = [(PROJECTION_INPUTS, "a projection (inputs 16-17)"),
             (LAYER_NORM_INPUTS, "layer normalization (inputs 20-23)"),
@@ -221,29 +221,29 @@ def lstm_ops(model: bytes) -> list[IntegerLstm]:
     """Every ``UNIDIRECTIONAL_SEQUENCE_LSTM`` op of the model's main subgraph, in execution
     order, with its integers and grids as stored; :class:`NotModelled` for one the reference
     does not model."""
-    flat = _litert_flatbuffer.read(model)
+    flat = litert_flatbuffer.read(model)
     found = []
     for n, op in enumerate(flat.ops):
-        if op.name == _litert_flatbuffer.FUSED_LSTM:
+        if op.name == litert_flatbuffer.FUSED_LSTM:
             found.append(_integer_lstm(flat, n, op))
     return found
 
 
-def _grid(flat: _litert_flatbuffer.Flat, index: int, what: str, n: int) -> tuple[float, int]:
+def _grid(flat: litert_flatbuffer.Flat, index: int, what: str, n: int) -> tuple[float, int]:
     g = flat.grid(index)
     if g is None:
         raise NotModelled(f"op {n}: {what} (tensor {index}) declares no integer grid")
     return g.scale, g.zero_point
 
 
-def _integer_lstm(flat: _litert_flatbuffer.Flat, n: int, op: _litert_flatbuffer.Op
+def _integer_lstm(flat: litert_flatbuffer.Flat, n: int, op: litert_flatbuffer.Op
                   ) -> IntegerLstm:
     _refuse_unmodelled(flat, n, op)
     x_scale, x_zp = _grid(flat, op.inputs[0], "the input", n)
-    h_scale, h_zp = _grid(flat, op.inputs[_litert_flatbuffer.H_STATE], "the h state", n)
-    hidden_scale, hidden_zp = _grid(flat, op.intermediates[_litert_flatbuffer.HIDDEN_INTERMEDIATE],
+    h_scale, h_zp = _grid(flat, op.inputs[litert_flatbuffer.H_STATE], "the h state", n)
+    hidden_scale, hidden_zp = _grid(flat, op.intermediates[litert_flatbuffer.HIDDEN_INTERMEDIATE],
                                     "the hidden intermediate", n)
-    c_scale, _ = _grid(flat, op.inputs[_litert_flatbuffer.C_STATE], "the cell state", n)
+    c_scale, _ = _grid(flat, op.inputs[litert_flatbuffer.C_STATE], "the cell state", n)
     exponent = round(float(np.log2(c_scale)))
     if abs(np.log2(c_scale) - exponent) >= 1e-3:  # the kernel's CheckedLog2
         raise NotModelled(f"op {n}: the cell state's scale {c_scale:g} is not a power of two")
@@ -299,7 +299,7 @@ class ModelRun:
 def run_model(model: bytes, x: np.ndarray) -> ModelRun:
     """Run the model's main subgraph on its float input ``x`` with this reference. Ops outside
     :data:`GRAPH_OPS` are refused (:class:`NotModelled`)."""
-    flat = _litert_flatbuffer.read(model)
+    flat = litert_flatbuffer.read(model)
     [model_input] = [int(i) for i in flat.subgraph.inputs]
     values: dict[int, np.ndarray] = {model_input: np.asarray(x, dtype=np.float32)}
     traces: dict[int, dict[str, Ints]] = {}

@@ -1,5 +1,5 @@
 """How an integer kernel's tensor differs from the integer reference's, step by step: what the
-interpreter's tensors (harness/adapters/_litert_int8_exact.py) and a judged pair's output
+interpreter's tensors (harness/reference/litert_int8_exact.py) and a judged pair's output
 (harness/judges/bit_exact.py) report. No imports: the judges read it without a framework."""
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ upstream bug), a folder with ``repro.py`` (NumPy and the adapter's framework onl
 a README ready to paste into the framework's tracker and, for an ONNX graph, the ONNX
 backend-test folder.
 
-- :mod:`harness.repro.handed`: what an adapter hands its framework, recorded while it runs.
+- :mod:`harness.handed` (beside :mod:`harness.data`, whose ``Outputs`` carry it): what an
+  adapter hands its framework, recorded while it runs.
 - :mod:`harness.repro.record`: everything one reproducer is written from (the case, the
   canonical weights and inputs, the float64 outputs, the finding, what was handed).
 - :mod:`harness.repro.equations`: the float64 NumPy cell equations pasted into every script.

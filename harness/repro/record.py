@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness import compare, known_bugs
+from harness.handed import Handed
 from harness.judges.verdict import ScriptQuestion
-from harness.repro.handed import Handed
 
 if TYPE_CHECKING:
     from harness.prepare import Prepared

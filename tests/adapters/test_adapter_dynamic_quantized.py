@@ -9,7 +9,7 @@ import pytest
 from support.dynamic_mutants import CATALOGUE, AffineWeights, PlantedDynamic, skewed
 from support.runnable import runnable
 
-from harness import compare, quantization
+from harness import compare, grids
 from harness.adapters.base import AdapterFault
 from harness.adapters.torch_dynamic import quantized_module, stored_weights
 from harness.prepare import prepare
@@ -30,16 +30,16 @@ def lstm():
 
 def test_activation_grid_is_the_kernels_affine_uint8_range():
     a = np.array([[-1.0, 0.5], [0.25, 2.0]])
-    act = quantization.DynamicActivation(0, 255)
+    act = grids.DynamicActivation(0, 255)
     g = act.grid(-1.0, 2.0)
     assert g.scale == pytest.approx(3.0 / 255) and g.zero_point == 85
     assert np.allclose(act.round(a), g.round(a))
-    rows = quantization.DynamicActivation(0, 127, rows=1)
+    rows = grids.DynamicActivation(0, 127, rows=1)
     per_row = rows.round(a)  # each row on the grid of its own range
     assert np.allclose(per_row[0], rows.grid(-1.0, 0.5).round(a[0]))
     assert np.allclose(per_row[1], rows.grid(0.0, 2.0).round(a[1]))
     assert rows.grid(0.0, 2.0).zero_point == 0 and per_row[1, 1] == pytest.approx(2.0)
-    assert np.all(quantization.DynamicActivation(0, 255).round(np.zeros((2, 2))) == 0)
+    assert np.all(grids.DynamicActivation(0, 255).round(np.zeros((2, 2))) == 0)
 
 
 @pytest.mark.onnx

@@ -154,7 +154,7 @@ def test_runtime_notes_state_the_masking_convention() -> None:
 @pytest.mark.parametrize("case", LAYOUT_CASES + [make(cell="gru", direction="reverse")],
                          ids=layout_id)
 def test_layout_matches_framework_variables(name: str, case: Case) -> None:
-    from harness.adapters._keras import make_layers, variable_shapes
+    from harness.frameworks.keras import make_layers, variable_shapes
 
     tf, K, kw, _ = module_of(name)
     with tf.device("/CPU:0"):

@@ -20,10 +20,11 @@ import pytest
 from support.quantized_mutants import CATALOGUE, PlantedInt8
 from support.runnable import runnable
 
-from harness import compare, known_bugs, quantization
-from harness.adapters import _litert_convert, _litert_flatbuffer, get_adapter, litert_quantized
+from harness import compare, grids, known_bugs, quantization
+from harness.adapters import _litert_convert, get_adapter, litert_quantized
 from harness.adapters.litert_quantized import LiteRTInt16x8
 from harness.errors import KnownCrashGone, KnownUpstreamCrash, NotApplicable
+from harness.frameworks import litert_flatbuffer
 from harness.params import Canonical
 from harness.prepare import prepare
 from harness.reference import run as reference_run
@@ -194,7 +195,7 @@ def test_only_quantized_cases_run_them():
 def test_the_integer_reference_with_no_grids_is_the_reference():
     case = Case(name="q", **TINY)
     prep = prepare(case)
-    model = quantization.QuantizedModel("int8", dict(prep.canonical.tensors))
+    model = grids.QuantizedModel("int8", dict(prep.canonical.tensors))
     got = quantization.integer_reference(case, model, prep.inputs)
     np.testing.assert_array_equal(got.y, reference_run(case, prep.canonical, prep.inputs).y)
 
@@ -213,7 +214,7 @@ def test_an_ideal_quantization_is_judged_within_steps_and_near_its_cost():
     assert got.sqnr_db == pytest.approx(got.ideal_sqnr_db)
     wrong = Canonical({k: v * 1.5 if k.rsplit("/", 1)[1].startswith("W_") else v
                        for k, v in ideal.weights.items()})
-    bad = quantization.QuantizedModel("int8", wrong.tensors, ideal.grids, ideal.output)
+    bad = grids.QuantizedModel("int8", wrong.tensors, ideal.grids, ideal.output)
     out = quantization.integer_reference(case, bad, prep.inputs)
     out.h_n, out.c_n = None, None
     judged = quantization.judge(case, "scales", out, bad, prep.inputs, prep.canonical,
@@ -248,7 +249,7 @@ def test_bidirectional_int8_names_the_converters_conflicting_grids(capfd):
     assert said.out == "" and said.err == "", said
     assert r.status in compare.COMPARED, (r.reason, r.detail)
     assert "REVERSE_V2" in r.reason and "CONCATENATION" in r.reason
-    conflicts = _litert_flatbuffer.grid_conflicts(r.outputs.models["tflite"])
+    conflicts = litert_flatbuffer.grid_conflicts(r.outputs.models["tflite"])
     for line in conflicts:
         assert line in r.reason
     assert any("REVERSE_V2 copies bytes" in line for line in conflicts), conflicts

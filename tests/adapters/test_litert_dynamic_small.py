@@ -11,7 +11,8 @@ import pytest
 from support.runnable import runnable
 
 from harness import compare
-from harness.adapters import _litert_flatbuffer, get_adapter
+from harness.adapters import get_adapter
+from harness.frameworks import litert_flatbuffer
 from harness.prepare import prepare
 from harness.runner import run_pair
 from harness.spec import Case
@@ -65,7 +66,7 @@ def test_the_converters_rule_holds_at_its_edge_and_a_large_lstm_is_quantized():
     edge = prepare(lstm(8, 32))
     native = adapter.layout.to_native(edge.canonical, edge.case, adapter.native_dtype(edge.case))
     model = adapter.convert(edge.case, native)
-    assert _litert_flatbuffer.integer_recurrent_tensors(model) == []
+    assert litert_flatbuffer.integer_recurrent_tensors(model) == []
     r = run_pair(prepare(lstm(32, 32)), adapter)
     assert r.status == compare.PASS, (r.status, r.reason)
     assert "integer tensors in the recurrent ops: INT8" in r.reason

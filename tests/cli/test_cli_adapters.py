@@ -10,7 +10,7 @@ import sys
 
 from harness.adapters import ADAPTERS, Capabilities
 from harness.cli import main
-from harness.cli.adapters import _features
+from harness.cli.adapters import features_column
 
 
 def table_rows(out: str, second: str = "cells") -> dict[str, list[str]]:
@@ -78,10 +78,11 @@ def test_adapters_json_keeps_gradient_exclusions(capsys):
 def test_features_lists_several_exclusions_sorted():
     caps = Capabilities(peepholes=True, gradients=True,
                         gradient_reasons={"gate_clip": "why", "cell_clip": "why"})
-    assert _features(caps) == ("peepholes,variable_lengths,"
+    assert features_column(caps) == ("peepholes,variable_lengths,"
                                "gradients (not with cell_clip or gate_clip)")
     # reasons without a backward pass at all: no gradients entry
-    assert _features(Capabilities(gradient_reasons={"cell_clip": "why"})) == "variable_lengths"
+    no_backward = Capabilities(gradient_reasons={"cell_clip": "why"})
+    assert features_column(no_backward) == "variable_lengths"
 
 
 def test_adapter_with_a_too_old_framework_is_unavailable_with_the_version_needed(monkeypatch,

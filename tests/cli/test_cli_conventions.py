@@ -268,7 +268,7 @@ def test_every_package_and_the_bundled_cases_are_packaged():
 @pytest.mark.nightly  # a TensorFlow process of its own
 def test_no_tensorflow_cxx_startup_line_reaches_the_terminal():
     pytest.importorskip("tensorflow")
-    code = ("import sys; from harness.adapters._tf import import_tf; tf = import_tf(); "
+    code = ("import sys; from harness.frameworks.tf import import_tf; tf = import_tf(); "
             "tf.constant(1.0) + 1; print('done', file=sys.stderr)")
     # the user's own TF_CPP_MIN_LOG_LEVEL=0 would let every C++ line through
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")

@@ -1,6 +1,8 @@
 """The package's layering: no import cycle among ``harness`` modules, counting imports inside
 functions; the case model imports nothing of the adapters or layouts; an adapter file imports
-no other adapter file, only the adapter base and the helper modules (``harness/adapters/_*.py``).
+no other adapter file, only the adapter base, the helper modules (``harness/adapters/_*.py``)
+and the framework toolkit (``harness/frameworks/``), which sits below the adapters and the tools;
+nothing outside ``harness/adapters/`` imports a helper module.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 GRAPH = _imports(_modules())
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_analysis_finds_a_cycle() -> None:
@@ -139,6 +142,75 @@ def test_adapters_import_no_other_adapter() -> None:
     assert not found - KNOWN_ADAPTER_IMPORTS, sorted(found - KNOWN_ADAPTER_IMPORTS)
     gone = KNOWN_ADAPTER_IMPORTS - found
     assert not gone, f"no longer imported, delete it from KNOWN_ADAPTER_IMPORTS: {gone}"
+
+
+# above the framework toolkit: what may use it, never the reverse
+ABOVE_THE_TOOLKIT = ("harness.adapters", "harness.judges", "harness.models", "harness.reference",
+                     "harness.repro", "harness.quantization", "harness.runner", "harness.convert",
+                     "harness.api", "harness.cli", "harness.doctor")
+
+
+def test_adapters_import_the_framework_toolkit_and_it_imports_none_of_them() -> None:
+    toolkit = [m for m in GRAPH if _within(m, ("harness.frameworks",))]
+    assert {"harness.frameworks.onnx", "harness.frameworks.litert_flatbuffer"} <= set(toolkit)
+    assert "harness.frameworks.onnx" in GRAPH["harness.adapters.onnxruntime"]
+    bad = {m: sorted(t for t in _reach(m) if _within(t, ABOVE_THE_TOOLKIT)) for m in toolkit}
+    bad = {m: t for m, t in bad.items() if t}
+    assert not bad, f"the framework toolkit imports what sits above it: {bad}"
+
+
+def _private_adapter_imports(path: Path, module: str) -> list[str]:
+    """``file:line module`` of every import of a ``harness.adapters._*`` module or name in
+    ``path`` (the module ``module``), relative imports resolved against its package."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            names = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found += [f"{path}:{node.lineno} {n}" for n in names
+                  if n.startswith("harness.adapters._")]
+    return found
+
+
+# The adapters' own tests test their helpers (tests/adapters/test_adapter_tf.py tests
+# harness.adapters._tf.reverse_within_lengths): they sit beside the adapters, not above them.
+ADAPTER_TESTS = "tests/adapters"
+
+
+def _outside_the_adapters(repo: Path) -> list[str]:
+    """The imports of helper modules (``harness/adapters/_*.py``) from every file of harness/,
+    tests/ and benchmarks/ under ``repo`` outside harness/adapters/ and the adapters' tests."""
+    found = []
+    for top in ("harness", "tests", "benchmarks"):
+        for path in sorted((repo / top).rglob("*.py")):
+            rel = path.relative_to(repo).as_posix()
+            if rel.startswith(("harness/adapters/", ADAPTER_TESTS + "/")):
+                continue
+            parts = list(path.relative_to(repo).with_suffix("").parts)
+            found += _private_adapter_imports(path, ".".join(parts))
+    return found
+
+
+def test_nothing_outside_the_adapters_imports_an_adapter_helper(tmp_path: Path) -> None:
+    assert _outside_the_adapters(REPO) == []
+    # planted: an absolute and a relative import, outside the adapters, are each found
+    for top in ("harness/adapters", "harness/judges", "tests", "benchmarks"):
+        (tmp_path / top).mkdir(parents=True)
+    (tmp_path / "harness/adapters/_keras.py").write_text("from . import _tf\n")
+    (tmp_path / "harness/judges/planted.py").write_text(
+        "def f():\n    from ..adapters._keras import run_stack\n")
+    (tmp_path / "benchmarks/planted.py").write_text("import harness.adapters._onnx\n")
+    assert _outside_the_adapters(tmp_path) == [
+        f"{tmp_path}/harness/judges/planted.py:2 harness.adapters._keras.run_stack",
+        f"{tmp_path}/benchmarks/planted.py:1 harness.adapters._onnx"]
 
 
 # The run (its core) and the tools beside it: a diagnosis may use the run, never the reverse.

@@ -32,9 +32,9 @@ def _tiny() -> tuple[bytes, np.ndarray, np.ndarray]:
 
 
 def _scale(model: bytes) -> float:
-    from harness.adapters import _litert_flatbuffer
+    from harness.frameworks import litert_flatbuffer
 
-    flat = _litert_flatbuffer.read(model)
+    flat = litert_flatbuffer.read(model)
     [dequantize] = [op for op in flat.ops if op.name == "DEQUANTIZE"]
     return flat.grid(dequantize.inputs[0]).scale
 

@@ -33,7 +33,7 @@ def _inputs(shape: tuple[int, ...], seeds: range) -> list[np.ndarray]:
 
 def _assert_bit_exact(model: bytes, x: np.ndarray, op_resolver: str | None) -> int:
     """Every tensor every op writes equals the reference's; the number compared."""
-    from harness.adapters._litert_int8_exact import compare
+    from harness.reference.litert_int8_exact import compare
 
     differences, _ = compare(model, x, op_resolver)
     off = [d.words() for d in differences if not d.exact]

@@ -120,16 +120,16 @@ def test_planted_divergence_is_recorded_and_reproduced(tmp_path, monkeypatch):
     runnable("onnxruntime")
     import onnx
 
-    from harness.adapters import _onnx
+    from harness.frameworks import onnx as harness_graph
 
-    real = _onnx.node_attributes
+    real = harness_graph.node_attributes
 
     def flipped(case, layout=0):
         attrs = real(case, layout)
         attrs["linear_before_reset"] = 1 - attrs["linear_before_reset"]
         return attrs
 
-    monkeypatch.setattr(_onnx, "node_attributes", flipped)
+    monkeypatch.setattr(harness_graph, "node_attributes", flipped)
     case = Case(name="planted", cell="gru", reset_after=True, seed=4, **TINY)
     pair = _run(case, ["reference", "onnxruntime"], tmp_path / "r")["onnxruntime"]
     assert pair.status == compare.DIVERGED

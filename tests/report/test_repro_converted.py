@@ -27,12 +27,12 @@ from support.runnable import runnable
 from harness import compare, quantization, runner
 from harness.adapters import get_adapter
 from harness.cases import load_cases
+from harness.handed import Handed
 from harness.judges import CostFigures
 from harness.judges.verdict import ScriptQuestion
 from harness.prepare import prepare
 from harness.report import write_report
 from harness.repro import readout
-from harness.repro.handed import Handed
 from harness.repro.record import ReproRecord, script_spec
 from harness.repro.write import safe_name, write_one
 from harness.spec import Case

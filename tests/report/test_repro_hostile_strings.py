@@ -4,7 +4,7 @@ strings (quotes, triple quotes, backslashes, ``\\N``, newlines, U+2028, NUL) in 
 reason, version, path and recorded value, compiles to the same code as with plain strings; the
 cheap ones run; README.md gains no heading, link or HTML.
 
-The scripts are enumerated from the renderers' registries (harness.repro.handed.FAMILIES,
+The scripts are enumerated from the renderers' registries (harness.handed.FAMILIES,
 harness.repro.render.RENDERERS and CHOICES), so a template added or moved is rendered here too.
 """
 
@@ -26,6 +26,7 @@ from support.repro_run import run_repro
 from harness import data, params
 from harness.cli import main
 from harness.doctor import Doctor
+from harness.handed import FAMILIES, Handed
 from harness.judges.verdict import ScriptQuestion
 from harness.layouts import get_layout
 from harness.mistakes import catalogue
@@ -33,7 +34,6 @@ from harness.npz import save_npz
 from harness.prepare import prepare
 from harness.repro import render
 from harness.repro.doctor_script import write_doctor_repro
-from harness.repro.handed import FAMILIES, Handed
 from harness.repro.record import COST_FAMILIES, ReproRecord, script_spec
 from harness.repro.write import readme, write_one
 from harness.spec import Case

@@ -11,8 +11,8 @@ import pytest
 from support.fault_adapters import TellsItsProcess
 
 from harness import runner
-from harness.adapters._torch import torch_precision_flags
 from harness.adapters.reference import Reference
+from harness.frameworks.torch import torch_precision_flags
 from harness.report.run_json import run_record
 from harness.run_options import RunOptions
 from harness.spec import Case

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import compare, quantization
+from harness import compare, grids, quantization
 from harness.adapters.onnxruntime_dynamic import ORT_ACTIVATIONS, OnnxRuntimeDynamicInt8
 from harness.data import Inputs, Outputs
 from harness.params import Canonical
@@ -44,7 +44,7 @@ SKEW = 0.5  # the weights shifted by this x their largest magnitude: zero points
 
 
 @dataclass(frozen=True)
-class FirstRowRange(quantization.DynamicActivation):
+class FirstRowRange(grids.DynamicActivation):
     """The planted range: reduced over the last axis (per row), the first row's taken."""
 
     def extent(self, block):

@@ -27,11 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from harness import compare
-from harness.adapters import _litert_flatbuffer
 from harness.adapters.litert_quantized import LiteRTInt8Ref
 from harness.data import Inputs, Outputs
+from harness.frameworks import litert_flatbuffer
+from harness.grids import QuantizedModel
 from harness.params import Canonical
-from harness.quantization import Quantized, QuantizedModel, integer_reference
+from harness.quantization import Quantized, integer_reference
 from harness.reference.layers import forward
 from harness.reference.tape import Tape
 from harness.spec import Case
@@ -53,8 +54,8 @@ def _repacked(model: bytes, change) -> bytes:
     from tensorflow.lite.python import schema_py_generated as schema
 
     m = schema.ModelT.InitFromPackedBuf(model, 0)
-    flat = _litert_flatbuffer.read(model)
-    lstms = [k for k, op in enumerate(flat.ops) if op.name == _litert_flatbuffer.FUSED_LSTM]
+    flat = litert_flatbuffer.read(model)
+    lstms = [k for k, op in enumerate(flat.ops) if op.name == litert_flatbuffer.FUSED_LSTM]
     change(m, [m.subgraphs[0].operators[k] for k in lstms])
     builder = flatbuffers.Builder(len(model) + 1024)
     builder.Finish(m.Pack(builder), file_identifier=b"TFL3")
@@ -134,9 +135,11 @@ def _h_unquantized(case: Case, model: QuantizedModel, inputs: Inputs) -> np.ndar
 
 
 def _h_from(case: Case, y: np.ndarray) -> np.ndarray:
-    from harness.adapters._litert_deployed import final_states
+    """``h_n`` read from ``y`` as the adapter reads it (one layer, no lengths: where it outputs
+    ``h_n`` at all)."""
+    from harness.repro.readout import h_n_from_y
 
-    return final_states(case, y)[0]
+    return h_n_from_y(y, case.directions, case.out_size)
 
 
 def _bit_exact(r) -> bool:

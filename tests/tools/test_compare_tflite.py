@@ -118,7 +118,7 @@ def test_keras_lstm_against_its_int8_tflite(converted, capsys) -> None:
 
 def _scale_edited(folder: Path, tmp_path: Path) -> Path:
     """The converter's int8 file with W_f's scale edited to 1.25x in the flatbuffer."""
-    from harness.adapters import _litert_flatbuffer as fb
+    from harness.frameworks import litert_flatbuffer as fb
 
     data = bytearray((folder / "lstm_int8.tflite").read_bytes())
     flat = fb.read(bytes(data))

@@ -419,7 +419,7 @@ def test_a_semantic_the_target_cannot_express_is_refused_in_one_line(tmp_path: P
     """Hard-sigmoid gates (an ONNX node with HardSigmoid, a case that says so) cannot go to
     PyTorch, as a .pt or as torch .npz tensors: exit 2, one line, nothing written."""
     pytest.importorskip("onnx")
-    from harness.adapters.onnxruntime import build_model
+    from harness.frameworks.onnx import build_model
 
     case = Case(name="hs", cell="lstm", input_size=3, hidden_size=4,
                 recurrent_activation="hard_sigmoid_tf_keras")

@@ -5,7 +5,8 @@ A :class:`Handed` names the renderer of its framework family (``family``), the c
 call arguments (``call``: JSON values only), the arrays as the framework got them (``arrays``:
 the weights in its own layout and names, the inputs it was fed) and any converted or exported
 bytes (``files``: ``model.onnx``, a LiteRT ``model.tflite``, an ExecuTorch ``model.pte``).
-This module imports NumPy only.
+This module imports NumPy only: it sits beside :mod:`harness.data` (``Outputs.handed``), below
+the adapters that record it and the reproducers that read it.
 """
 
 from __future__ import annotations

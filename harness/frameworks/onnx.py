@@ -1,8 +1,8 @@
-"""What the adapters that run the harness's own ONNX ``LSTM`` / ``GRU`` graph share: the graph
-(:func:`build_model`), its inputs from harness data (:func:`feeds`) and its outputs back in
-harness conventions (:func:`read_outputs`). The runtimes differ (ONNX Runtime, OpenVINO, the
-``onnx.reference`` evaluator), the graph does not: layout ``onnx`` for the weights, one node
-per layer.
+"""The harness's own ONNX ``LSTM`` / ``GRU`` graph, what the adapters that run it share with
+``compare``, ``convert`` and the API: the graph (:func:`build_model`), its inputs from harness
+data (:func:`feeds`) and its outputs back in harness conventions (:func:`read_outputs`). The
+runtimes differ (ONNX Runtime, OpenVINO, the ``onnx.reference`` evaluator), the graph does not:
+layout ``onnx`` for the weights, one node per layer.
 
 The node's ``layout`` attribute (0 time-major, 1 batch-major) is data here: the axis orders of
 ``X``, ``Y`` and the states for each value are :data:`harness.layouts.onnx.DATA_AXES`, and the
@@ -24,8 +24,8 @@ import numpy as np
 
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.handed import Handed
 from harness.layouts.onnx import DATA_AXES, tensor_name
-from harness.repro.handed import Handed
 from harness.spec import Case
 
 # LSTM-22 / GRU-22 are the newest schemas in onnx 1.23; ORT 1.31 rejects models with onnx
@@ -34,7 +34,7 @@ OPSET = 22
 # the route note of an adapter that runs this module's graph (OpenVINO, ONNX Runtime,
 # onnx.reference): it judges the runtime on a graph written from the equations, not the graph
 # a user's exporter writes (the torch-onnx-* adapters run those)
-HARNESS_GRAPH = ("ran the harness's own ONNX graph (harness/adapters/_onnx.py), not a "
+HARNESS_GRAPH = ("ran the harness's own ONNX graph (harness/frameworks/onnx.py), not a "
                  "framework's export of the model: an exporter's graph is judged by the "
                  "torch-onnx-* adapters")
 IR_VERSION = 10

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.adapters import _litert_flatbuffer
-from harness.adapters._litert import import_litert
+from harness.frameworks import litert_flatbuffer
+from harness.frameworks.litert import import_litert
 from harness.reference.litert_int8_lstm import ModelRun, run_model
 from harness.reference.step_differences import StepDifferences
 
@@ -51,7 +51,7 @@ def interpreter_tensors(model: bytes, x: np.ndarray, op_resolver: str | None
     [feed] = interpreter.get_input_details()
     interpreter.set_tensor(feed["index"], np.asarray(x, dtype=np.float32))
     interpreter.invoke()
-    flat = _litert_flatbuffer.read(model)
+    flat = litert_flatbuffer.read(model)
     return {o: np.array(interpreter.get_tensor(o)) for op in flat.ops for o in op.outputs}
 
 
@@ -60,7 +60,7 @@ def compare(model: bytes, x: np.ndarray, op_resolver: str | None = "BUILTIN_REF"
     """The interpreter under ``op_resolver`` and the integer reference on the same float input
     ``x`` [B, T, I] (batch-major, the adapters' models): one :class:`TensorDifference` per
     tensor an op writes, in op order, and the reference's run."""
-    flat = _litert_flatbuffer.read(model)
+    flat = litert_flatbuffer.read(model)
     ran = interpreter_tensors(model, x, op_resolver)
     reference = run_model(model, x)
     found = []

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.grids import Grid, LayerGrids, QuantizedModel
 from harness.params import key
-from harness.quantization import Grid, LayerGrids, QuantizedModel
 from harness.spec import Case
 
 FUSED_LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
