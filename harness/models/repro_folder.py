@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import sys
-
+{imports}
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,17 +47,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 with np.load(os.path.join(HERE, "data.npz"), allow_pickle=False) as _npz:
     DATA = {{k: _npz[k] for k in _npz.files}}
 
+
 '''
 
 
 def script_text(title: str, about: str, figures: list[tuple[str, Any, str]],
-                pasted: list[str], main: str) -> str:
+                pasted: list[str], main: str, imports: tuple[str, ...] = ()) -> str:
     """``repro.py``: the docstring (``title``, a line from a file, made inert here; ``about``,
     text whose strings from files the caller made inert with :func:`doc_text`), the
-    ``figures`` (name, value, comment) as literals, the ``pasted`` sources, then ``main``."""
+    standard library ``imports`` the pasted code needs (``from dataclasses import
+    dataclass``), the ``figures`` (name, value, comment) as literals, the ``pasted`` sources,
+    then ``main``."""
     lines = [f"{name} = {py_literal(value)}" + (f"  # {comment}" if comment else "")
              for name, value, comment in figures]
-    head = HEAD.format(title=doc_text(title), about=about, figures="\n".join(lines))
+    head = HEAD.format(title=doc_text(title), about=about, figures="\n".join(lines),
+                       imports="".join(f"{line}\n" for line in imports))
     return head + "\n\n".join(pasted) + main
 
 
