@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -144,15 +145,30 @@ class ShippedIR(Adapter):
 
 def run_op(ref: IrOpRef, inputs: Inputs, case: Case, hint: str | None) -> list[np.ndarray]:
     """The op's outputs (Y [batch, dirs, steps, hidden], H_o, C_o [batch, dirs, hidden]) on
-    ``inputs``: the user's .xml read by OpenVINO, the op's data inputs replaced by parameters,
-    compiled with ``hint`` (None: the plugin's default)."""
+    ``inputs``: the op cut out (:func:`cut_out`), compiled with ``hint`` (None: the plugin's
+    default)."""
+    from harness.adapters.openvino import OpenVINO
+
+    cut, feed = cut_out(ref, inputs, case)
+    config = {} if hint is None else {"INFERENCE_PRECISION_HINT": hint}
+    compiled = OpenVINO().core().compile_model(cut, "CPU", config)
+    out = compiled(feed)
+    return [np.asarray(out[compiled.output(k)], dtype=np.float64)
+            for k in range(len(cut.outputs))]
+
+
+def cut_out(ref: IrOpRef, inputs: Inputs, case: Case) -> tuple[Any, dict[str, np.ndarray]]:
+    """The op as a one-op ``openvino.Model`` and its feed on ``inputs``: the user's .xml read
+    by OpenVINO, the op's data inputs (X, the initial states, the lengths) replaced by
+    parameters named ``ir_X``, ``ir_H``, ``ir_C``, ``ir_L`` (shaped as ``inputs``, typed as
+    the op's ports), its outputs made the model's results; its weights stay the file's own
+    constants."""
     import openvino as ov
     import openvino.opset13 as ops
 
     from harness.adapters.openvino import OpenVINO
 
-    core = OpenVINO().core()
-    model = core.read_model(ref.xml)
+    model = OpenVINO().core().read_model(ref.xml)
     op = next((n for n in model.get_ordered_ops() if n.get_friendly_name() == ref.name
                and n.get_type_name() == ref.op_type), None)
     if op is None:
@@ -174,9 +190,4 @@ def run_op(ref: IrOpRef, inputs: Inputs, case: Case, hint: str | None) -> list[n
         params.append(p)
         feed[f"ir_{key}"] = value
     results = [ops.result(op.output(k)) for k in range(op.get_output_size())]
-    cut = ov.Model(results, params, "cut_out")
-    config = {} if hint is None else {"INFERENCE_PRECISION_HINT": hint}
-    compiled = core.compile_model(cut, "CPU", config)
-    out = compiled(feed)
-    return [np.asarray(out[compiled.output(k)], dtype=np.float64)
-            for k in range(len(results))]
+    return ov.Model(results, params, "cut_out"), feed

@@ -12,7 +12,9 @@ folder ``DIR/repro-<k>`` (k: the pairing's place in the table) holds
   they differ beyond tolerance, 0 where they agree.
 
 A ``.tflite`` layer's folder is :mod:`harness.models.tflite_repro`'s (the op cut out as a
-one-op ``model.tflite``, its data, a script that runs it in LiteRT).
+one-op ``model.tflite``, its data, a script that runs it in LiteRT); an OpenVINO IR's,
+:mod:`harness.models.ir_repro`'s (the op cut out as a one-op IR, its data, a script that runs
+it in OpenVINO at the default precision and at f32).
 
 Every string that comes from a file (a path, a node name) goes in as data
 (:mod:`harness.repro.quote`); every file is written without following links
@@ -138,6 +140,10 @@ def write_repro(p: Pairing, folder: Path, top: Path) -> str:
         from harness.models.tflite_repro import write_tflite_repro
 
         return write_tflite_repro(p, folder, top)
+    if s.ir is not None:
+        from harness.models.ir_repro import write_ir_repro
+
+        return write_ir_repro(p, folder, top)
     ran = p.outputs.figures
     why = unsupported(o.case)
     if why or not isinstance(ran, ShippedFigures) or ran.inputs is None or ran.got is None:

@@ -24,50 +24,39 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness import safe_files
-from harness.npz import save_npz, write_text
-from harness.repro.quote import doc_text, py_literal
+from harness.models.repro_folder import (
+    not_computed,
+    original_arrays,
+    paste,
+    references,
+    script_text,
+    write_folder,
+)
+from harness.repro.quote import doc_text
 
 if TYPE_CHECKING:
     from harness.models.comparison import Pairing
 
-SCRIPT = '''#!/usr/bin/env python3
-"""{title}
-
-The shipped .tflite's {what} ({file}) judged against the ORIGINAL: its weight tensors,
+ABOUT = """The shipped .tflite's {what} ({file}) judged against the ORIGINAL: its weight tensors,
 read in the LiteRT interpreter, against the original's weights; its outputs on x against
 the float64 reference on the original's weights (data.npz). Needs NumPy and ai-edge-litert
-(or TensorFlow's tf.lite):
-
-    python repro.py
-
-Exit 1: the shipped layer differs (weights or outputs); 0: it agrees.
-"""
-
-import os
-import sys
-
-import numpy as np
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCHEME = {scheme}  # float, int8, 16x8 or dynamic: how the outputs are judged
-EPS = {eps}  # a float weight's rounding: machine epsilon of the coarser stored format
-ATOL, RTOL = {atol}, {rtol}  # a float file's outputs
-STEP, K_STEPS = {step}, {k_steps}  # a quantized file's output step; pass within k steps
-MARGIN_DB, MIN_SQNR_DB = {margin}, {min_sqnr}  # below an ideal quantization's SQNR; a floor
-HIDDEN = {hidden}
-# [canonical block, its tensor in model.tflite (-1: the op holds none, so zero), the words]
-WEIGHTS = {weights}
-with np.load(os.path.join(HERE, "data.npz"), allow_pickle=False) as _npz:
-    DATA = {{k: _npz[k] for k in _npz.files}}
-
-'''
+(or TensorFlow's tf.lite):"""
+# the script's figures: name, what the writer's figures call it, comment
+FIGURES = (
+    ("SCHEME", "scheme", "float, int8, 16x8 or dynamic: how the outputs are judged"),
+    ("EPS", "eps", "a float weight's rounding: machine epsilon of the coarser stored format"),
+    ("ATOL", "atol", "a float file's outputs"), ("RTOL", "rtol", ""),
+    ("STEP", "step", "a quantized file's output step"),
+    ("K_STEPS", "k_steps", "pass within k steps"),
+    ("MARGIN_DB", "margin", "below an ideal quantization's SQNR"),
+    ("MIN_SQNR_DB", "min_sqnr", "a floor"), ("HIDDEN", "hidden", ""),
+    ("WEIGHTS", "weights", "[canonical block, its tensor in model.tflite (-1: the op holds "
+     "none, so zero), the words]"))
 
 MAIN = '''
 
@@ -182,27 +171,23 @@ def write_tflite_repro(p: Pairing, folder: Path, top: Path) -> str:
     """The reproducer folder of the ``.tflite`` pairing ``p`` (module text); a line saying
     what was written, or why not."""
     from harness.models.tflite_run import cut
+    from harness.quantization import sqnr_db
 
     s = p.shipped
     op = s.tflite
-    ran = p.outputs.figures
-    if getattr(ran, "inputs", None) is None:
-        return (f"no reproducer for {s.path!r}: its outputs were not computed "
-                f"({p.outputs.status})")
+    why = not_computed(p)
+    if why:
+        return why
     # a loop cannot be cut to one op; the outputs verdict ran it only where it is the file
     model = op.model if op.op == "WHILE" else cut(op.model, op.index)
-    arrays, figures = _arrays(p, ran.inputs)
-    safe_files.folder(folder, top, field="--out")
-    safe_files.write_bytes(folder / "model.tflite", model, top, field="--out")
-    save_npz(folder / "data.npz", arrays, top)
+    arrays, figures = _arrays(p, p.outputs.figures.inputs)
     what = "WHILE loop (the whole file: a loop cannot be cut to one op)" if op.op == "WHILE" \
         else f"{op.op} op {op.index} (cut out as a one-op .tflite)"
-    head = SCRIPT.format(title=doc_text(f"{p.title()}: {s.where or s.path}"),
-                         what=doc_text(what), file=doc_text(s.source),
-                         **{k: py_literal(v) for k, v in figures.items()})
-    body = (head + _tensors_source() + "\n\n" + _sqnr_source() + MAIN)
-    write_text(folder / "repro.py", body, top)
-    return f"reproducer: {folder}/repro.py"
+    script = script_text(f"{p.title()}: {s.where or s.path}",
+                         ABOUT.format(what=doc_text(what), file=doc_text(s.source)),
+                         [(name, figures[k], said) for name, k, said in FIGURES],
+                         [_tensors_source(), paste(sqnr_db)], MAIN)
+    return write_folder(folder, top, {"model.tflite": model}, arrays, script)
 
 
 def _arrays(p: Pairing, inputs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -213,17 +198,13 @@ def _arrays(p: Pairing, inputs: Any) -> tuple[dict[str, np.ndarray], dict[str, A
     from harness import quantization as qz
     from harness.compare import tolerance_for
     from harness.models.weights_measure import rounding
-    from harness.prepare import reference_and_floor
 
     o, s = p.original, p.shipped
     op = s.tflite
-    B, T = inputs.x.shape[:2]
-    ref, _ = reference_and_floor(o.case.model_copy(update={"batch": B, "seq_len": T}),
-                                 o.canonical, inputs)
+    ref, _ = references(p, inputs)
     arrays = {"x": np.asarray(inputs.x, np.float64),
               "expected_y": np.asarray(ref.y, np.float64)}
-    arrays |= {f"original/{k.split('/', 1)[1]}": np.asarray(v, np.float64)
-               for k, v in o.canonical.tensors.items()}
+    arrays |= original_arrays(o.canonical.tensors)
     tol = tolerance_for(s.case, p.outputs.figures.adapter or "litert")
     figures: dict[str, Any] = {
         "scheme": op.scheme, "eps": rounding(o, s), "atol": float(tol.atol),
@@ -243,9 +224,3 @@ def _tensors_source() -> str:
     from harness.models import tflite_tensors
 
     return tflite_tensors.source()
-
-
-def _sqnr_source() -> str:
-    from harness.quantization import sqnr_db
-
-    return inspect.getsource(sqnr_db)

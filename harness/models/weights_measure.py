@@ -62,11 +62,18 @@ def block_ratios(original: Layer, shipped: Layer) -> dict[str, float]:
             out[k.split("/", 1)[1]] = float(np.max(np.abs(got - want) / allowed_each,
                                                    initial=0.0))
             continue
-        diff = float(np.abs(got - want).max(initial=0.0))
-        allowed = eps * scale
-        out[k.split("/", 1)[1]] = (0.0 if diff == 0 else diff / allowed if allowed > 0
-                                   else float("inf"))
+        out[k.split("/", 1)[1]] = float_ratio(want, got, eps)
     return out
+
+
+def float_ratio(want: np.ndarray, got: np.ndarray, eps: float) -> float:
+    """A float block's largest difference as a multiple of the rounding allowed: ``eps`` x
+    the largest magnitude in either (0: equal; above 1: differs). Pure NumPy: pasted into
+    a reproducer's script (:mod:`harness.models.ir_repro`)."""
+    scale = max(float(np.abs(want).max(initial=0.0)), float(np.abs(got).max(initial=0.0)))
+    diff = float(np.abs(got - want).max(initial=0.0))
+    allowed = eps * scale
+    return 0.0 if diff == 0 else diff / allowed if allowed > 0 else float("inf")
 
 
 def biases_summed(layer: Layer) -> bool:
