@@ -26,7 +26,8 @@ from harness.memory import MAX_MEMORY_ENV, MemoryLimit, gib, max_memory
 from harness.npz import load_npz
 from harness.params import Canonical
 from harness.readers import read_case_weights
-from harness.spec import Case, TensorFile
+from harness.readers.deployed import shipped_layer
+from harness.spec import Case, ShippedFile, TensorFile
 
 
 @dataclass
@@ -170,6 +171,8 @@ def check(case: Case, limit: int | None = None) -> None:
     check_memory(case, limit)
     with_file_context(case, "weights", lambda: load_weights(case, limit))
     with_file_context(case, "inputs", lambda: load_inputs(case, limit))
+    if case.shipped is not None:  # the file its runtime's adapter runs: readable, the case's
+        with_file_context(case, "shipped", lambda: shipped_layer(case, limit))
 
 
 def with_file_context(case: Case, key: str, load: Callable[[], object]) -> object:
@@ -177,7 +180,8 @@ def with_file_context(case: Case, key: str, load: Callable[[], object]) -> objec
     try:
         return load()
     except WeightsError as exc:
-        if isinstance(getattr(case, key), TensorFile) and exc.file != case.source:
+        if (isinstance(getattr(case, key), TensorFile | ShippedFile)
+                and exc.file != case.source):
             line = field_line(case.source, (key, "file"))
             exc.message += f" ({key}.file of {case.source}" + (f":{line}" if line else "") + ")"
         raise

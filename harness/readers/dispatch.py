@@ -1,6 +1,7 @@
 """Which reader reads a file: by its suffix, one format module per kind of file.
 
-A format module (:mod:`.torch`, :mod:`.keras`, :mod:`.onnx`, :mod:`.flax`) declares its
+A format module (:mod:`.torch`, :mod:`.keras`, :mod:`.onnx`, :mod:`.flax`, :mod:`.deployed`
+for .tflite and OpenVINO IR) declares its
 ``SUFFIXES``, ``read(path, layout, case, *, select, max_bytes)`` (the native tensors of
 ``layout``, refusing a layout the format does not hold) and ``infer(path, select, max_bytes)``
 (the case fields the file tells, its layout and notes). ``.npz`` is the harness's own contract
@@ -18,11 +19,11 @@ import numpy as np
 from harness.errors import WeightsError
 from harness.layouts import LAYOUTS
 from harness.npz import load_npz
-from harness.readers import flax, keras, onnx, torch
+from harness.readers import deployed, flax, keras, onnx, torch
 from harness.readers.limits import check_file, check_size, one_line
 from harness.spec import Case
 
-FORMATS = (torch, keras, onnx, flax)
+FORMATS = (torch, keras, onnx, flax, deployed)
 BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.SUFFIXES}
 
 
@@ -73,7 +74,8 @@ def _read_framework_file(path: Path, suffix: str, layout: str, case: Case, selec
     fmt = BY_SUFFIX.get(suffix)
     if fmt is None:
         raise WeightsError(f"unknown weights file type {suffix!r} (expected .npz, "
-                           f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx or .msgpack)",
+                           f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx, .msgpack, .tflite or "
+                           "an OpenVINO IR .xml)",
                            file=path)
     return fmt.read(path, layout, case, select=select, max_bytes=max_bytes)
 
@@ -164,7 +166,8 @@ def read_case_weights(path: str | Path, case: Case, *, layout: str | None = None
     fmt = BY_SUFFIX.get(suffix)
     if fmt is None:
         raise WeightsError(f"unknown weights file type {suffix!r} (expected .npz, "
-                           f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx or .msgpack)",
+                           f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx, .msgpack, .tflite or "
+                           "an OpenVINO IR .xml)",
                            file=path)
     check_size(path, path.stat().st_size, max_bytes, "is")
     fields, inferred, notes = one_line(path, lambda: fmt.infer(path, select, max_bytes))
