@@ -26,7 +26,7 @@ from harness.memory import MAX_MEMORY_ENV, MemoryLimit, gib, max_memory
 from harness.npz import load_npz
 from harness.params import Canonical
 from harness.readers import read_case_weights
-from harness.readers.deployed import shipped_layer
+from harness import deployed
 from harness.spec import Case, ShippedFile, TensorFile
 
 
@@ -172,7 +172,7 @@ def check(case: Case, limit: int | None = None) -> None:
     with_file_context(case, "weights", lambda: load_weights(case, limit))
     with_file_context(case, "inputs", lambda: load_inputs(case, limit))
     if case.shipped is not None:  # the file its runtime's adapter runs: readable, the case's
-        with_file_context(case, "shipped", lambda: shipped_layer(case, limit))
+        with_file_context(case, "shipped", lambda: deployed.shipped_layer(case, limit))
 
 
 def with_file_context(case: Case, key: str, load: Callable[[], object]) -> object:
@@ -234,9 +234,10 @@ def load_weights(case: Case, limit: int | None = None) -> Canonical:
             raise WeightsError(f"layout {layout.name!r} has no {case.cell}", file=case.source,
                                field="weights.layout")
     try:
-        name, native, _ = read_case_weights(path, case, layout=case.weights.layout,
-                                            select=case.weights.select,
-                                            max_bytes=max_memory() if limit is None else limit)
+        reader = deployed.read_case_weights if deployed.handles(path) else read_case_weights
+        name, native, _ = reader(path, case, layout=case.weights.layout,
+                                 select=case.weights.select,
+                                 max_bytes=max_memory() if limit is None else limit)
     except WeightsError as exc:  # a reader's advice names convert's options: say the keys
         exc.message = exc.message.replace("--select", "weights.select").replace(
             "--from", "weights.layout:")

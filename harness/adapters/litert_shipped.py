@@ -108,7 +108,7 @@ def _suffix(case: Case) -> str | None:
     return Path(case.shipped.file).suffix.lower() if case.shipped is not None else None
 
 
-def _layer(case: Case):  # noqa: ANN202  (harness.readers.deployed.FileLayer)
-    from harness.readers.deployed import shipped_layer
+def _layer(case: Case):  # noqa: ANN202  (harness.deployed.FileLayer)
+    from harness.deployed import shipped_layer
 
     return shipped_layer(case)

@@ -80,7 +80,7 @@ class OpenVINOShipped(Adapter):
         return read_outputs(case, named)
 
 
-def _layer(case: Case):  # noqa: ANN202  (harness.readers.deployed.FileLayer)
-    from harness.readers.deployed import shipped_layer
+def _layer(case: Case):  # noqa: ANN202  (harness.deployed.FileLayer)
+    from harness.deployed import shipped_layer
 
     return shipped_layer(case)

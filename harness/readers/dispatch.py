@@ -1,7 +1,6 @@
 """Which reader reads a file: by its suffix, one format module per kind of file.
 
-A format module (:mod:`.torch`, :mod:`.keras`, :mod:`.onnx`, :mod:`.flax`, :mod:`.deployed`
-for .tflite and OpenVINO IR) declares its
+A format module (:mod:`.torch`, :mod:`.keras`, :mod:`.onnx`, :mod:`.flax`) declares its
 ``SUFFIXES``, ``read(path, layout, case, *, select, max_bytes)`` (the native tensors of
 ``layout``, refusing a layout the format does not hold) and ``infer(path, select, max_bytes)``
 (the case fields the file tells, its layout and notes). ``.npz`` is the harness's own contract
@@ -19,11 +18,11 @@ import numpy as np
 from harness.errors import WeightsError
 from harness.layouts import LAYOUTS
 from harness.npz import load_npz
-from harness.readers import deployed, flax, keras, onnx, torch
+from harness.readers import flax, keras, onnx, torch
 from harness.readers.limits import check_file, check_size, one_line
 from harness.spec import Case
 
-FORMATS = (torch, keras, onnx, flax, deployed)
+FORMATS = (torch, keras, onnx, flax)
 BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.SUFFIXES}
 
 
@@ -74,8 +73,7 @@ def _read_framework_file(path: Path, suffix: str, layout: str, case: Case, selec
     fmt = BY_SUFFIX.get(suffix)
     if fmt is None:
         raise WeightsError(f"unknown weights file type {suffix!r} (expected .npz, "
-                           f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx, .msgpack, .tflite or "
-                           "an OpenVINO IR .xml)",
+                           f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx or .msgpack)",
                            file=path)
     return fmt.read(path, layout, case, select=select, max_bytes=max_bytes)
 
@@ -166,8 +164,7 @@ def read_case_weights(path: str | Path, case: Case, *, layout: str | None = None
     fmt = BY_SUFFIX.get(suffix)
     if fmt is None:
         raise WeightsError(f"unknown weights file type {suffix!r} (expected .npz, "
-                           f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx, .msgpack, .tflite or "
-                           "an OpenVINO IR .xml)",
+                           f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx or .msgpack)",
                            file=path)
     check_size(path, path.stat().st_size, max_bytes, "is")
     fields, inferred, notes = one_line(path, lambda: fmt.infer(path, select, max_bytes))

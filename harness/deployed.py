@@ -1,14 +1,19 @@
-"""Deployed files as a case's weights (``weights: {file: model.tflite}``, ``{file: model.xml}``)
-and as its shipped file (``shipped:``): the recurrent layers of a ``.tflite`` and of an OpenVINO
-IR, read by compare's readers (:func:`harness.models.tflite.read_tflite`,
+"""Deployed files in a case: as its weights (``weights: {file: model.tflite}``,
+``{file: model.xml}``) and as its shipped file (``shipped:``, which ``litert-shipped`` and
+``openvino-shipped`` run as it is). The recurrent layers of a ``.tflite`` and of an OpenVINO IR
+are read by compare's readers (:func:`harness.models.tflite.read_tflite`,
 :func:`harness.readers.openvino_ir.read_sequences`), never parsed again here.
 
-A format module of :mod:`.dispatch` (``SUFFIXES``, ``infer``, ``read``): the layers ``select``
-names (comma-separated names, in that order), or every recurrent layer of the file in file
-order, are the case's stack, as canonical tensors (layout ``canonical``). A quantized file's
-weights are dequantized on their own grids (int8, 16x8: the values the file's integers stand
-for). What the file fixes of its input (batch, steps) is the shipped file's business, not the
-weights': :func:`infer` leaves them out, :func:`shipped_layer` gives them.
+The layers ``select`` names (comma-separated names, in that order), or every recurrent layer of
+the file in file order, are the case's stack, as canonical tensors (layout ``canonical``),
+checked against the case field by field as a framework file's are
+(:func:`harness.readers.dispatch.check_fields`). A quantized file's weights are dequantized on
+their own grids (int8, 16x8: the values the file's integers stand for). What the file fixes of
+its input (batch, steps) binds only the shipped file: :func:`infer` leaves it out,
+:func:`shipped_layer` checks it.
+
+Not a format reader of :mod:`harness.readers`: the .tflite reader reads the flatbuffer with the
+LiteRT adapters' schema helper and keeps the file's grids for the quantized judge.
 """
 
 from __future__ import annotations
@@ -166,6 +171,37 @@ def read(path: Path, layout: str, case: Case, *, select: str | None, max_bytes: 
                 if name.startswith(prefix):
                     tensors[key(k, d, name[len(prefix):])] = np.asarray(a, dtype=np.float64)
     return tensors, []
+
+
+def handles(path: str | Path) -> bool:
+    """Whether ``path`` is a deployed file this module reads (by suffix)."""
+    return Path(path).suffix.lower() in SUFFIXES
+
+
+def read_case_weights(path: Path, case: Case, *, layout: str | None = None,
+                      select: str | None = None, max_bytes: int | None = None
+                      ) -> tuple[str, dict[str, np.ndarray], list[str]]:
+    """A case's deployed weights file, as :func:`harness.readers.read_case_weights` reads the
+    others: ``(layout, native tensors, notes)``, the file's fields checked against the case."""
+    from harness.readers.dispatch import check_fields
+    from harness.readers.limits import check_file, check_size
+
+    path = Path(path)
+    check_file(path)
+    check_size(path, path.stat().st_size, max_bytes, "is")
+    try:
+        fields, inferred, notes = infer(path, select, max_bytes)
+    except WeightsError as exc:
+        if exc.field == "select":
+            exc.field = "weights.select"
+        raise
+    check_fields(path, fields, case)
+    if layout is not None and layout != inferred:
+        raise WeightsError(f"the file holds {inferred!r} tensors, not {layout!r} (leave "
+                           "weights.layout out: the file tells it)", file=path,
+                           field="weights.layout")
+    native, more = read(path, inferred, case, select=select, max_bytes=max_bytes)
+    return inferred, native, notes + more
 
 
 def shipped_layer(case: Case, max_bytes: int | None = None) -> FileLayer:
