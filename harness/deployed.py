@@ -209,7 +209,6 @@ def shipped_layer(case: Case, max_bytes: int | None = None) -> FileLayer:
     layer), checked against the case: its fields, and the batch and steps the file fixes.
     Every difference: :class:`WeightsError` naming the file and the field."""
     from harness.readers.dispatch import check_fields
-
     from harness.readers.limits import check_file
 
     spec = case.shipped

@@ -16,7 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from harness import data, params, reference
+from harness import data, deployed, params, reference
 from harness.cases import field_line
 from harness.data import Inputs, Outputs, state_shapes
 from harness.dtypes import FORMATS, native_numpy, round_to
@@ -26,7 +26,6 @@ from harness.memory import MAX_MEMORY_ENV, MemoryLimit, gib, max_memory
 from harness.npz import load_npz
 from harness.params import Canonical
 from harness.readers import read_case_weights
-from harness import deployed
 from harness.spec import Case, ShippedFile, TensorFile
 
 

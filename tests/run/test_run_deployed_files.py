@@ -181,7 +181,8 @@ import tensorflow as tf
 folder = sys.argv[1]
 tf.keras.utils.set_random_seed(0)
 I, H, T = 3, 4, 5
-model = tf.keras.Sequential([tf.keras.Input((T, I), batch_size=1), tf.keras.layers.LSTM(H, return_sequences=True)])
+model = tf.keras.Sequential([tf.keras.Input((T, I), batch_size=1),
+                             tf.keras.layers.LSTM(H, return_sequences=True)])
 c = tf.lite.TFLiteConverter.from_keras_model(model)
 open(folder + "/lstm.tflite", "wb").write(c.convert())
 rng = np.random.default_rng(0)
