@@ -53,10 +53,10 @@ class FileLayer:
     ir: Any = field(default=None, repr=False)
 
     @property
-    def quantized(self) -> str | None:
-        """The file's quantization scheme (``int8``, ``16x8``, ``dynamic``), None for float."""
-        op = self.tflite
-        return None if op is None or op.scheme == "float" else op.scheme
+    def scheme(self) -> str:
+        """How the file stores the layer: ``float``, or a .tflite's ``int8``, ``16x8``,
+        ``dynamic`` (integer weights on grids)."""
+        return "float" if self.tflite is None else self.tflite.scheme
 
 
 def _limit(max_bytes: int | None) -> int:
@@ -152,8 +152,8 @@ def infer(path: Path, select: str | None, max_bytes: int | None) -> tuple[dict, 
     layers = chosen(path, select, max_bytes)
     fields = {**layers[0].fields, "num_layers": len(layers)}
     notes = [f"read {len(layers)} recurrent layer(s): {', '.join(la.name for la in layers)}"]
-    if layers[0].quantized:
-        notes.append(f"the weights are dequantized from the file's {layers[0].quantized} grids")
+    if layers[0].scheme != "float":
+        notes.append(f"the weights are dequantized from the file's {layers[0].scheme} grids")
     return fields, LAYOUT, notes
 
 

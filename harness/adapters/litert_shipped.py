@@ -59,7 +59,7 @@ class LiteRTShipped(Adapter):
         return _suffix(case) == ".tflite"
 
     def judged_quantized(self, case: Case) -> bool:
-        return self.asked_for(case) and _layer(case).quantized is not None
+        return self.asked_for(case) and _layer(case).scheme != "float"
 
     def not_applicable_reason(self, case: Case) -> str | None:
         if not self.asked_for(case):
@@ -74,8 +74,8 @@ class LiteRTShipped(Adapter):
             return (f"{self.name}: the shipped .tflite is shaped for batch {layer.batch}, "
                     f"{layer.seq_len} steps; the case runs batch {case.batch}, {case.seq_len} "
                     "steps (give the case the file's batch and seq_len)")
-        if layer.quantized and case.quantization is None:
-            return (f"{self.name}: the shipped .tflite is quantized ({layer.quantized}): a "
+        if layer.scheme != "float" and case.quantization is None:
+            return (f"{self.name}: the shipped .tflite is quantized ({layer.scheme}): a "
                     "quantized file is judged by its SQNR in a case with quantization: "
                     "(docs/quantization.md)")
         return None
