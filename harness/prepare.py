@@ -16,7 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from harness import data, params, reference
+from harness import data, deployed, params, reference
 from harness.cases import field_line
 from harness.data import Inputs, Outputs, state_shapes
 from harness.dtypes import FORMATS, native_numpy, round_to
@@ -26,7 +26,7 @@ from harness.memory import MAX_MEMORY_ENV, MemoryLimit, gib, max_memory
 from harness.npz import load_npz
 from harness.params import Canonical
 from harness.readers import read_case_weights
-from harness.spec import Case, TensorFile
+from harness.spec import Case, ShippedFile, TensorFile
 
 
 @dataclass
@@ -170,6 +170,8 @@ def check(case: Case, limit: int | None = None) -> None:
     check_memory(case, limit)
     with_file_context(case, "weights", lambda: load_weights(case, limit))
     with_file_context(case, "inputs", lambda: load_inputs(case, limit))
+    if case.shipped is not None:  # the file its runtime's adapter runs: readable, the case's
+        with_file_context(case, "shipped", lambda: deployed.shipped_layer(case, limit))
 
 
 def with_file_context(case: Case, key: str, load: Callable[[], object]) -> object:
@@ -177,7 +179,8 @@ def with_file_context(case: Case, key: str, load: Callable[[], object]) -> objec
     try:
         return load()
     except WeightsError as exc:
-        if isinstance(getattr(case, key), TensorFile) and exc.file != case.source:
+        if (isinstance(getattr(case, key), TensorFile | ShippedFile)
+                and exc.file != case.source):
             line = field_line(case.source, (key, "file"))
             exc.message += f" ({key}.file of {case.source}" + (f":{line}" if line else "") + ")"
         raise
@@ -230,9 +233,10 @@ def load_weights(case: Case, limit: int | None = None) -> Canonical:
             raise WeightsError(f"layout {layout.name!r} has no {case.cell}", file=case.source,
                                field="weights.layout")
     try:
-        name, native, _ = read_case_weights(path, case, layout=case.weights.layout,
-                                            select=case.weights.select,
-                                            max_bytes=max_memory() if limit is None else limit)
+        reader = deployed.read_case_weights if deployed.handles(path) else read_case_weights
+        name, native, _ = reader(path, case, layout=case.weights.layout,
+                                 select=case.weights.select,
+                                 max_bytes=max_memory() if limit is None else limit)
     except WeightsError as exc:  # a reader's advice names convert's options: say the keys
         exc.message = exc.message.replace("--select", "weights.select").replace(
             "--from", "weights.layout:")

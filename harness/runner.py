@@ -50,11 +50,12 @@ def selected_by_case(case: Case, adapter: Adapter,
                      named: frozenset[str] | None = None) -> bool:
     """Whether ``case`` runs ``adapter``: its ``adapters:`` and ``exclude:`` lists, and for a
     named-only adapter (:attr:`Adapter.named_only`) whether it is named explicitly, on the
-    command line (``named``; None: the caller named it) or in the case's ``adapters:``."""
+    command line (``named``; None: the caller named it) or in the case's ``adapters:``, or asked
+    for by a key of the case (:meth:`Adapter.asked_for`: its ``shipped:`` file)."""
     wanted = set(case.adapters)
     unwanted = set(case.exclude)  # `exclude: [all]` excludes every adapter
     if (adapter.named_only is not None and named is not None and adapter.name not in named
-            and adapter.name not in wanted):
+            and adapter.name not in wanted and not adapter.asked_for(case)):
         return False
     return (("all" in wanted or adapter.name in wanted)
             and "all" not in unwanted and adapter.name not in unwanted)

@@ -81,6 +81,17 @@ class TensorFile(_Strict):
                                "(prefix before / or .) that holds its tensors")
 
 
+class ShippedFile(_Strict):
+    """A deployed file the case runs as it is, in its own runtime (docs/cases.md, A shipped
+    file): a .tflite in LiteRT (``litert-shipped``), an OpenVINO IR .xml in OpenVINO
+    (``openvino-shipped``)."""
+
+    file: str = Field(description="relative to the case file: a .tflite or an OpenVINO IR "
+                      ".xml (its .bin beside it)")
+    select: str | None = Field(None, description="which recurrent layer of the file runs (its "
+                               "name, as compare lists it); default: the file's only one")
+
+
 class Tol(_Strict):
     atol: NonNegativeFloat | None = Field(None, description="absolute tolerance")
     rtol: NonNegativeFloat | None = Field(None, description="relative tolerance")
@@ -216,6 +227,9 @@ class Case(_Strict):
         description="generated from the seed, or a native weights file with its layout")
     inputs: GeneratedTensors | TensorFile = Field(default_factory=GeneratedTensors,
         description="generated from the seed, or an .npz file (x, optionally h0, c0, seq_lengths)")
+    shipped: ShippedFile | None = Field(None,
+        description="{file: model.tflite | model.xml, select?}: a deployed file its runtime's "
+                    "adapter runs as it is, judged against the reference on the case's weights")
     adapters: list[str] = Field(default_factory=lambda: ["all"],
         description="adapters to run (default all), by name, framework or device")
     exclude: list[str] = Field(default_factory=list, description="adapters not to run")

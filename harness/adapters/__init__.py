@@ -26,6 +26,7 @@ from harness.adapters.litert_quantized import (
     LiteRTInt8Ref,
     LiteRTInt16x8,
 )
+from harness.adapters.litert_shipped import LiteRTShipped
 from harness.adapters.litert_tf_keras import LiteRTTfKeras
 from harness.adapters.litert_torch import LiteRTTorch
 from harness.adapters.mlx import MLX
@@ -36,6 +37,7 @@ from harness.adapters.onnxruntime_dynamic import (
     OnnxRuntimeDynamicInt8FullRange,
 )
 from harness.adapters.openvino import OpenVINO, OpenVINOBatchMajor, OpenVINONNCFInt8
+from harness.adapters.openvino_shipped import OpenVINOShipped
 from harness.adapters.reference import NoiseFloor, Reference
 from harness.adapters.reference_cuda import ReferenceCUDA
 from harness.adapters.tf_block import TFBlockLSTM, TFBlockLSTMV2
@@ -72,6 +74,7 @@ ADAPTERS: dict[str, Adapter] = {
         LiteRTTfKeras(), LiteRTKeras3(), LiteRTFused(),
         LiteRTInt8(), LiteRTInt8Ref(), LiteRTDynamic(), LiteRTInt16x8(),
         LiteRTTorch(),
+        LiteRTShipped(), OpenVINOShipped(),
         FlaxLinen(), FlaxLinenOptimized(), FlaxNnx(),
         MLX(),
         TorchCuDNN(), TorchCuDNNTF32(), TFCuDNN(), KerasCuDNN(), ReferenceCUDA(),
@@ -103,7 +106,8 @@ def select(names: list[str] | None, device: str = "all",
     if names and EVERY in names:
         chosen = list(ADAPTERS.values())
     elif not names or ALL in names:
-        named = set(names or ()) | {n for c in cases for n in c.adapters}
+        named = set(names or ()) | {n for c in cases for n in c.adapters} | {
+            a.name for c in cases for a in ADAPTERS.values() if a.asked_for(c)}
         chosen = [a for a in ADAPTERS.values() if a.named_only is None or a.name in named]
         chosen += [get_adapter(n) for n in names or () if n != ALL
                    and get_adapter(n) not in chosen]

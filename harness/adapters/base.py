@@ -274,6 +274,17 @@ class Adapter:
                 return caps.reasons.get(cap) or f"{self.title or self.name}: {reason(case)}"
         return None
 
+    def asked_for(self, case: Case) -> bool:
+        """Whether ``case`` asks for this named-only adapter by a key of its own, as naming it
+        in ``adapters:`` would (a ``shipped:`` file asks for its runtime's adapter)."""
+        return False
+
+    def judged_quantized(self, case: Case) -> bool:
+        """Whether this adapter's pair on ``case`` is a quantized runtime's (the quantized
+        judge's, where the case has ``quantization:``): :attr:`quantized`, or, for an adapter
+        that runs a given file, whether that file is quantized."""
+        return self.quantized
+
     def gradient_note(self, case: Case) -> str | None:
         """Why a gradient case's backward pass is not compared for this adapter, or None: no
         backward pass at all, or one that is wrong for a feature the case needs

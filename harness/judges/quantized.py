@@ -114,7 +114,8 @@ class QuantizedJudge(Judge):
     evidence = "SQNR record"
 
     def claims(self, case: Case, adapter: Adapter | None) -> bool:
-        return case.quantization is not None and (adapter is None or adapter.quantized)
+        return case.quantization is not None and (adapter is None
+                                                   or adapter.judged_quantized(case))
 
     def measure(self, prep: Prepared, adapter: Adapter, out: Outputs) -> Measured:
         q = quantization.judge(prep.case, adapter.name, out, out.quantized, prep.inputs,
