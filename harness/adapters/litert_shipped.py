@@ -51,7 +51,7 @@ class LiteRTShipped(Adapter):
     )
 
     def check_available(self) -> None:
-        from harness.adapters._litert import import_litert
+        from harness.frameworks.litert import import_litert
 
         import_litert()
 

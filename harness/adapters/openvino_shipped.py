@@ -67,7 +67,7 @@ class OpenVINOShipped(Adapter):
                 "constants) in OpenVINO (CPU, f32)")
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        from harness.adapters._onnx import read_outputs
+        from harness.frameworks.onnx import read_outputs
         from harness.models.openvino_ir import IrOpRef, run_op
 
         seq = _layer(case).ir
