@@ -89,7 +89,13 @@ def forward_fn(case: Case, run_layer: Callable) -> Callable:
     import jax.numpy as jnp
 
     return flax_family.flax_stack(jnp, run_layer, case.num_layers, case.num_directions,
-                                  case.cell_kind.has_cell_state)
+                                  case.cell_kind.has_cell_state,
+                                  carry=lambda h, c: _carry(case, h, c))
+
+
+def _carry(case: Case, h: Any, c: Any | None) -> Any:
+    """The initial carry of a state (:func:`harness.families.flax.flax_carry`)."""
+    return flax_family.flax_carry(case.cell_kind.has_cell_state, h, c)
 
 
 def linen_layer(case: Case, cell_name: str) -> Callable:

@@ -54,8 +54,9 @@ def run_framework():
         lengths = (jnp.asarray(LENGTHS, dtype=jnp.int32) if CALL["lengths"] else None)
         run_layer = make_layer(api, CALL["cell"], SPEC["hidden_size"],
                                len(SPEC["directions"]) == 2, SPEC["dir_mode"] == "reverse")
-        forward = flax_stack(jnp, run_layer, SPEC["num_layers"], len(SPEC["directions"]),
-                             SPEC["has_cell_state"])
+        lstm = SPEC["has_cell_state"]
+        forward = flax_stack(jnp, run_layer, SPEC["num_layers"], len(SPEC["directions"]), lstm,
+                             carry=lambda h, c: flax_carry(lstm, h, c))
         y, h_n, c_n = jax.jit(forward)(p, cast(X), cast(H0), cast(C0), lengths)
 
         def f64(a):
@@ -86,15 +87,17 @@ def params_tree(arrays, layer, direction, cast):
     return tree
 
 
-def flax_stack(jnp, run_layer, num_layers, num_directions, lstm):
+def flax_carry(lstm, h, c):
+    """The cell carry of a state: flax's LSTM carry is (c, h) (google/flax#5469)."""
+    return (c, h) if lstm else h
+
+
+def flax_stack(jnp, run_layer, num_layers, num_directions, lstm, carry):
     """f(params, x, h0, c0, lengths) -> (y, h_n, c_n) for the whole stack; ``run_layer(k,
     params_k, x, carries, lengths) -> (y, [carry per direction])`` runs one layer (``lengths``
-    None for full-length batches). The LSTM carry is (c, h) (google/flax#5469); padded steps
-    of y are written as 0."""
+    None for full-length batches); ``carry(h, c)``: the initial carry (:func:`flax_carry`).
+    A final LSTM carry is read as (c, h); padded steps of y are written as 0."""
     D = num_directions
-
-    def carry(h, c):
-        return (c, h) if lstm else h
 
     def f(params, x, h0, c0, lengths):
         hs, cs = [], []
