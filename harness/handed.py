@@ -5,8 +5,9 @@ A :class:`Handed` names the renderer of its framework family (``family``), the c
 call arguments (``call``: JSON values only), the arrays as the framework got them (``arrays``:
 the weights in its own layout and names, the inputs it was fed) and any converted or exported
 bytes (``files``: ``model.onnx``, a LiteRT ``model.tflite``, an ExecuTorch ``model.pte``).
-This module imports NumPy only: it sits beside :mod:`harness.data` (``Outputs.handed``), below
-the adapters that record it and the reproducers that read it.
+This module imports NumPy and the families' registry (harness/families/) only: it sits beside
+:mod:`harness.data` (``Outputs.handed``), below the adapters that record it and the reproducers
+that read it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-FAMILIES = ("flax", "onnx", "torch", "keras", "tflite", "executorch", "mlx",
-            "keras3-backend")
-"""The framework families a reproducer can be rendered for (harness/repro/render.py)."""
+from harness import families
+
+FAMILIES = tuple(families.FAMILIES)
+"""The framework families a reproducer can be rendered for (harness/families/)."""
 
 
 @dataclass

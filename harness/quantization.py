@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from harness import compare
+from harness.cost_rule import cost_said, sqnr_db
 from harness.data import Inputs, Outputs, generate
 from harness.grids import DynamicActivation, Grid, LayerGrids, QuantizedModel
 from harness.params import Canonical, key, layer_dirs
@@ -181,14 +182,6 @@ def ideal_model(case: Case, canonical: Canonical, scheme: str, weight_qmax: int 
                           output=int8_grid(float(run.y.min()), float(run.y.max())))
 
 
-def sqnr_db(a: np.ndarray, r: np.ndarray, axes: tuple[int, ...] | None = None) -> np.ndarray:
-    """10 log10(Σ r² / Σ (a − r)²) over ``axes`` (inf where a equals r)."""
-    e = np.sum((a - r) ** 2, axis=axes)
-    s = np.sum(r ** 2, axis=axes)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return 10.0 * np.log10(s / e)
-
-
 def cost_columns(case: Case, y: np.ndarray, ref_y: np.ndarray, step: float
                  ) -> dict[str, np.ndarray]:
     """Per y row (direction, then t: the row order of :func:`harness.compare.divergence`):
@@ -227,18 +220,9 @@ def cost_status(case: Case, verdict: str, total: float | None, ideal: float | No
     None: infinite, no error), with what the reason says of the cost. The one rule: the run
     (:func:`judge`) and the quantized judge (:mod:`harness.judges.quantized`, for the run and
     ``merge`` alike) both call it."""
-    total = np.inf if total is None else total
-    ideal = np.inf if ideal is None else ideal
-    status, said = verdict, []
-    if total < ideal - IDEAL_MARGIN_DB:
-        status = compare.DIVERGED
-        said.append(f"quantization costs {ideal - total:.1f} dB more than an ideal "
-                    f"quantization (beyond {IDEAL_MARGIN_DB:g} dB)")
     floor = case.quantization.min_sqnr_db if case.quantization else None
-    if floor is not None and total < floor:
-        status = compare.DIVERGED
-        said.append(f"SQNR {total:.1f} dB below the case's min_sqnr_db {floor:g}")
-    return status, said
+    said = cost_said(total, ideal, IDEAL_MARGIN_DB, floor)  # which a reproducer runs too
+    return (compare.DIVERGED if said else verdict), said
 
 
 SQNR_READ_BACK_DB = 0.01

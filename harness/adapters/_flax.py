@@ -35,6 +35,7 @@ from harness.adapters._xla import check_xla_flags
 from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
+from harness.families import flax as flax_family
 from harness.handed import Handed
 from harness.params import DIRECTION_NAMES
 from harness.spec import Case
@@ -75,123 +76,44 @@ def cpu_device(jax: Any) -> Any:
 def params_of(case: Case, native: dict[str, np.ndarray], layer: int, d: int,
               cast: Callable[[np.ndarray], Any]) -> dict[str, dict[str, Any]]:
     """The cell's parameter tree {GATE: {kernel, bias}} of one layer and direction from the
-    layout's flat names ``layer{k}/{dir}/GATE/kind``."""
-    prefix = f"layer{layer}/{DIRECTION_NAMES[d]}/"
-    tree: dict[str, dict[str, Any]] = {}
-    for name, value in native.items():
-        if name.startswith(prefix):
-            gate, kind = name[len(prefix):].split("/")
-            tree.setdefault(gate, {})[kind] = cast(value)
-    return tree
-
-
-def _mask(jnp: Any, y: Any, lengths: Any) -> Any:
-    """``y`` [B, T, F] with 0 at padded steps."""
-    valid = jnp.arange(y.shape[1])[None, :] < lengths[:, None]
-    return jnp.where(valid[..., None], y, jnp.zeros((), y.dtype))
-
-
-def _state_split(case: Case, carry: Any) -> tuple[Any, Any | None]:
-    """(h, c) of a cell carry: flax's LSTM carry is (c, h) (google/flax#5469)."""
-    if case.cell_kind.has_cell_state:
-        c, h = carry
-        return h, c
-    return carry, None
-
-
-def _carry(case: Case, h: Any, c: Any | None) -> Any:
-    return (c, h) if case.cell_kind.has_cell_state else h
+    layout's flat names ``layer{k}/{dir}/GATE/kind`` (:func:`harness.families.flax.params_tree`,
+    which a reproducer runs too)."""
+    return flax_family.params_tree(native, layer, d, cast)
 
 
 def forward_fn(case: Case, run_layer: Callable) -> Callable:
-    """f(params, x, h0, c0, lengths) -> (y, h_n, c_n) for the whole stack; ``run_layer(k,
+    """f(params, x, h0, c0, lengths) -> (y, h_n, c_n) for the whole stack
+    (:func:`harness.families.flax.flax_stack`, which a reproducer runs too); ``run_layer(k,
     params_k, x, carries, lengths) -> (y, [carry per direction])`` runs one layer
     (``lengths`` is None for full-length batches)."""
-    D = case.num_directions
+    import jax.numpy as jnp
 
-    def f(params, x, h0, c0, lengths):
-        import jax.numpy as jnp
+    return flax_family.flax_stack(jnp, run_layer, case.num_layers, case.num_directions,
+                                  case.cell_kind.has_cell_state,
+                                  carry=lambda h, c: _carry(case, h, c))
 
-        hs, cs = [], []
-        for k in range(case.num_layers):
-            carries = [_carry(case, h0[k * D + j], None if c0 is None else c0[k * D + j])
-                       for j in range(D)]
-            y, finals = run_layer(k, params[k], x, carries, lengths)
-            if lengths is not None:
-                y = _mask(jnp, y, lengths)
-            for carry in finals:
-                h, c = _state_split(case, carry)
-                hs.append(h)
-                cs.append(c)
-            x = y
-        h_n = jnp.stack(hs)
-        c_n = jnp.stack(cs) if case.cell_kind.has_cell_state else None
-        return x, h_n, c_n
 
-    return f
+def _carry(case: Case, h: Any, c: Any | None) -> Any:
+    """The initial carry of a state (:func:`harness.families.flax.flax_carry`)."""
+    return flax_family.flax_carry(case.cell_kind.has_cell_state, h, c)
 
 
 def linen_layer(case: Case, cell_name: str) -> Callable:
-    """``run_layer`` of :func:`forward_fn` with flax.linen's cell ``cell_name``: nn.RNN for one
-    direction, nn.Bidirectional for two. ``params_k``: one cell tree per direction."""
+    """``run_layer`` of :func:`forward_fn` with flax.linen's cell ``cell_name``
+    (:func:`harness.families.flax.linen_layer`)."""
     from flax import linen as nn
 
-    H, cell_cls = case.hidden_size, getattr(nn, cell_name)
-
-    def rnn(reverse: bool) -> Any:
-        return nn.RNN(cell_cls(features=H), return_carry=True, reverse=reverse,
-                      keep_order=True)
-
-    def run_layer(k, params_k, x, carries, lengths):
-        if case.num_directions == 2:
-            layer = nn.Bidirectional(rnn(False), rnn(True), return_carry=True)
-            variables = {"params": {"forward_rnn": {"cell": params_k[0]},
-                                    "backward_rnn": {"cell": params_k[1]}}}
-            finals, y = layer.apply(variables, x, initial_carry=tuple(carries),
-                                    seq_lengths=lengths)
-            return y, list(finals)
-        carry, y = rnn(case.dir_mode == "reverse").apply(
-            {"params": {"cell": params_k[0]}}, x, initial_carry=carries[0],
-            seq_lengths=lengths)
-        return y, [carry]
-
-    return run_layer
+    return flax_family.linen_layer(nn, cell_name, case.hidden_size, case.num_directions == 2,
+                                   case.dir_mode == "reverse")
 
 
 def nnx_layer(case: Case, cell_name: str) -> Callable:
-    """``run_layer`` of :func:`forward_fn` with flax.nnx's cell ``cell_name``: nnx.RNN for one
-    direction, nnx.Bidirectional for two. nnx modules hold their parameters, so the layer is
-    built inside the traced function (zero initialisers: nothing random is traced) and its
-    ``dense_i`` / ``dense_h`` parameters set to ``params_k``'s, one tree per direction."""
+    """``run_layer`` of :func:`forward_fn` with flax.nnx's cell ``cell_name``
+    (:func:`harness.families.flax.nnx_layer`)."""
     from flax import nnx
 
-    H, zeros, cell_cls = case.hidden_size, nnx.initializers.zeros, getattr(nnx, cell_name)
-
-    def cell(in_features: int, tree: dict[str, dict[str, Any]]) -> Any:
-        c = cell_cls(in_features, H, kernel_init=zeros, recurrent_kernel_init=zeros,
-                     bias_init=zeros, param_dtype=tree["dense_i"]["kernel"].dtype,
-                     rngs=nnx.Rngs(0))
-        for dense, kinds in tree.items():
-            for kind, value in kinds.items():
-                getattr(getattr(c, dense), kind)[...] = value
-        return c
-
-    def rnn(tree: dict[str, dict[str, Any]], in_features: int, reverse: bool) -> Any:
-        return nnx.RNN(cell(in_features, tree), return_carry=True, reverse=reverse,
-                       keep_order=True, rngs=False)
-
-    def run_layer(k, params_k, x, carries, lengths):
-        I = x.shape[-1]
-        if case.num_directions == 2:
-            layer = nnx.Bidirectional(rnn(params_k[0], I, False), rnn(params_k[1], I, True),
-                                      return_carry=True, rngs=False)
-            finals, y = layer(x, initial_carry=tuple(carries), seq_lengths=lengths)
-            return y, list(finals)
-        carry, y = rnn(params_k[0], I, case.dir_mode == "reverse")(
-            x, initial_carry=carries[0], seq_lengths=lengths)
-        return y, [carry]
-
-    return run_layer
+    return flax_family.nnx_layer(nnx, cell_name, case.hidden_size, case.num_directions == 2,
+                                 case.dir_mode == "reverse")
 
 
 def compiled(key: tuple, case: Case, run_layer: Callable, gradients: bool) -> Callable:

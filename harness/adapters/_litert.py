@@ -31,11 +31,12 @@ import numpy as np
 from harness.adapters._keras import KerasLibraryAdapter, forward, valid_mask
 from harness.adapters.base import AdapterFault
 from harness.data import Inputs, Outputs
+from harness.families.converted import run_tensors
+from harness.families.readout import readout
 from harness.frameworks.keras import load_native, make_layers
 from harness.frameworks.litert import import_litert
 from harness.frameworks.tf import native_stderr_to_scratch
 from harness.handed import Handed
-from harness.repro.readout import readout
 from harness.spec import Case
 
 FUSED_OPS = ("UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM")
@@ -146,7 +147,7 @@ def output_names(case: Case) -> list[str]:
 
 
 def output_roles(case: Case, interpreter: Any) -> dict[str, str]:
-    """The interpreter's output tensor names -> what each is (:mod:`harness.repro.readout`'s
+    """The interpreter's output tensor names -> what each is (:mod:`harness.families.readout`'s
     roles, :func:`output_names`). A frozen function's k-th output is the tensor named
     ``Identity_k`` (``Identity`` for the first); the interpreter lists them in its own order."""
     names = output_names(case)
@@ -169,8 +170,8 @@ def tflite_handed(model: bytes, feeds: dict[str, np.ndarray], roles: dict[str, s
     them: ``runner`` ``"signature"`` (the model's one signature runner, fed by keyword) or
     ``"tensors"`` (``set_tensor`` per input detail name, ``invoke``, ``get_tensor`` per output
     detail), the ``op_resolver`` (an ``OpResolverType`` name; None: the interpreter's default),
-    the outputs' ``roles`` (:mod:`harness.repro.readout`), ``h_n`` ``"from_y"`` where it is
-    read from ``y`` (:func:`harness.repro.readout.h_n_from_y`), the outputs not compared
+    the outputs' ``roles`` (:mod:`harness.families.readout`), ``h_n`` ``"from_y"`` where it is
+    read from ``y`` (:func:`harness.families.readout.h_n_from_y`), the outputs not compared
     (``absent``, with why) and a quantized model's ``scheme``."""
     return Handed("tflite", {
         "framework": framework, "runner": runner, "inputs": list(feeds), "roles": dict(roles),
@@ -206,13 +207,9 @@ def run_litert(K: Any, tf: Any, case: Case, native: dict[str, np.ndarray], input
         ops = main_ops(Interpreter, model)
         interpreter = Interpreter(model_content=model)
         interpreter.allocate_tensors()
-    by_name = {d["name"]: d["index"] for d in interpreter.get_input_details()}
     fed = feeds(case, inputs)
-    for name, value in fed.items():
-        interpreter.set_tensor(by_name[name], value)
-    interpreter.invoke()
+    got = run_tensors(interpreter, fed)  # as a reproducer runs it
     roles = output_roles(case, interpreter)
-    got = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
     ys, h_n, c_n = readout(got, roles, case.num_layers)
     return Outputs(
         y=ys[case.num_layers - 1], h_n=h_n, c_n=c_n,

@@ -32,11 +32,11 @@ from harness.adapters._keras import KerasLibraryAdapter, import_tf_keras
 from harness.adapters._litert import quiet_converter, tflite_handed
 from harness.adapters.base import AdapterFault
 from harness.data import Inputs, Outputs
+from harness.families.readout import h_n_from_y
 from harness.frameworks.keras import TF_KERAS_ACTIVATIONS, load_native, make_layers
 from harness.frameworks.litert import import_litert
 from harness.frameworks.tf import native_stderr_to_scratch
 from harness.handed import Handed
-from harness.repro.readout import h_n_from_y
 from harness.spec import Case
 
 ROUTE = "TFLiteConverter.from_keras_model (a tf_keras Model whose only output is y)"
@@ -175,7 +175,7 @@ def final_states(case: Case, y: np.ndarray) -> tuple[np.ndarray | None, dict[str
     """(h_n read from ``y`` where ``y`` determines it, else None; the absent outputs with why).
     No lengths here (:data:`NOT_OUTPUT` models have none), so the forward direction's final h
     is ``y`` at the last step and the reverse direction's at the first
-    (:func:`harness.repro.readout.h_n_from_y`, which a reproducer runs too)."""
+    (:func:`harness.families.readout.h_n_from_y`, which a reproducer runs too)."""
     others = {name: NOT_OUTPUT for name in case.cell_kind.final_states if name != "h_n"}
     if case.num_layers > 1 or case.seq_lengths is not None:
         why = f"{NOT_OUTPUT}, and y (the last layer's) does not determine the lower layers' one"

@@ -15,6 +15,7 @@ import numpy as np
 from harness.adapters.base import Adapter
 from harness.data import Gradients, Inputs, Outputs
 from harness.errors import Unavailable
+from harness.families.torch import build_rnn, call_rnn
 from harness.frameworks.torch import torch_precision_flags
 from harness.handed import Handed
 from harness.spec import Case
@@ -61,14 +62,13 @@ class TorchRNN(Adapter):
         """The nn.LSTM / nn.GRU module holding ``native`` (the torch state_dict), case dtype."""
         torch = import_torch()
         dtype = getattr(torch, TORCH_DTYPES[case.dtype])
-        # built in the case dtype: load_state_dict copies into it
-        kwargs = self.module_kwargs(case) | dict(dtype=dtype, device=self.torch_device)
-        module = (torch.nn.LSTM if case.cell_kind.has_cell_state else torch.nn.GRU)(**kwargs)
+        # built in the case dtype: load_state_dict copies into it (build_rnn, which a
+        # reproducer runs too)
+        name = "LSTM" if case.cell_kind.has_cell_state else "GRU"
         with warnings.catch_warnings():  # a read-only native: only read (copied in) here
             warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-            state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in native.items()}
-        module.load_state_dict(state, strict=True)
-        return module.eval()
+            return build_rnn(torch, name, self.module_kwargs(case), native, dtype,
+                             self.torch_device)
 
     def module_kwargs(self, case: Case) -> dict:
         """nn.LSTM / nn.GRU's constructor arguments, but dtype and device (JSON values)."""
@@ -121,15 +121,9 @@ class TorchRNN(Adapter):
             # forward only: no graph. oneDNN's note that it leaves projections to the plain
             # kernel is about speed, not results: not for the user's terminal
             warnings.filterwarnings("ignore", "LSTM with projections is not supported with oneDNN")
-            if inputs.seq_lengths is not None:
-                packed = torch.nn.utils.rnn.pack_padded_sequence(
-                    x, torch.as_tensor(inputs.seq_lengths), batch_first=True, enforce_sorted=False)
-                y, hc = module(packed, (h0, c0) if c0 is not None else h0)
-                # padded steps come back as zeros (dy is zero there too: nothing flows back)
-                y, _ = torch.nn.utils.rnn.pad_packed_sequence(
-                    y, batch_first=True, total_length=case.seq_len)
-            else:
-                y, hc = module(x, (h0, c0) if c0 is not None else h0)
+            # padded steps come back as zeros (dy is zero there too: nothing flows back)
+            y, hc = call_rnn(torch, module, x, (h0, c0) if c0 is not None else h0,
+                             inputs.seq_lengths, case.seq_len)
             h_n, c_n = hc if case.cell_kind.has_cell_state else (hc, None)
             if grads:  # the loss of harness.data
                 loss = (y * t(inputs.dy)).sum() + (h_n * t(inputs.dh_n)).sum()

@@ -59,9 +59,10 @@ from harness.adapters._torch_onnx import with_state
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import KnownUpstreamCrash, Unavailable
+from harness.families.converted import run_program
+from harness.families.readout import readout
 from harness.frameworks.native_stderr import native_stderr_captured
 from harness.handed import Handed
-from harness.repro.readout import readout
 from harness.spec import Case
 from harness.versions import installed
 
@@ -243,19 +244,17 @@ class ExecuTorch(TorchRNN):
         steps = case.export_seq_len or case.seq_len
         try:
             with native_stderr_captured() as lines:
-                method = Runtime.get().load_program(
-                    pte, verification=Verification.Minimal).load_method("forward")
-                got = method.execute(feed)
+                outputs = run_program(torch, Runtime.get(), Verification.Minimal, pte, "forward",
+                                      feed)  # as a reproducer runs it
         except RuntimeError as exc:
             cause = f"{exc}; the runtime says: {runtime_lines(lines)}"
             if steps != case.seq_len:
                 raise TimeAxisFixed(f"the program exported at {steps} steps does not run at "
                                     f"seq_len {case.seq_len}: {cause}") from None
             raise AdapterFault(f"the ExecuTorch runtime failed: {cause}") from None
-        outputs = {str(k): g.detach().to(torch.float64).numpy() for k, g in enumerate(got)}
         roles = {"0": "y", "1": "h_n"} | ({"2": "c_n"} if lstm else {})
         if sorted(outputs) != sorted(roles):
-            raise AdapterFault(f"the program returned {len(got)} outputs, expected "
+            raise AdapterFault(f"the program returned {len(outputs)} outputs, expected "
                                f"{len(roles)} (y, h_n{', c_n' if lstm else ''})")
         ys, h_n, c_n = readout(outputs, roles, 1)
         y = ys[0]

@@ -61,11 +61,11 @@ from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_t
 from harness.adapters.base import AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import KnownUpstreamCrash, Unavailable
+from harness.families.readout import readout
 from harness.frameworks.litert import import_litert
 from harness.frameworks.native_stderr import native_stderr_captured
 from harness.handed import Handed
 from harness.known_bugs import known_bug
-from harness.repro.readout import readout
 from harness.spec import Case
 
 # measured by converting the bundled cases' shapes (litert-torch 0.10.0, torch 2.13)

@@ -14,7 +14,7 @@ plants the old branch and sees it DIVERGED on ``none`` and passing on ``zeros``
 
 No masking in MLX's modules: variable-length batches are not applicable. Forward only.
 
-The stacking is :func:`harness.repro.mlx_stack.run_stack`, which a reproducer pastes: what
+The stacking is :func:`harness.families.mlx.run_stack`, which a reproducer pastes: what
 ``_run`` hands MLX (module class and arguments, parameters by MLX's names, the inputs, whether
 the state is omitted) is ``Outputs.handed`` (family ``mlx``, :meth:`MLX.hand`).
 """
@@ -28,8 +28,8 @@ import numpy as np
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.families import mlx as mlx_stack
 from harness.handed import Handed
-from harness.repro import mlx_stack
 from harness.spec import Case
 
 REASONS = {
@@ -93,7 +93,7 @@ class MLX(Adapter):
     def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
         """What :meth:`_run` hands MLX (family ``mlx``): the module class and its constructor
         arguments per layer, the case dtype, whether the initial state is omitted
-        (``hidden=None``) or passed, how directions are built (:mod:`harness.repro.mlx_stack`);
+        (``hidden=None``) or passed, how directions are built (:mod:`harness.families.mlx`);
         the parameters by MLX's own names (``param/...``) and the inputs (``feed/...``) as it
         got them."""
         arrays = {f"param/{k}": np.asarray(v) for k, v in native.items()}

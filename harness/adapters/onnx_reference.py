@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
+from harness.families.onnx import run_onnx_reference
 from harness.frameworks.onnx import (
     HARNESS_GRAPH,
     ONNX_REASONS,
@@ -82,9 +83,8 @@ class OnnxReference(Adapter):
         from onnx.reference import ReferenceEvaluator
 
         given = self.hand(case, native, inputs)
-        evaluator = ReferenceEvaluator(onnx.load_from_string(given.files["model.onnx"]))
-        names = list(evaluator.output_names)
-        values = evaluator.run(names, {k[len("feed/"):]: v for k, v in given.arrays.items()})
-        out = read_outputs(case, dict(zip(names, values, strict=True)), layout=self.onnx_layout)
+        got = run_onnx_reference(onnx, ReferenceEvaluator, given.files["model.onnx"],
+                                 {k[len("feed/"):]: v for k, v in given.arrays.items()})
+        out = read_outputs(case, got, layout=self.onnx_layout)
         out.handed = given
         return out

@@ -24,6 +24,7 @@ import numpy as np
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.families.onnx import run_onnxruntime
 from harness.frameworks.onnx import (
     HARD_SIGMOID,
     HARNESS_GRAPH,
@@ -104,13 +105,8 @@ class OnnxRuntime(Adapter):
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         _, ort = import_onnxruntime()
         given = self.hand(case, native, inputs)
-        options = ort.SessionOptions()
-        options.log_severity_level = 3  # errors only: ORT warns about unused initializers etc.
-        sess = ort.InferenceSession(given.files["model.onnx"], options,
-                                    providers=["CPUExecutionProvider"])
-        names = [o.name for o in sess.get_outputs()]
         feed = {k[len("feed/"):]: v for k, v in given.arrays.items()}
-        got = dict(zip(names, sess.run(names, feed), strict=True))
+        got = run_onnxruntime(ort, given.files["model.onnx"], feed)  # as a reproducer runs it
         out = read_outputs(case, got)
         out.handed = given
         return out

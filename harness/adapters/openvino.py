@@ -50,6 +50,7 @@ from harness.adapters._nncf import (
 from harness.adapters.base import Adapter, AdapterFault, Capabilities
 from harness.data import Inputs, Outputs
 from harness.errors import NotApplicable, Unavailable
+from harness.families.onnx import run_openvino
 from harness.frameworks.onnx import (
     HARNESS_GRAPH,
     ONNX_REASONS,
@@ -160,11 +161,9 @@ class OpenVINO(Adapter):
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         given = self.hand(case, native, inputs)
-        self.core()
-        model = self._frontend.convert(self._frontend.load(io.BytesIO(given.files["model.onnx"])))
-        compiled = self.core().compile_model(model, "CPU", COMPILE_CONFIG)
-        result = compiled({k[len("feed/"):]: v for k, v in given.arrays.items()})
-        got = {port.get_any_name(): value for port, value in result.items()}
+        core = self.core()
+        got = run_openvino(core, self._frontend, given.files["model.onnx"], COMPILE_CONFIG,
+                           {k[len("feed/"):]: v for k, v in given.arrays.items()})
         out = read_outputs(case, got, layout=self.onnx_layout)
         out.handed = given
         return out

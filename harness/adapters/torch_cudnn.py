@@ -27,6 +27,7 @@ from harness.adapters.base import Capabilities
 from harness.attribution import CPU, TF32_OFF
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.families.torch import set_cudnn_rnn_tf32
 from harness.spec import Case, Tol
 
 REASONS = {
@@ -38,22 +39,13 @@ REASONS = {
 
 @contextmanager
 def cudnn_rnn_tf32(torch: Any, allow: bool) -> Iterator[None]:
-    """Allow or forbid TF32 in cuDNN RNNs for the duration; the previous setting comes back."""
-    rnn = getattr(torch.backends.cudnn, "rnn", None)
-    if rnn is not None and hasattr(rnn, "fp32_precision"):
-        before = rnn.fp32_precision
-        rnn.fp32_precision = "tf32" if allow else "ieee"
-        try:
-            yield
-        finally:
-            rnn.fp32_precision = before
-    else:  # torch < 2.9: only the legacy flag exists
-        before = torch.backends.cudnn.allow_tf32
-        torch.backends.cudnn.allow_tf32 = allow
-        try:
-            yield
-        finally:
-            torch.backends.cudnn.allow_tf32 = before
+    """Allow or forbid TF32 in cuDNN RNNs for the duration; the previous setting comes back
+    (:func:`harness.families.torch.set_cudnn_rnn_tf32`, which a reproducer runs too)."""
+    restore = set_cudnn_rnn_tf32(torch, allow)
+    try:
+        yield
+    finally:
+        restore()
 
 
 def check_cuda_cudnn(torch: Any) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.families import keras as keras_family
 from harness.layouts.keras import CELL_VARIABLES
-from harness.params import DIRECTION_NAMES
 from harness.spec import Case
 
 # case recurrent_activation -> tf_keras name; tf_keras 'hard_sigmoid' is clip(0.2x + 0.5)
@@ -25,21 +25,19 @@ KERAS3_ACTIVATIONS = {"sigmoid": "sigmoid", "hard_sigmoid_keras3": "hard_sigmoid
 def short_name(variable: Any) -> str:
     """The bare cell variable name, one of the layout's :data:`CELL_VARIABLES` (tf_keras names a
     variable ``lstm/lstm_cell/kernel:0``, Keras 3 ``kernel``)."""
-    return variable.name.split("/")[-1].split(":")[0]
+    return keras_family.keras_short_name(variable)
 
 
 def native_prefix(case: Case, layer: int, d: int) -> str:
     """Layout ``keras`` scoping: bare names for one unidirectional layer, else layer{k}/{dir}/."""
-    if case.num_layers == 1 and case.num_directions == 1:
-        return ""
-    return f"layer{layer}/{DIRECTION_NAMES[d]}/"
+    return keras_family.keras_prefix(case.num_layers, case.num_directions, layer, d)
 
 
 def set_native(rnn: Any, native: dict[str, np.ndarray], prefix: str, np_dtype: Any) -> None:
-    """Load ``native`` into a built LSTM/GRU layer, in the order ``get_weights`` lists them."""
-    names = [short_name(v) for v in rnn.weights]
+    """Load ``native`` into a built LSTM/GRU layer, in the order ``get_weights`` lists them
+    (:func:`harness.families.keras.set_cell_weights`, which a reproducer runs too)."""
+    names = keras_family.set_cell_weights(rnn, native, prefix, np_dtype)
     assert sorted(names) == sorted(CELL_VARIABLES), names
-    rnn.set_weights([native[prefix + n].astype(np_dtype) for n in names])
 
 
 def cell_class(case: Case) -> str:
@@ -73,29 +71,19 @@ def make_layers(
     ``use_cudnn=False``); ``return_state=False`` leaves out the final states (a Sequential's
     layers have one output each).
 
-    The one place a case's Keras stack is built: the Keras adapters run it (eagerly, traced for
-    LiteRT, stateless on JAX), ``harness.convert`` saves it as Keras 3 weights."""
-    dtype = case.dtype
-    cls = getattr(K.layers, cell_class(case))
+    The one place a case's Keras stack is built (:func:`harness.families.keras.keras_layers`,
+    which a reproducer runs too): the Keras adapters run it (eagerly, traced for LiteRT,
+    stateless on JAX), ``harness.convert`` saves it as Keras 3 weights."""
     kwargs = cell_kwargs(case, activation=activation, layer_kwargs=layer_kwargs,
                          return_state=return_state)
-    layers = []
-    for layer in range(case.num_layers):
-        if case.dir_mode == "bidirectional":
-            # The wrapper gets the dtype too: a float32 wrapper would autocast float64 inputs.
-            rnn = K.layers.Bidirectional(cls(**kwargs), dtype=dtype)
-        else:
-            rnn = cls(go_backwards=case.dir_mode == "reverse", **kwargs)
-        rnn.build((case.batch, case.seq_len, case.layer_input_size(layer)))
-        layers.append(rnn)
-    return layers
+    return keras_family.keras_layers(
+        K.layers, cell_class(case), kwargs, case.dtype, case.dir_mode, case.batch, case.seq_len,
+        [case.layer_input_size(layer) for layer in range(case.num_layers)])
 
 
 def direction_layers(case: Case, rnn: Any) -> list[tuple[int, Any]]:
     """(canonical direction, LSTM/GRU layer) pairs of one built layer from :func:`make_layers`."""
-    if case.dir_mode == "bidirectional":
-        return [(0, rnn.forward_layer), (1, rnn.backward_layer)]
-    return [(case.directions[0], rnn)]
+    return keras_family.direction_layers(rnn, case.dir_mode, case.directions)
 
 
 def load_native(case: Case, layers: list[Any], native: dict[str, np.ndarray], np_dtype: Any
@@ -126,28 +114,8 @@ def run_stack(case: Case, layers: list[Any], x: Any, h0: list[Any], c0: list[Any
     three functions use: ``call(layer, rnn, layer_in, states)`` -> Keras's ``[y, *finals]``,
     ``flip(y)`` reverses time, ``zero_padded(y)`` zeroes padded steps (None: no mask). ``h0``,
     ``c0``: one [B, H] tensor per layer and direction (``c0`` empty for GRU). Returns (y,
-    h_n, c_n, every layer's y), ``h_n``/``c_n`` one tensor per layer and direction."""
-    D = case.num_directions
-    lstm = case.cell_kind.has_cell_state
-    n_state = 2 if lstm else 1
-    layer_in = x
-    h_n, c_n, y_layers = [], [], []
-    for layer, rnn in enumerate(layers):
-        states = []  # Keras order: [h, c] per direction, forward first
-        for k in range(D):
-            s = layer * D + k
-            states += [h0[s]] + ([c0[s]] if lstm else [])
-        y, *finals = call(layer, rnn, layer_in, states)
-        if case.dir_mode == "reverse":  # go_backwards returns y in reading order
-            y = flip(y)
-        if zero_padded is not None and D == 1:
-            # Keras CPU carries the last valid output into padded steps: zero them.
-            # (Bidirectional already writes zeros there.)
-            y = zero_padded(y)
-        for k in range(D):
-            h_n.append(finals[k * n_state])
-            if lstm:
-                c_n.append(finals[k * n_state + 1])
-        y_layers.append(y)
-        layer_in = y
-    return layer_in, h_n, c_n, y_layers
+    h_n, c_n, every layer's y), ``h_n``/``c_n`` one tensor per layer and direction
+    (:func:`harness.families.keras.keras_stack`, which a reproducer runs too)."""
+    return keras_family.keras_stack(layers, x, h0, c0, case.num_directions,
+                                    case.cell_kind.has_cell_state, case.dir_mode, call=call,
+                                    flip=flip, zero_padded=zero_padded)

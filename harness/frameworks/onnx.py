@@ -24,6 +24,7 @@ import numpy as np
 
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.families.onnx import read_graph_outputs
 from harness.handed import Handed
 from harness.layouts.onnx import DATA_AXES, tensor_name
 from harness.spec import Case
@@ -193,19 +194,11 @@ def feeds(case: Case, inputs: Inputs, *, layout: int = 0,
 def read_outputs(case: Case, got: dict[str, np.ndarray], *, layout: int = 0) -> Outputs:
     """Harness outputs (float64) from the graph's outputs by name, laid out as ``layout`` says:
     each layer's Y -> [N, T, D*H] (the direction axis becomes features), the states -> [D, N, H]
-    concatenated over layers."""
+    concatenated over layers (:func:`harness.families.onnx.read_graph_outputs`, which a
+    reproducer runs too)."""
     axes = DATA_AXES[layout]
-    N, T = case.batch, case.seq_len
-    y_axes, state_axes = permutation(axes.y, "NTDH"), permutation(axes.state, "DNH")
-
-    def state(name: str) -> np.ndarray:
-        return np.asarray(got[name], dtype=np.float64).transpose(state_axes)
-
-    y_layers = [np.asarray(got[f"Y{k}"], dtype=np.float64).transpose(y_axes).reshape(N, T, -1)
-                for k in range(case.num_layers)]
-    h_n = np.concatenate([state(f"Y_h{k}") for k in range(case.num_layers)])
-    c_n = (np.concatenate([state(f"Y_c{k}") for k in range(case.num_layers)])
-           if case.cell_kind.has_cell_state else None)
+    y_layers, h_n, c_n = read_graph_outputs(got, axes.y, axes.state, case.batch, case.seq_len,
+                                            case.num_layers, case.cell_kind.has_cell_state)
     return Outputs(y=y_layers[-1], h_n=h_n, c_n=c_n, y_layers=y_layers)
 
 

@@ -8,7 +8,8 @@ backend-test folder.
 - :mod:`harness.repro.record`: everything one reproducer is written from (the case, the
   canonical weights and inputs, the float64 outputs, the finding, what was handed).
 - :mod:`harness.repro.equations`: the float64 NumPy cell equations pasted into every script.
-- :mod:`harness.repro.render`: a renderer per framework family, the script's text.
+- :mod:`harness.repro.render`: the script's text, assembled from the parts every script
+  shares and its framework family's (harness/families/: the adapter's own code, pasted).
 - :mod:`harness.repro.write`: the folder, bounded in names and sizes.
 
 Writing a reproducer imports no framework: everything framework-specific was recorded by the

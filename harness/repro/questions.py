@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from harness import cost_rule
 from harness.repro.quote import doc_text, py_literal
 from harness.repro.record import ReproRecord
 
@@ -139,8 +140,8 @@ SPEC = {spec}
 # an ideal quantization of the same scheme (None: infinite), from the report's run.json
 # (quantization).
 # margin_db: rnn-harness's harness.quantization.IDEAL_MARGIN_DB; min_sqnr_db: the case's
-# quantization floor. The rule is harness.quantization.cost_status: the pair is DIVERGED where
-# its SQNR is below ideal_sqnr_db - margin_db or below min_sqnr_db.
+# quantization floor. The rule is harness.quantization.cost_status's, cost_said (below): the
+# pair is DIVERGED where its SQNR is below ideal_sqnr_db - margin_db or below min_sqnr_db.
 COST = {cost}
 
 '''
@@ -148,17 +149,12 @@ COST = {cost}
 
 COST_MAIN = '''
 
-def sqnr_db(a, r):
-    """10 log10(sum r^2 / sum (a - r)^2), as the harness computes it (inf where a equals r)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(10.0 * np.log10(np.sum(r ** 2) / np.sum((a - r) ** 2)))
-
-
 def figure(v):
     return np.inf if v is None else float(v)
 
 
 def main():
+    """The cost by the harness's rule (sqnr_db, cost_said: pasted above)."""
     header()
     got_layers, _, _ = run_framework()
     exp_layers, _, _ = stack(SPEC, CANONICAL, X, LENGTHS, H0, C0)
@@ -177,24 +173,21 @@ def main():
     for j, d in enumerate(dirs):
         cols = slice(j * H, (j + 1) * H)
         for t in range(y.shape[1]):
-            rows.append(("y", k, d, t, sqnr_db(y[:, t, cols], r[:, t, cols])))
+            rows.append(("y", k, d, t, float(sqnr_db(y[:, t, cols], r[:, t, cols]))))
     rows.sort(key=lambda row: (row[3], row[1], row[2]))
     for row in rows:
         low = not row[4] >= limit  # NaN is below
         print(f"{where(row):<28} {row[4]:10.2f}{'  <- below' if low else ''}")
-    total = sqnr_db(y, r)
+    total = float(sqnr_db(y, r))
     print(f"\\nSQNR over y: {total:.2f} dB (the harness's run: {figure(COST['sqnr_db']):.2f} dB); "
           f"an ideal quantization: {ideal:.2f} dB")
-    said = []
-    if not total >= ideal - margin:
-        said.append(f"quantization costs {ideal - total:.1f} dB more than an ideal "
-                    f"quantization (beyond {margin:g} dB)")
-    if floor is not None and not total >= floor:
-        said.append(f"SQNR {total:.1f} dB below the case's min_sqnr_db {floor:g}")
+    said = cost_said(total, ideal, margin, floor)
+    if np.isnan(total):  # outputs with NaN: beyond whatever the rule's comparisons say
+        said.append("the SQNR over y is NaN")
     if not said:
         print("no divergence: the cost of quantization is within the harness's rule")
         return 0
-    first = next(row for row in rows if not row[4] >= limit)
+    first = next((row for row in rows if not row[4] >= limit), rows[0])
     print(f"\\nfirst diverging: {where(first)} (SQNR {first[4]:.2f} dB, below "
           f"{limit:.2f} dB): " + "; ".join(said))
     return 1
@@ -259,7 +252,7 @@ class CostQuestion(Question):
             case=doc_text(repr(record.case)), adapter=doc_text(repr(record.adapter)),
             status=doc_text(record.status), scheme=doc_text(scheme), needs=doc_text(needs),
             spec=py_literal(record.spec), cost=py_literal(record.question.data))
-        return head, COST_MAIN
+        return head, "\n\n" + cost_rule.source() + COST_MAIN
 
     def readme_title(self, record: ReproRecord, title: str) -> str:
         spec = record.spec

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import known_bugs, safe_files
+from harness.families import FAMILIES, TITLE_PREFIX, TRACKERS
 from harness.npz import save_npz, write_text
 from harness.repro import questions, render
 from harness.repro.quote import md_code, md_text
@@ -31,27 +32,6 @@ from harness.repro.record import MAX_BYTES, ReproRecord
 
 MAX_NAME = 80
 MAX_TOTAL = 256 * 2**20  # every reproducer of one report
-
-# The title prefix each tracker's issue form asks for, by the framework of the handed record
-# (TensorFlow's RNN issues carry "[RNN]"; OpenVINO's bug form pre-fills "[Bug]: ").
-TITLE_PREFIX = {"tensorflow": "[RNN] ", "openvino": "[Bug]: ",
-                "torch.onnx": "[ONNX] "}
-TRACKERS = {"flax": "https://github.com/google/flax/issues",
-            "torch": "https://github.com/pytorch/pytorch/issues",
-            "keras": "https://github.com/keras-team/keras/issues",
-            "tf_keras": "https://github.com/keras-team/tf-keras/issues",
-            "torch.onnx": "https://github.com/pytorch/pytorch/issues",
-            "onnxruntime": "https://github.com/microsoft/onnxruntime/issues",
-            "openvino": "https://github.com/openvinotoolkit/openvino/issues",
-            "onnx-reference": "https://github.com/onnx/onnx/issues",
-            "litert": "https://github.com/google-ai-edge/LiteRT/issues",
-            "litert-torch": "https://github.com/google-ai-edge/litert-torch/issues",
-            "executorch": "https://github.com/pytorch/executorch/issues",
-            "mlx": "https://github.com/ml-explore/mlx/issues"}
-# what the script runs again, by handed family: the file beside it and who made it
-CONVERTED = {"tflite": ("model.tflite", "the converted model the LiteRT interpreter ran"),
-             "executorch": ("model.pte", "the ExecuTorch program the runtime ran")}
-
 
 def safe_name(text: str, limit: int = MAX_NAME) -> str:
     """A file name from ``text``: ``[A-Za-z0-9._-]`` only, no leading dot, at most ``limit``."""
@@ -220,7 +200,7 @@ def readme(record: ReproRecord, agreeing: list[str], written: bool, why_not: str
                   "downloaded.",
                   "", "```", "python repro.py", "```", ""]
         lines += [_question(record).readme_text(record), ""]
-        converted = CONVERTED.get(record.handed.family)
+        converted = FAMILIES[record.handed.family].converted
         if converted is not None:
             lines += [f"`{converted[0]}` is {converted[1]}: the script runs it again as the "
                       "harness ran it (the same inputs, op resolver or kernels, and reading of "
@@ -252,7 +232,7 @@ def why_not(record: ReproRecord) -> str:
                 "ONNX-graph, LiteRT, ExecuTorch and MLX adapters; the TensorFlow, Keras-on-JAX "
                 "and Keras-cuDNN ones record nothing yet), or it raised before its framework "
                 "ran, so there is nothing to run again")
-    if record.handed.family not in render.RENDERERS:
+    if record.handed.family not in FAMILIES:
         return f"no renderer for the framework family {record.handed.family!r}"
     if questions.of(record) is None:
         return f"no script answers its judge's question {record.question.key[:80]!r}"

@@ -1,6 +1,6 @@
 """Reproducers of the adapters that run a converted model (harness/repro/render.py, families
 ``tflite`` and ``executorch``): the script runs the ``.tflite`` / ``.pte`` beside it as the
-adapter ran it and reads its outputs with the adapter's own readout (harness/repro/readout.py);
+adapter ran it and reads its outputs with the adapter's own readout (harness/families/readout.py);
 a quantized pair's script answers the cost question (SQNR against an ideal quantization's, by
 harness.quantization.cost_status's rule) instead of the float32 tolerance.
 
@@ -27,12 +27,12 @@ from support.runnable import runnable
 from harness import compare, quantization, runner
 from harness.adapters import get_adapter
 from harness.cases import load_cases
+from harness.families import readout
 from harness.handed import Handed
 from harness.judges import CostFigures
 from harness.judges.verdict import ScriptQuestion
 from harness.prepare import prepare
 from harness.report import write_report
-from harness.repro import readout
 from harness.repro.record import ReproRecord, script_spec
 from harness.repro.write import safe_name, write_one
 from harness.spec import Case

@@ -2,7 +2,7 @@
 backends (``keras3-torch``, ``keras3-openvino``: family ``keras3-backend``).
 
 An MLX script rebuilds one MLX module per layer and direction and runs the stack with the
-adapter's own code (harness/repro/mlx_stack.py, pasted into it), with the parameters and inputs
+adapter's own code (harness/families/mlx.py, pasted into it), with the parameters and inputs
 the adapter handed MLX. A Keras-backend script sets the adapter's worker environment
 (KERAS_BACKEND ...) before importing Keras and builds the stack with keras.ops as
 run_keras_ops does.
@@ -28,10 +28,10 @@ from support.runnable import runnable
 
 from harness import compare, runner
 from harness.adapters import get_adapter
+from harness.families import mlx as mlx_stack
 from harness.params import DIRECTION_NAMES
 from harness.prepare import prepare
 from harness.report import write_report
-from harness.repro import mlx_stack
 from harness.repro.record import make_record
 from harness.repro.render import script
 from harness.repro.write import write_one

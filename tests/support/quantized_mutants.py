@@ -137,7 +137,7 @@ def _h_unquantized(case: Case, model: QuantizedModel, inputs: Inputs) -> np.ndar
 def _h_from(case: Case, y: np.ndarray) -> np.ndarray:
     """``h_n`` read from ``y`` as the adapter reads it (one layer, no lengths: where it outputs
     ``h_n`` at all)."""
-    from harness.repro.readout import h_n_from_y
+    from harness.families.readout import h_n_from_y
 
     return h_n_from_y(y, case.directions, case.out_size)
 

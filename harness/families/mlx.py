@@ -1,6 +1,7 @@
-"""How the ``mlx`` adapter builds and runs a stack of MLX ``nn.LSTM`` / ``nn.GRU`` modules
-(:func:`run_stack`): used by harness/adapters/mlx.py and pasted into its reproducers
-(:func:`source`), so that a script runs MLX by the very code the adapter ran it with.
+"""The ``mlx`` family: how the ``mlx`` adapter builds and runs a stack of MLX ``nn.LSTM`` /
+``nn.GRU`` modules (:func:`run_stack`), used by harness/adapters/mlx.py and pasted into its
+reproducers (:func:`source`), so that a script runs MLX by the very code the adapter ran it
+with; and the script's framework part around it (:data:`FAMILY`).
 
 MLX's recurrent modules are one layer, one direction: one module per layer and direction, its
 parameters set by MLX's own names (``Wx``, ``Wh``, ``bias``; a GRU's ``b``, ``bhn``), the
@@ -14,15 +15,51 @@ this module imports NumPy only.
 
 from __future__ import annotations
 
-from pathlib import Path
+from harness.families.paste import Family, below
 
 MARKER = "# --- an MLX stack as the harness runs it (pasted into repro.py) ---"
 
 
 def source() -> str:
     """The text pasted into a script: everything below :data:`MARKER`."""
-    text = Path(__file__).read_text(encoding="utf-8")
-    return text[text.index(MARKER, text.index(MARKER) + 1):]
+    return below(__file__, MARKER)
+
+
+SCRIPT = '''import mlx.core as mx  # noqa: E402
+import mlx.nn as nn  # noqa: E402
+
+PARAMS = {k[len("param/"):]: v for k, v in HANDED.items() if k.startswith("param/")}
+
+
+def framework_versions():
+    return {"mlx": mx.__version__}
+
+
+def device():
+    return str(mx.default_device())
+
+
+def run_framework():
+    """The stack as the harness ran it (run_stack, above): one mlx.nn module per layer and
+    direction, built with CALL's arguments and its parameters set by MLX's names, on the CPU,
+    fed the inputs the adapter got; the initial state omitted (hidden=None) where CALL says."""
+    mx.set_default_device(mx.cpu)
+
+    def module(layer):
+        return getattr(nn, CALL["module"])(CALL["input_sizes"][layer], CALL["hidden_size"],
+                                           bias=CALL["bias"])
+
+    ys, h_n, c_n = run_stack(
+        mx, module, PARAMS, HANDED["feed/x"], HANDED["feed/h0"], HANDED.get("feed/c0"),
+        dtype=getattr(mx, CALL["dtype"]), num_layers=SPEC["num_layers"],
+        directions=SPEC["directions"], lstm=SPEC["has_cell_state"],
+        omit_state=CALL["initial_state"] == "omitted")
+    return dict(enumerate(ys)), h_n, c_n
+'''
+
+FAMILY = Family(
+    "mlx", framework=lambda call: SCRIPT, needs=lambda call: "MLX (pip install 'mlx[cpu]')",
+    pasted=(source,), trackers={"mlx": "https://github.com/ml-explore/mlx/issues"})
 
 
 # --- an MLX stack as the harness runs it (pasted into repro.py) ---

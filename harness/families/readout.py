@@ -16,15 +16,14 @@ A deployed model that outputs ``y`` only has no final states; where ``y`` determ
 
 from __future__ import annotations
 
-from pathlib import Path
+from harness.families.paste import below
 
 MARKER = "# --- readout of a converted model's outputs (pasted into repro.py) ---"
 
 
 def source() -> str:
     """The text pasted into a script: everything below :data:`MARKER`."""
-    text = Path(__file__).read_text(encoding="utf-8")
-    return text[text.index(MARKER, text.index(MARKER) + 1):]
+    return below(__file__, MARKER)
 
 
 # --- readout of a converted model's outputs (pasted into repro.py) ---
