@@ -12,8 +12,9 @@ What differs from an unsharded run: timings (summed over shards), run.json ``sha
 line in summary.md naming the shards, with a warning when they ran with different framework
 versions, precision flags or adapter availability.
 
-The shards are read, and the merged folder written, by :mod:`harness.report.folder` (the run
-record validated there: a shard count beyond the bound, a newer schema, a malformed field).
+The shards are read by :mod:`harness.report.read_back` (the run record validated there: a shard
+count beyond the bound, a newer schema, a malformed field), the merged folder written whole by
+:mod:`harness.report.swap`.
 Refused here (HarnessError, exit 2): a folder that is not a shard, shards of different runs
 (other cases or adapters), a pair in two folders, a shard given twice, an incomplete set of
 shards, a pair whose case has no recorded spec (or another case's), a pair whose status in
@@ -39,7 +40,9 @@ from harness.errors import HarnessError, printable_lines
 from harness.judges import Disagrees, Verdict
 from harness.npz import write_text
 from harness.report import folder as report_folder
-from harness.report.folder import ReportFolder, read_report
+from harness.report import swap
+from harness.report.ownership import owned_entries
+from harness.report.read_back import ReportFolder, read_report
 from harness.report.record import CaseRecord
 from harness.report.run_json import FromShards, run_record
 from harness.results import PairResult, RunResult
@@ -249,7 +252,7 @@ def _check_out(out: Path, reports: list[ReportFolder], option: str = "OUT_DIR") 
     """The merged report must not replace a shard: OUT_DIR is not a shard's folder, and no
     shard lies in an entry of OUT_DIR that the new report replaces (a shard beside the report's
     files, ``merge pub pub/sh1 pub/sh2`` into an earlier report, is carried over)."""
-    owned = report_folder.owned_entries(out, option) if out.is_dir() else set()
+    owned = owned_entries(out, option) if out.is_dir() else set()
     for r in reports:
         if _inside(out, r.folder):
             raise HarnessError("the merged report would overwrite a shard's folder; give "
@@ -273,7 +276,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
 
     if not folders:
         raise HarnessError("no report folders to merge")
-    out = report_folder.check_writable(out, option)
+    out = swap.check_writable(out, option)
     reports = [read_report(f) for f in folders]
     _check_out(out, reports, option)
     present, missing = _check(reports, allow_partial)
@@ -372,7 +375,7 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
                        for n in names},
         result.jobs, left_out, bookkeeping))
 
-    with report_folder.report_errors(out), report_folder.staged(out, option) as partial:
+    with report_folder.report_errors(out), swap.staged(out, option) as partial:
         # whole or not at all, as for `run`
         write_text(partial / "divergence.csv", text.to_csv(index=False))
         write_text(partial / "summary.md", _with_note(summary_markdown(result), reports,

@@ -85,7 +85,7 @@ def handle(args: argparse.Namespace) -> int:
     from harness.adapters import get_adapter
     from harness.prepare import prepare
     from harness.report import agreeing_in
-    from harness.report.folder import read_report
+    from harness.report.read_back import read_report
     from harness.repro.write import safe_name, write_one
     from harness.runner import reproduce
 
