@@ -225,6 +225,7 @@ def _locked(path: Path) -> bool:
         os.close(fd)
     return False
 
+
 # The state an interrupted command leaves ---------------------------------------------------------
 
 _state: dict[str, object] = {}
@@ -254,6 +255,7 @@ def interrupted_note() -> str:
     if state == "absent":
         return f"nothing of this run was written (there was no report in {out})"
     return "nothing of this run was written"
+
 
 # Before the run: can the report be written there -------------------------------------------------
 
@@ -293,6 +295,7 @@ def check_writable(out: str | Path, option: str = "--out", names: Iterable[str] 
                            field=option) from None
     _note(out, "kept" if out.exists() else "absent")
     return out
+
 
 # Writing: staged, then swapped in ----------------------------------------------------------------
 
