@@ -4,7 +4,7 @@ the first release where the verdict changes.
 
 Each release's run is ``rnn-harness run FILE --adapters ADAPTER`` by the environment's own
 interpreter, importing this rnn-harness; its report folder is read back
-(:func:`harness.report.folder.read_report`) and nothing is recomputed: the verdict is the
+(:func:`harness.report.read_back.read_report`) and nothing is recomputed: the verdict is the
 pair's status in run.json, the worst error and the first diverging step are divergence.csv's
 rows, read as ``rnn-harness diff`` reads them.
 """
@@ -105,7 +105,7 @@ def harness_path() -> str | None:
 def run_release(env: ReleaseEnv, node: Node, timeout: float = RUN_TIMEOUT) -> ReleaseOutcome:
     """Run ``node`` with ``env``'s interpreter and read its report; InstallError when the run
     could not be made or imported another version of the package."""
-    from harness.report.folder import read_report
+    from harness.report.read_back import read_report
 
     environ = dict(os.environ)
     root = harness_path()

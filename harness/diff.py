@@ -37,7 +37,7 @@ from tabulate import tabulate
 
 from harness import compare
 from harness.errors import HarnessError, printable_lines
-from harness.report.folder import read_report
+from harness.report.read_back import read_report
 from harness.report.record import PairRecord, RunRecord
 
 KEY = ["case", "adapter", "mode", "output", "layer", "direction", "t"]
@@ -46,7 +46,7 @@ BAD = (compare.DIVERGED, compare.ERROR)
 
 @dataclass
 class Report:
-    """What a diff reads of a report folder (:func:`harness.report.folder.read_report`): the
+    """What a diff reads of a report folder (:func:`harness.report.read_back.read_report`): the
     run record and divergence.csv's rows, keyed for joining."""
 
     folder: Path

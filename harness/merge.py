@@ -12,8 +12,9 @@ What differs from an unsharded run: timings (summed over shards), run.json ``sha
 line in summary.md naming the shards, with a warning when they ran with different framework
 versions, precision flags or adapter availability.
 
-The shards are read, and the merged folder written, by :mod:`harness.report.folder` (the run
-record validated there: a shard count beyond the bound, a newer schema, a malformed field).
+The shards are read by :mod:`harness.report.read_back` (the run record validated there: a shard
+count beyond the bound, a newer schema, a malformed field), the merged folder written whole by
+:mod:`harness.report.swap`.
 Refused here (HarnessError, exit 2): a folder that is not a shard, shards of different runs
 (other cases or adapters), a pair in two folders, a shard given twice, an incomplete set of
 shards, a pair whose case has no recorded spec (or another case's), a pair whose status in
@@ -39,8 +40,10 @@ from harness.errors import HarnessError, printable_lines
 from harness.judges import Disagrees, Verdict
 from harness.npz import write_text
 from harness.report import folder as report_folder
-from harness.report.folder import ReportFolder, read_report
-from harness.report.record import CaseRecord
+from harness.report import swap
+from harness.report.ownership import owned_entries
+from harness.report.read_back import ReportFolder, read_report
+from harness.report.record import CaseRecord, RunRecord
 from harness.report.run_json import FromShards, run_record
 from harness.results import PairResult, RunResult
 from harness.shard import pair_id
@@ -249,7 +252,7 @@ def _check_out(out: Path, reports: list[ReportFolder], option: str = "OUT_DIR") 
     """The merged report must not replace a shard: OUT_DIR is not a shard's folder, and no
     shard lies in an entry of OUT_DIR that the new report replaces (a shard beside the report's
     files, ``merge pub pub/sh1 pub/sh2`` into an earlier report, is carried over)."""
-    owned = report_folder.owned_entries(out, option) if out.is_dir() else set()
+    owned = owned_entries(out, option) if out.is_dir() else set()
     for r in reports:
         if _inside(out, r.folder):
             raise HarnessError("the merged report would overwrite a shard's folder; give "
@@ -265,63 +268,115 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
     """Merge shard report folders into ``out`` (see the module docstring); ``plots``: which
     pairs index.html draws plots for, as in :func:`harness.report.write_report`; ``option``:
     how the command line named ``out`` (:func:`harness.report.folder.merge_folders`)."""
-    import pandas as pd
-
-    from harness.report.html import html_report
-    from harness.report.layouts_md import layouts_markdown
-    from harness.report.summary import summary_markdown
-
     if not folders:
         raise HarnessError("no report folders to merge")
-    out = report_folder.check_writable(out, option)
+    out = swap.check_writable(out, option)
     reports = [read_report(f) for f in folders]
     _check_out(out, reports, option)
     present, missing = _check(reports, allow_partial)
     reports.sort(key=lambda r: (0, r.run.shard_index) if r.run.shard else (1, 0))
+    order = _Order.of(reports)
+    cases = _cases(reports)  # before anything is rendered from them
+    report_folder.check_names(out, report_folder.report_names(
+        [(p.case, p.adapter) for r in reports for p in r.run.pairs], outputs=True), option)
+    text = _divergence_text(reports, order)
+    rows_of = _rows_of(reports)
+    pairs = _pair_results(reports, order, rows_of, _judged(reports, cases, rows_of))
+    cases_doc, case_errors = _case_entries(reports, cases)
+    result = _result(reports, order, cases, pairs, cases_doc, case_errors)
+    environment, warnings = _differences(reports)
+    adapters_doc, more = _adapters(reports)
+    warnings += more
+    if missing:
+        warnings.insert(0, f"partial merge: shard(s) {', '.join(missing)} missing, their pairs "
+                           "are not in this report")
+    first = reports[0].run
+    names = [case.name for case in result.cases]
+    left_out: dict[str, str] = {}
+    for r in reports:
+        left_out.update(r.run.left_out)
+    record = run_record(result, FromShards(
+        first.platform, first.machine, environment["versions"], environment["precision_flags"],
+        adapters_doc, {n: {k: v for k, v in cases_doc[n].items() if k != "prepare_seconds"}
+                       for n in names},
+        result.jobs, left_out, _bookkeeping(reports, present, missing)))
+    _write(out, option, plots, reports, text, result, record, warnings)
+    return Merged(out, result, present, missing, warnings)
 
-    case_order = {n: k for k, n in enumerate(_order(reports, "cases"))}
-    adapter_names = _order(reports, "adapters")
-    adapter_order = {n: k for k, n in enumerate(adapter_names)}
 
-    def place(case: str, adapter: str) -> tuple[int, int]:
-        return case_order[case], adapter_order[adapter]
+@dataclass(frozen=True)
+class _Order:
+    """Where a pair goes in the unsharded run's order: cases as discovered, adapters as selected
+    (each by its index in :func:`_order`)."""
 
-    # every pair's case with its recorded spec, before anything is rendered from them
+    cases: dict[str, int]
+    adapters: dict[str, int]
+
+    @classmethod
+    def of(cls, reports: list[ReportFolder]) -> _Order:
+        return cls({n: k for k, n in enumerate(_order(reports, "cases"))},
+                   {n: k for k, n in enumerate(_order(reports, "adapters"))})
+
+    def place(self, case: str, adapter: str) -> tuple[int, int]:
+        return self.cases[case], self.adapters[adapter]
+
+
+def _cases(reports: list[ReportFolder]) -> dict[str, Case]:
+    """Every pair's case, from its recorded spec (:func:`_case`)."""
     cases: dict[str, Case] = {}
     for r in reports:
         for p in r.run.pairs:
             if p.case not in cases:
                 cases[p.case] = _case(p.case, r.run.cases.get(p.case), r.folder)
-    report_folder.check_names(out, report_folder.report_names(
-        [(p.case, p.adapter) for r in reports for p in r.run.pairs], outputs=True), option)
+    return cases
 
-    # divergence.csv: the text as written, rows of a pair kept in their order
+
+def _divergence_text(reports: list[ReportFolder], order: _Order) -> pd.DataFrame:
+    """divergence.csv: the text as written, in the run's pair order, rows of a pair kept in
+    their order; a row of a pair no run.json lists is refused."""
+    import pandas as pd
+
     text = pd.concat([r.text for r in reports], ignore_index=True)
     unknown = [pair_id(c, a) for c, a in zip(text["case"], text["adapter"], strict=True)
-               if c not in case_order or a not in adapter_order]
+               if c not in order.cases or a not in order.adapters]
     if unknown:
         raise HarnessError(f"divergence.csv has rows of {unknown[0][:120]}, a pair run.json "
                            "does not list", file=next(r.folder for r in reports))
-    keys = [place(c, a) for c, a in zip(text["case"], text["adapter"], strict=True)]
-    text = text.iloc[sorted(range(len(text)), key=lambda i: keys[i])] if len(text) else text
-    numbers = pd.concat([r.rows for r in reports], ignore_index=True)
-    rows_of = {key: part.reset_index(drop=True)
-               for key, part in numbers.groupby(["case", "adapter"], sort=False)}
-    verdicts = _judged(reports, cases, rows_of)
+    keys = [order.place(c, a) for c, a in zip(text["case"], text["adapter"], strict=True)]
+    return text.iloc[sorted(range(len(text)), key=lambda i: keys[i])] if len(text) else text
 
+
+def _rows_of(reports: list[ReportFolder]) -> dict[tuple[str, str], pd.DataFrame]:
+    """Each pair's divergence rows, numbers as numbers, by (case, adapter)."""
+    import pandas as pd
+
+    numbers = pd.concat([r.rows for r in reports], ignore_index=True)
+    return {key: part.reset_index(drop=True)
+            for key, part in numbers.groupby(["case", "adapter"], sort=False)}
+
+
+def _pair_results(reports: list[ReportFolder], order: _Order,
+                  rows_of: dict[tuple[str, str], pd.DataFrame],
+                  verdicts: dict[tuple[str, str], Verdict]) -> list[PairResult]:
+    """The pairs of every shard in the run's order, with their rows, tracebacks and verdicts."""
     details: dict[str, str] = {}
     entries = []
     for r in reports:
         details.update(r.errors)
         entries += list(r.run.pairs)
-    entries.sort(key=lambda p: place(p.case, p.adapter))
-    pairs = [PairResult(p.case, p.adapter, p.status, p.reason or "", p.seconds,
-                        rows_of.get((p.case, p.adapter)),
-                        detail=details.get(pair_id(p.case, p.adapter), ""),
-                        attribution=p.attribution or "",
-                        verdict=verdicts.get((p.case, p.adapter)))
-             for p in entries]
+    entries.sort(key=lambda p: order.place(p.case, p.adapter))
+    return [PairResult(p.case, p.adapter, p.status, p.reason or "", p.seconds,
+                       rows_of.get((p.case, p.adapter)),
+                       detail=details.get(pair_id(p.case, p.adapter), ""),
+                       attribution=p.attribution or "",
+                       verdict=verdicts.get((p.case, p.adapter)))
+            for p in entries]
 
+
+def _case_entries(reports: list[ReportFolder],
+                  cases: dict[str, Case]) -> tuple[dict[str, dict], dict[str, str]]:
+    """run.json's entry of each case with a pair (its prepare seconds summed over the shards),
+    and the case errors of every shard."""
     cases_doc: dict[str, dict] = {}
     case_errors: dict[str, str] = {}
     for r in reports:
@@ -333,21 +388,29 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
                                        prepare_seconds=0.0)
             cases_doc[name]["prepare_seconds"] += entry.prepare_seconds
         case_errors.update(r.run.case_errors)
-    names = sorted(cases, key=case_order.__getitem__)
-    prepare_seconds = {n: cases_doc[n]["prepare_seconds"] for n in names}
+    return cases_doc, case_errors
 
-    adapters = [ADAPTERS.get(n) or _Unknown(n) for n in adapter_names]
+
+def _result(reports: list[ReportFolder], order: _Order, cases: dict[str, Case],
+            pairs: list[PairResult], cases_doc: dict[str, dict],
+            case_errors: dict[str, str]) -> RunResult:
+    """The RunResult the unsharded run would have given, rebuilt from the shards (seconds
+    summed, the blind-spot checks combined), for the same writers to render."""
+    names = sorted(cases, key=order.cases.__getitem__)
+    prepare_seconds = {n: cases_doc[n]["prepare_seconds"] for n in names}
+    adapters = [ADAPTERS.get(n) or _Unknown(n) for n in order.adapters]
     seconds = sum(r.run.seconds for r in reports)
     result = RunResult([cases[n] for n in names], adapters, pairs, prepare_seconds,
                        {n: case_errors[n] for n in names if n in case_errors}, seconds)
-    result.blind = _blind_checks(reports, names, adapter_names)
-
-    environment, warnings = _differences(reports)
-    adapters_doc, more = _adapters(reports)
-    warnings += more
-    first = reports[0].run
+    result.blind = _blind_checks(reports, names, list(order.adapters))
     result.jobs = max((r.run.jobs or 1) for r in reports)
-    result.memory_limits = (first.model_extra or {}).get("memory_limits")
+    result.memory_limits = (reports[0].run.model_extra or {}).get("memory_limits")
+    return result
+
+
+def _bookkeeping(reports: list[ReportFolder], present: list[str], missing: list[str]) -> dict:
+    """run.json's record of the shards merged: each shard's run, the whole run's cases and
+    adapters, the shards missing."""
     bookkeeping: dict = {
         "shards": present,
         "shard_runs": {_label(r): {
@@ -361,30 +424,27 @@ def merge_reports(out: str | Path, folders: list[str | Path], *, allow_partial: 
         bookkeeping["shard_of"] = whole.model_dump(mode="json", exclude_unset=True)
     if missing:
         bookkeeping["missing_shards"] = missing
-        warnings.insert(0, f"partial merge: shard(s) {', '.join(missing)} missing, their pairs "
-                           "are not in this report")
-    left_out: dict[str, str] = {}
-    for r in reports:
-        left_out.update(r.run.left_out)
-    record = run_record(result, FromShards(
-        first.platform, first.machine, environment["versions"], environment["precision_flags"],
-        adapters_doc, {n: {k: v for k, v in cases_doc[n].items() if k != "prepare_seconds"}
-                       for n in names},
-        result.jobs, left_out, bookkeeping))
+    return bookkeeping
 
-    with report_folder.report_errors(out), report_folder.staged(out, option) as partial:
-        # whole or not at all, as for `run`
+
+def _write(out: Path, option: str, plots: str, reports: list[ReportFolder], text: pd.DataFrame,
+           result: RunResult, record: RunRecord, warnings: list[str]) -> None:
+    """The merged report folder, whole or not at all, as for `run`."""
+    from harness.report.html import html_report
+    from harness.report.layouts_md import layouts_markdown
+    from harness.report.summary import summary_markdown
+
+    with report_folder.report_errors(out), swap.staged(out, option) as partial:
         write_text(partial / "divergence.csv", text.to_csv(index=False))
         write_text(partial / "summary.md", _with_note(summary_markdown(result), reports,
                                                       warnings))
         write_text(partial / "layouts.md", layouts_markdown(result))
         report_folder.write_run(partial, record)
         report_folder.write_errors(partial, ((pair_id(p.case, p.adapter), p.detail)
-                                             for p in pairs))
+                                             for p in result.pairs))
         write_text(partial / "index.html", html_report(result, partial, plots))
         for r in reports:
             report_folder.copy_outputs(r.folder, partial)
-    return Merged(out, result, present, missing, warnings)
 
 
 def _with_note(summary: str, reports: list[ReportFolder], warnings: list[str]) -> str:

@@ -110,7 +110,7 @@ class Request:
 class Plan:
     """What runs: the adapters (the baseline among them, in the registry's order), the device,
     the adapters named explicitly (a named-only one among them runs on every case:
-    :func:`harness.runner.selected_by_case`), the named-only adapters of the device left out
+    :func:`harness.pairs.selected_by_case`), the named-only adapters of the device left out
     (name -> why), and a note where the device rule left the GPU adapters out."""
 
     request: Request

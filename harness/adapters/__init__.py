@@ -101,7 +101,7 @@ def select(names: list[str] | None, device: str = "all",
     """Adapters named, filtered by device (cpu | gpu | all). No names, or ``all``: the default
     selection, every adapter but those left out for cost (:attr:`Adapter.named_only`), which
     come in only where named explicitly: in ``names`` beside ``all``, or in a case's
-    ``adapters:`` list (``cases``; :func:`harness.runner.selected_by_case` then runs it on
+    ``adapters:`` list (``cases``; :func:`harness.pairs.selected_by_case` then runs it on
     those cases only). ``every``: every adapter, the named-only ones included."""
     if names and EVERY in names:
         chosen = list(ADAPTERS.values())
@@ -118,7 +118,7 @@ def select(names: list[str] | None, device: str = "all",
 
 def named_explicitly(names: Iterable[str] | None) -> frozenset[str]:
     """The adapters ``names`` name explicitly, which a named-only adapter needs to run on every
-    case (:func:`harness.runner.selected_by_case`): ``all`` names none, ``every`` names each."""
+    case (:func:`harness.pairs.selected_by_case`): ``all`` names none, ``every`` names each."""
     names = set(names or ())
     if EVERY in names:
         return frozenset(ADAPTERS)

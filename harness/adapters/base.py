@@ -206,7 +206,7 @@ class Adapter:
     # not None: why the adapter is left out of the default selection (``--adapters`` not given,
     # or ``all``), e.g. a compile per case that costs seconds; it runs on a case only when named
     # on the command line or in that case's ``adapters:`` (harness.adapters.select,
-    # harness.runner.selected_by_case). The ``adapters`` command and the report show it.
+    # harness.pairs.selected_by_case). The ``adapters`` command and the report show it.
     named_only: str | None = None
     # True: a quantized runtime, which runs only the cases with a ``quantization:`` key (the
     # others are not applicable, saying so; docs/quantization.md)
@@ -317,7 +317,7 @@ class Adapter:
     def run(self, case: Case, canonical: Canonical, inputs: Inputs, *,
             check_finite: bool = True) -> tuple[Outputs, float]:
         """Run and check; returns the outputs (float64) and the seconds ``_run`` took.
-        ``check_finite=False`` leaves NaN/Inf to the caller (``harness.runner.run_pair`` sees
+        ``check_finite=False`` leaves NaN/Inf to the caller (``harness.pairs.run_pair`` sees
         them in the divergence's sums, which read every element anyway)."""
         native = (self.layout.to_native(canonical, case, self.native_dtype(case))
                   if self.layout else canonical.tensors)

@@ -157,16 +157,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _interrupted(how: str) -> str:
     """The last line of an interrupted command: what its report folder holds now."""
-    folder = sys.modules.get("harness.report.folder")  # not imported: no report was begun
-    note = folder.interrupted_note() if folder else "nothing of this run was written"
+    swap = sys.modules.get("harness.report.swap")  # not imported: no report was begun
+    note = swap.interrupted_note() if swap else "nothing of this run was written"
     return f"rnn-harness: interrupted ({how}): {note}"
 
 
 def _main(args: argparse.Namespace) -> int:
     global _OUTPUT_FAILED
-    folder = sys.modules.get("harness.report.folder")
-    if folder:  # an earlier command in this process (tests call main repeatedly)
-        folder.reset_state()
+    swap = sys.modules.get("harness.report.swap")
+    if swap:  # an earlier command in this process (tests call main repeatedly)
+        swap.reset_state()
     try:
         code = args.func(args)
         sys.stdout.flush()

@@ -43,7 +43,7 @@ def handle(args: argparse.Namespace) -> int:
         text = diff_markdown(d)
     print(text, end="")
     if args.out:
-        from harness.report.folder import add_entry
+        from harness.report.ownership import add_entry
 
         write_text(args.out, text)
         add_entry(args.out)  # in a report folder: replaced with it by the next report

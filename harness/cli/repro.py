@@ -83,11 +83,11 @@ def _out_folder(out: Path) -> None:
 def handle(args: argparse.Namespace) -> int:
     from harness import safe_files
     from harness.adapters import get_adapter
+    from harness.pairs import reproduce
     from harness.prepare import prepare
     from harness.report import agreeing_in
-    from harness.report.folder import read_report
+    from harness.report.read_back import read_report
     from harness.repro.write import safe_name, write_one
-    from harness.runner import reproduce
 
     report = read_report(args.report)
     case_name, adapter_name = _pair(args.pair, report)

@@ -89,7 +89,8 @@ def handle(args: argparse.Namespace) -> int:
     from harness.plan import Request, plan
     from harness.progress import RunDisplay, RunProgress
     from harness.report import write_report
-    from harness.report.folder import check_writable, report_names
+    from harness.report.folder import report_names
+    from harness.report.swap import check_writable
     from harness.shard import parse_shard
 
     if args.builtin and args.cases:

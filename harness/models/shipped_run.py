@@ -1,7 +1,7 @@
 """What the shipped-outputs judge (:mod:`harness.judges.shipped`) measures of a pairing: the
 shipped layer run in its own framework, as the run's adapter for its layout runs it (torch-cpu
 for a torch state_dict, keras3 or keras for a Keras file), on the case's generated inputs,
-through the run's own pair path (:func:`harness.runner.run_pair`) with the reference and the
+through the run's own pair path (:func:`harness.pairs.run_pair`) with the reference and the
 noise floor computed from the ORIGINAL's weights: the adapter is given the shipped weights, the
 comparison the original's outputs (:func:`run_shipped`). An .onnx layer runs as the user's file
 holds it (:mod:`.onnx_run`: the file itself where it is the one node, else the node cut out with
@@ -111,7 +111,7 @@ def run_shipped(original: Layer, shipped: Layer, adapter: Adapter,
                 inputs: Inputs | None = None) -> ShippedRun:
     """Run ``shipped`` by ``adapter`` on ``inputs`` (default: generated from its case), its
     outputs compared with the float64 reference on ``original``'s weights."""
-    from harness import runner
+    from harness import pairs
     from harness.data import generate
     from harness.prepare import Prepared, reference_and_floor
 
@@ -135,7 +135,7 @@ def run_shipped(original: Layer, shipped: Layer, adapter: Adapter,
                                                                       "dtype": case.dtype}),
                                      original.canonical, inputs)
     prep = Prepared(case, shipped.canonical, inputs, ref, floor)
-    r = runner.run_pair(prep, adapter, step_mode="off", attribute=False)
+    r = pairs.run_pair(prep, adapter, step_mode="off", attribute=False)
     model, got = None, None
     if r.outputs is not None:
         model, got = r.outputs.models.get(".onnx"), r.outputs.named()

@@ -42,7 +42,7 @@ class CaseFile(pytest.File):
         except HarnessError as exc:
             yield LoadError.from_parent(self, name=LOAD_ITEM, error=exc)
             return
-        from harness.runner import selected_by_case
+        from harness.pairs import selected_by_case
 
         plan = planned(self.config).for_cases(cases)
         adapters = [a for a in plan.adapters if not a.baseline]
@@ -139,7 +139,7 @@ class PairItem(pytest.Item):
 
     def runtest(self) -> None:
         from harness import compare
-        from harness.runner import run_pair
+        from harness.pairs import run_pair
 
         r = run_pair(self.parent.prepared(), self.adapter)
         self.user_properties += pair_properties(r)

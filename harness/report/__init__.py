@@ -8,12 +8,14 @@ from pathlib import Path
 
 from harness import compare
 from harness.npz import write_text
-from harness.report.folder import report_errors, staged, write_errors, write_run
-from harness.report.html import PLOT_WORDS, html_report
+from harness.report.folder import report_errors, write_errors, write_run
+from harness.report.html import html_report
+from harness.report.html_plots import PLOT_WORDS
 from harness.report.layouts_md import layouts_markdown
 from harness.report.outputs import save_outputs
 from harness.report.run_json import run_record
 from harness.report.summary import summary_markdown
+from harness.report.swap import staged
 from harness.repro.write import write_all
 from harness.results import RunResult
 from harness.shard import pair_id
@@ -24,7 +26,7 @@ def write_report(result: RunResult, out: str | Path, *, outputs: bool = False,
     """Write divergence.csv, summary.md, layouts.md, run.json, index.html with its plots (those
     of the pairs that did not pass; ``plots`` "all": every pair's, "none": none), outputs/ and
     repro/ (the reproducers the run recorded, harness/repro/), as a whole: into a hidden folder
-    beside ``out`` that replaces it once complete (:mod:`harness.report.folder`).
+    beside ``out`` that replaces it once complete (:mod:`harness.report.swap`).
     ``progress``: called with a line as each part begins (the plots take a while). Returns
     ``out``."""
     out = Path(out)

@@ -1,28 +1,27 @@
 """index.html: the report for a person, a static page that opens from disk.
 
 Sections: an overview matrix (case x adapter verdicts), per case the summary table with its
-per-timestep plots (``plots/*.png``, see :mod:`harness.report.plots`) and, for gradient cases,
-the gradient plots and a table of each gradient output's worst row, the layout mapping tables
-(rendered from :func:`harness.report.layouts_md.mapping_markdown`, the same text as layouts.md),
-and the environment from run.json. It renders PairResults and their rows; verdicts come from
-:mod:`harness.compare` through them and are never recomputed here.
+per-timestep plots (``plots/*.png``, drawn by :mod:`harness.report.html_plots`) and, for
+gradient cases, the gradient plots and a table of each gradient output's worst row, the layout
+mapping tables (rendered from :func:`harness.report.layouts_md.mapping_markdown`, the same text
+as layouts.md), and the environment from run.json. It renders PairResults and their rows;
+verdicts come from :mod:`harness.compare` through them and are never recomputed here.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections import Counter
-from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 
 import pandas as pd
 
 from harness import blind, compare
-from harness.report.folder import plot_stem, read_run, slug
+from harness.report.folder import slug
+from harness.report.html_plots import draw_plots, pair_figures
 from harness.report.layouts_md import mapping_markdown
-from harness.report.plots import EXTRA_PLOTS, draw_pair
+from harness.report.read_back import read_run
 from harness.report.run_json import split_versions
 from harness.report.summary import _case_line as case_line
 from harness.report.summary import (
@@ -34,6 +33,7 @@ from harness.report.summary import (
     split_rows,
 )
 from harness.results import PairResult, RunResult
+from harness.spec import Case
 
 STATUS_CLASS = {
     compare.PASS: "pass", compare.DIVERGED: "diverged", compare.ERROR: "error",
@@ -207,100 +207,6 @@ def overview(result: RunResult) -> str:
     return "\n".join(parts)
 
 
-def _figure(src: str, alt: str, caption: str) -> str:
-    return (f'<figure><img src="plots/{src}" alt="{escape(alt)}">'
-            f"<figcaption>{caption}</figcaption></figure>")
-
-
-PLOTS = ("failed", "all", "none")  # which pairs' plots a report draws (--plots)
-
-
-def plotted(p: PairResult, plots: str) -> bool:
-    """Whether the report draws the pair's plots: with ``plots`` "failed" (the default) those
-    of a pair that did not pass (DIVERGED, or an error with rows), "all": every pair with rows,
-    "none": none."""
-    if plots not in PLOTS:
-        raise ValueError(f"plots: expected one of {', '.join(PLOTS)}, got {plots!r}")
-    if plots == "none" or not p.has_rows:
-        return False
-    # the plots of what its judge measured beyond the rows are drawn always (a quantized
-    # pair's cost: Figures.plots)
-    return (plots == "all" or p.status in (compare.DIVERGED, compare.ERROR)
-            or bool(p.figures.plots))
-
-
-PLOT_WORDS = {"failed": "plots of the pairs that did not pass", "all": "plots of every pair",
-              "none": "no plots"}
-"""What ``--plots`` draws, in words (the report's progress line)."""
-
-
-def _plots_line(plots: str, failed: int,
-                always: Mapping[tuple[str, str], int] | None = None) -> str:
-    """The sentence of index.html saying which pairs' plots it shows: ``failed`` pairs that did
-    not pass, and other pairs drawn for their figures' plots (drawn always), counted by the
-    figures' words for them (:attr:`harness.judges.Figures.always_plot_words`)."""
-    every = "(run with <code>--plots all</code> for every pair)"
-    always = always or {}
-    if plots == "all":
-        return f"Plots: every pair with divergence rows ({failed + sum(always.values())})."
-    if plots == "none":
-        return "Plots: none were drawn (<code>--plots none</code>)."
-    drawn = ", ".join(f"{escape(what)} of the {n} {escape(pair)}{'s' if n > 1 else ''}"
-                      for (what, pair), n in always.items() if n)
-    if failed:
-        passed = f"; {drawn} that passed" if drawn else ""
-        return (f"Plots: the {failed} pair{'s' if failed > 1 else ''} that did not pass{passed} "
-                f"{every}.")
-    if drawn:
-        return (f"Plots: {drawn} (drawn always); no pair that did not pass has divergence rows "
-                f"{every}.")
-    return f"Plots: none, no pair that did not pass has divergence rows {every}."
-
-
-def _plot_job(p: PairResult, case, plots: Path, n: int) -> tuple:
-    """The arguments of :func:`harness.report.plots.draw_pair` for the pair."""
-    return (compare.of_mode(p.rows, compare.FREE), plots,
-            plot_stem(n, p.case, p.adapter),
-            f"{p.case} :: {p.adapter} ({case.dtype})")
-
-
-EXTRA_FIGURES = {"cost": ("quant", "quantization cost per timestep",
-                          "SQNR (dB) of <code>y</code> against the float64 reference, RMSE in "
-                          "output steps (dotted)")}
-"""The extra plots a judge's figures name (:attr:`harness.judges.Figures.plots`): file suffix,
-alt text and caption (:data:`harness.report.plots.EXTRA_PLOTS` draws them)."""
-
-
-def _plots(p: PairResult, job: tuple | None, drawn: tuple[bool, ...]) -> str:
-    """The pair's <figure>s for the plots ``drawn`` (none when its plots were not drawn), then
-    its gradient table."""
-    if job is None:
-        return _gradient_table(p) + _step_table(p)
-    _, _, stem, title = job
-    who = escape(p.adapter)
-    figs = []
-    if drawn[0]:
-        figs.append(_figure(f"{stem}.png", f"error against timestep, {title}",
-                            f"{who}: error against timestep"))
-    else:
-        figs.append(f'<p class="meta">{who}: every forward error is exactly 0.</p>')
-    if drawn[1]:
-        figs.append(_figure(f"{stem}-layers.png", f"layer x timestep, {title}",
-                            f"{who}: every layer's <code>y</code>, layer x timestep"))
-    if drawn[2]:
-        figs.append(_figure(f"{stem}-grad.png", f"gradient error against timestep, {title}",
-                            f"{who}: <code>dx</code> against timestep, <code>dh0</code>/"
-                            "<code>dc0</code> at the left"))
-    if drawn[3]:
-        figs.append(_figure(f"{stem}-grad-blocks.png", f"parameter gradient errors, {title}",
-                            f"{who}: parameter gradients, layer/direction x block"))
-    for name, done in zip(p.figures.plots, drawn[4:], strict=False):
-        suffix, alt, caption = EXTRA_FIGURES[name]
-        if done:
-            figs.append(_figure(f"{stem}-{suffix}.png", f"{alt}, {title}", f"{who}: {caption}"))
-    return "\n".join(figs) + _gradient_table(p) + _step_table(p)
-
-
 def _step_table(p: PairResult) -> str:
     """The pair's step-local rows (:mod:`harness.steplocal`): the worst step of each layer and
     direction, in a table; empty when step mode did not run."""
@@ -417,10 +323,11 @@ def _layouts(result: RunResult) -> str:
     return "\n".join(parts) or "<p>No layout ran.</p>"
 
 
+
 def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
     """The text of index.html; writes the plots of the pairs ``plots`` selects
-    (:func:`plotted`) into ``out/plots/`` (old PNGs there are removed, so a reused folder shows
-    only this run). Reads ``out/run.json`` for the environment."""
+    (:func:`harness.report.html_plots.plotted`) into ``out/plots/`` (old PNGs there are removed,
+    so a reused folder shows only this run). Reads ``out/run.json`` for the environment."""
     out = Path(out)
     folder = out / "plots"
     if folder.is_dir():
@@ -429,6 +336,41 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
     run_path = out / "run.json"
     run = read_run(run_path).model_dump(mode="json", exclude_unset=True) \
         if run_path.is_file() else {}
+    jobs, drawn, plots_line = draw_plots(result, folder, plots)
+    body = _head(result, run, out)
+    body += ['<h2 id="overview">Overview</h2>', overview(result), '<h2 id="cases">Cases</h2>',
+             f'<p id="plots">{plots_line}</p>', f'<p class="meta">{PLOTS_LEGEND}</p>']
+    for case in result.cases:
+        pairs = [p for p in result.pairs if p.case == case.name]
+        body.append(_case_section(result, case, pairs))
+        body += [pair_figures(p, jobs.get(id(p)), drawn.get(id(p), ())) + _gradient_table(p)
+                 + _step_table(p) for p in pairs]
+        body.append("</section>")
+    body += ['<h2 id="layouts">Layout mapping tables</h2>',
+             "<p>Which slice of which native tensor holds which canonical block, at each case's "
+             "sizes (the same tables as layouts.md).</p>", _layouts(result),
+             '<h2 id="environment">Environment</h2>', _environment(run)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>rnn-harness report</title><style>{CSS}</style></head>\n<body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+PLOTS_LEGEND = (
+    "Plots: max |adapter − reference| per timestep on a log scale, a "
+    "line per layer and direction of <code>y</code> (every layer when the adapter "
+    "returned them), the final states <code>h_n</code>/<code>c_n</code> at the right; "
+    "grey area: the noise floor (the reference rounded to the case dtype); dashed red: "
+    "the tolerance's atol; red crosses: rows beyond tolerance. Heatmaps: log10 max_abs "
+    "of each layer's <code>y</code> for stacks that returned every layer. Gradient cases "
+    "(<code>gradients: true</code>): <code>dx</code> per timestep with the initial-state "
+    "gradients <code>dh0</code>/<code>dc0</code> at the left, a layer/direction x "
+    "block map of the parameter gradients (<code>dW_i</code> … <code>dWp</code>), and "
+    "the worst row of each gradient output. Pairs without rows have no plot.")
+
+
+def _head(result: RunResult, run: dict, out: Path) -> list[str]:
+    """The page's title, counts by verdict, navigation, case errors and the errors.log link."""
     counts = pd.Series([p.status for p in result.pairs], dtype=object).value_counts().to_dict()
     badges = " ".join(f'<span class="badge {STATUS_CLASS.get(s, "")}">{n} {escape(s)}</span>'
                       for s, n in sorted(counts.items()))
@@ -446,68 +388,31 @@ def html_report(result: RunResult, out: Path, plots: str = "failed") -> str:
                               for n, e in result.case_errors.items()) + "</ul>")
     if (out / "errors.log").is_file() or any(p.detail for p in result.pairs):
         body.append('<p>Adapter tracebacks: <a href="errors.log">errors.log</a></p>')
-    body += ['<h2 id="overview">Overview</h2>', overview(result), '<h2 id="cases">Cases</h2>',
-             '<p class="meta">Plots: max |adapter − reference| per timestep on a log scale, a '
-             "line per layer and direction of <code>y</code> (every layer when the adapter "
-             "returned them), the final states <code>h_n</code>/<code>c_n</code> at the right; "
-             "grey area: the noise floor (the reference rounded to the case dtype); dashed red: "
-             "the tolerance's atol; red crosses: rows beyond tolerance. Heatmaps: log10 max_abs "
-             "of each layer's <code>y</code> for stacks that returned every layer. Gradient cases "
-             "(<code>gradients: true</code>): <code>dx</code> per timestep with the initial-state "
-             "gradients <code>dh0</code>/<code>dc0</code> at the left, a layer/direction x "
-             "block map of the parameter gradients (<code>dW_i</code> … <code>dWp</code>), and "
-             "the worst row of each gradient output. Pairs without rows have no plot.</p>"]
-    by_case: dict[str, list[PairResult]] = {}
-    for p in result.pairs:
-        by_case.setdefault(p.case, []).append(p)
-    jobs: dict[int, tuple] = {}  # the plots drawn, by pair: the pairs numbered in page order
-    n = 0
-    for case in result.cases:
-        for p in by_case.get(case.name, []):
-            n += 1
-            if plotted(p, plots):
-                jobs[id(p)] = _plot_job(p, case, folder, n)
-    figures = {id(p): p.figures for p in result.pairs}
-    drawn = {k: draw_pair(*job) + tuple(
-        EXTRA_PLOTS[name](job[0], job[1] / f"{job[2]}-{EXTRA_FIGURES[name][0]}.png", job[3])
-        for name in figures[k].plots) for k, job in jobs.items()}
-    failed = sum(1 for p in result.pairs
-                 if id(p) in jobs and p.status in (compare.DIVERGED, compare.ERROR))
-    always = Counter(p.figures.always_plot_words for p in result.pairs
-                     if id(p) in jobs and p.status not in (compare.DIVERGED, compare.ERROR))
-    body.insert(body.index('<h2 id="cases">Cases</h2>') + 1,
-                f'<p id="plots">{_plots_line(plots, failed, always)}</p>')
-    for case in result.cases:
-        pairs = by_case.get(case.name, [])
-        body.append(f'<section id="{_slug("case-" + case.name)}"><h3>{escape(case.name)}</h3>')
-        source = f" — <code>{escape(str(case.source))}</code>" if case.source else ""
-        body.append(f'<p class="meta">{escape(case_line(case))}{source}</p>')
-        laid = case_pairs(result, case, pairs)
-        rows = [pair_row(p, case.gradients, case.dtype) for p in laid.shown]
-        classes = [["", STATUS_CLASS.get(p.status, ""), "num", "num", ""]
-                   + (["num"] if case.gradients else []) + ["num", "reason"] for p in laid.shown]
-        if rows:
-            body.append(_table(headers(case.gradients), rows, classes))
-        if laid.not_applicable:
-            body.append(f'<p class="na">{escape(compare.NOT_APPLICABLE)}:</p><ul>' + "".join(
-                f"<li>{', '.join(f'<code>{escape(a)}</code>' for a in adapters)}: "
-                f"{escape(reason)}</li>" for reason, adapters in laid.not_applicable.items())
-                + "</ul>")
-        if laid.not_selected:
-            body.append(f'<p class="meta">{escape(laid.not_selected_line)}.</p>')
-        check = blind.of_result(result, case)
-        if check is not None and check.warning:  # a pass here proves less: say so by the table
-            body.append(f'<p class="warning">Warning: {escape(check.warning)}</p>')
-        if check is not None:
-            body += [f'<p class="meta">Note: {_inline(n)}.</p>' for n in check.notes]
-        for p in pairs:
-            body.append(_plots(p, jobs.get(id(p)), drawn.get(id(p), ())))
-        body.append("</section>")
-    body += ['<h2 id="layouts">Layout mapping tables</h2>',
-             "<p>Which slice of which native tensor holds which canonical block, at each case's "
-             "sizes (the same tables as layouts.md).</p>", _layouts(result),
-             '<h2 id="environment">Environment</h2>', _environment(run)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>rnn-harness report</title><style>{CSS}</style></head>\n<body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return body
+
+
+def _case_section(result: RunResult, case: Case, pairs: list[PairResult]) -> str:
+    """The opening of a case's section: its summary table, the adapters not applicable or not
+    selected, and its blind-spot warning and notes (the pairs' plots follow)."""
+    body = [f'<section id="{_slug("case-" + case.name)}"><h3>{escape(case.name)}</h3>']
+    source = f" — <code>{escape(str(case.source))}</code>" if case.source else ""
+    body.append(f'<p class="meta">{escape(case_line(case))}{source}</p>')
+    laid = case_pairs(result, case, pairs)
+    rows = [pair_row(p, case.gradients, case.dtype) for p in laid.shown]
+    classes = [["", STATUS_CLASS.get(p.status, ""), "num", "num", ""]
+               + (["num"] if case.gradients else []) + ["num", "reason"] for p in laid.shown]
+    if rows:
+        body.append(_table(headers(case.gradients), rows, classes))
+    if laid.not_applicable:
+        body.append(f'<p class="na">{escape(compare.NOT_APPLICABLE)}:</p><ul>' + "".join(
+            f"<li>{', '.join(f'<code>{escape(a)}</code>' for a in adapters)}: "
+            f"{escape(reason)}</li>" for reason, adapters in laid.not_applicable.items())
+            + "</ul>")
+    if laid.not_selected:
+        body.append(f'<p class="meta">{escape(laid.not_selected_line)}.</p>')
+    check = blind.of_result(result, case)
+    if check is not None and check.warning:  # a pass here proves less: say so by the table
+        body.append(f'<p class="warning">Warning: {escape(check.warning)}</p>')
+    if check is not None:
+        body += [f'<p class="meta">Note: {_inline(n)}.</p>' for n in check.notes]
+    return "\n".join(body)

@@ -5,7 +5,8 @@ before it (no field, read as 0) have the same shape and are read alike. 2 record
 whole blind-spot check (``blind_checks``); an earlier file has only its warning text
 (``blind_spots``), which a merge carries over as it is (:func:`harness.merge.merge_reports`).
 A file of a newer schema than this installation knows is refused, not guessed at.
-:mod:`harness.report.folder` writes and reads these records; nothing else parses run.json.
+:mod:`harness.report.folder` writes these records and :mod:`harness.report.read_back` reads
+them; nothing else parses run.json.
 
 Every section is open to additions (``extra="allow"``): a newer rnn-harness can record more
 (e.g. an adapter's ``environment``) without making its reports unreadable here.

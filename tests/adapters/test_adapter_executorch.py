@@ -33,9 +33,9 @@ from harness.adapters.executorch import CAPABILITIES, ExecuTorch, ExecuTorchPort
 from harness.cases import load_cases
 from harness.cli import main
 from harness.npz import load_npz
+from harness.pairs import run_pair
 from harness.prepare import prepare
 from harness.probe import probe, render
-from harness.runner import run_pair
 
 make = case_maker(seed=5, dtype="float32", input_size=2, hidden_size=3, batch=2, seq_len=4,
                   initial_state="random")

@@ -28,8 +28,8 @@ from harness import compare
 from harness.adapters import get_adapter
 from harness.layouts import flax as flax_layout
 from harness.layouts.base import grid
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case
 
 pytest.importorskip("flax")

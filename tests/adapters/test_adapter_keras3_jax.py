@@ -23,8 +23,8 @@ from support.keras3_jax_planted import Planted
 from support.runnable import runnable
 
 from harness import compare
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case
 
 pytest.importorskip("jax")

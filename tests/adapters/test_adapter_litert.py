@@ -21,8 +21,8 @@ from support.runnable import runnable
 
 from harness import compare
 from harness.adapters import _litert, get_adapter
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case
 
 pytest.importorskip("tensorflow")

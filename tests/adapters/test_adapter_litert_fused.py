@@ -15,8 +15,8 @@ from harness import compare
 from harness.adapters import _litert_deployed, get_adapter
 from harness.adapters.base import AdapterFault
 from harness.data import Outputs
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case
 
 pytest.importorskip("tensorflow")

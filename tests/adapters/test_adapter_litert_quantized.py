@@ -25,10 +25,10 @@ from harness.adapters import _litert_convert, get_adapter, litert_quantized
 from harness.adapters.litert_quantized import LiteRTInt16x8
 from harness.errors import KnownCrashGone, KnownUpstreamCrash, NotApplicable
 from harness.frameworks import litert_flatbuffer
+from harness.pairs import run_pair
 from harness.params import Canonical
 from harness.prepare import prepare
 from harness.reference import run as reference_run
-from harness.runner import run_pair
 from harness.spec import Case
 
 QUANTIZED = ("litert-int8", "litert-int8-ref", "litert-dynamic", "litert-int16x8")

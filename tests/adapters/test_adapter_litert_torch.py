@@ -25,8 +25,8 @@ from support.runnable import runnable
 
 from harness import compare, known_bugs
 from harness.adapters.litert_torch import LiteRTTorch
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("ai_edge_litert")

@@ -15,9 +15,9 @@ from support.case_factory import case_maker
 
 from harness import compare
 from harness.adapters.mlx import MLX
+from harness.pairs import run_pair
 from harness.prepare import prepare
 from harness.probe import probe, render
-from harness.runner import run_pair
 from harness.spec import Case
 
 mx = pytest.importorskip("mlx.core")

@@ -353,8 +353,8 @@ def test_a_pair_on_the_harness_graph_says_so_and_an_exporters_does_not():
     equations: their pairs say so, as a user may take them for a check of their own export."""
     from support.runnable import runnable
 
+    from harness.pairs import run_pair
     from harness.prepare import prepare
-    from harness.runner import run_pair
 
     prep = prepare(Case(name="route", cell="gru", input_size=2, hidden_size=3, seq_len=3))
     r = run_pair(prep, runnable("onnxruntime"))

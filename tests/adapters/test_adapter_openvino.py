@@ -29,8 +29,8 @@ from harness import compare, data, params, reference
 from harness.adapters import get_adapter
 from harness.cases import load_cases
 from harness.known_bugs import known_bug
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case
 
 pytest.importorskip("onnx")

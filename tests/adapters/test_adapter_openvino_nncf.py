@@ -14,8 +14,8 @@ from support.runnable import runnable
 
 from harness import compare, quantization
 from harness.adapters import get_adapter, select
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case
 
 TINY = dict(input_size=2, hidden_size=3, batch=2, seq_len=4, seed=5, dtype="float32",

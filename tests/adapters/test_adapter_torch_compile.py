@@ -32,8 +32,8 @@ from support.case_factory import case_maker
 
 from harness import compare
 from harness.adapters.torch_compile import TorchCompile
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.roads]  # a compile per test: the nightly's

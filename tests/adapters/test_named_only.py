@@ -16,6 +16,7 @@ from harness import adapters as registry
 from harness import compare, prepare, runner
 from harness.adapters.reference import Reference
 from harness.cli import main
+from harness.pairs import run_pair
 from harness.report import write_report
 from harness.run_options import RunOptions
 
@@ -66,7 +67,7 @@ def test_named_only_runs_on_the_cases_that_name_it(small_registry):
     result = runner.run(cases, chosen, RunOptions(named=frozenset({"costly"})))
     assert {p.case for p in result.pairs if p.adapter == "costly"} == {"names-it", "does-not"}
     # run_pair asked directly for a case that does not name it, with the command line's names
-    r = runner.run_pair(prepare.prepare(cases[1]), small_registry["costly"], named=frozenset())
+    r = run_pair(prepare.prepare(cases[1]), small_registry["costly"], named=frozenset())
     assert r.status == compare.NOT_APPLICABLE and f"runs when named: {WHY}" in r.reason
 
 

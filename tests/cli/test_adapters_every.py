@@ -14,6 +14,7 @@ from harness import adapters as registry
 from harness import runner
 from harness.cli import main
 from harness.errors import HarnessError
+from harness.pairs import selected_by_case
 
 CASE = "cases/reverse.yaml"
 CPU = [a.name for a in registry.ADAPTERS.values() if a.device == "cpu" or a.baseline]
@@ -51,8 +52,8 @@ def test_every_selects_the_named_only_adapters_too_and_all_stays_the_default():
     assert registry.named_explicitly(["all", "torch-compile"]) == {"torch-compile"}
     case = harness.make_case(CASE, name="reverse-lstm")
     compile_ = registry.ADAPTERS["torch-compile"]
-    assert runner.selected_by_case(case, compile_, registry.named_explicitly(["every"]))
-    assert not runner.selected_by_case(case, compile_, registry.named_explicitly(["all"]))
+    assert selected_by_case(case, compile_, registry.named_explicitly(["every"]))
+    assert not selected_by_case(case, compile_, registry.named_explicitly(["all"]))
 
 
 def test_run_adapters_every_plans_every_cpu_adapter_on_every_case(planned, tmp_path):
@@ -137,7 +138,7 @@ def test_the_plugins_rnn_adapters_every_selects_the_named_only_adapters_on_every
     case = harness.make_case(CASE, name="reverse-lstm")
     plan = planned(_Options(rnn_adapters="every", rnn_device="cpu")).for_cases([case])
     assert [a.name for a in plan.adapters] == CPU
-    runs = [a.name for a in plan.adapters if runner.selected_by_case(case, a, plan.named)]
+    runs = [a.name for a in plan.adapters if selected_by_case(case, a, plan.named)]
     assert set(NAMED_ONLY_CPU) <= set(runs)
     default = planned(_Options(rnn_adapters="all", rnn_device="cpu")).for_cases([case])
     assert not set(NAMED_ONLY_CPU) & {a.name for a in default.adapters}

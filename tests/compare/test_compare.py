@@ -141,8 +141,8 @@ def test_non_finite_outputs_never_pass():
 def test_non_finite_adapter_output_is_an_error_with_its_reason():
     from harness.adapters.base import Adapter
     from harness.adapters.reference import EVERYTHING
+    from harness.pairs import run_pair
     from harness.prepare import prepare
-    from harness.runner import run_pair
 
     class HalfNaN(Adapter):
         name = "half-nan"

@@ -146,7 +146,7 @@ def test_the_reference_is_computed_once_per_case(monkeypatch, dtype):
     those outputs, the very values their adapters would compute, instead of computing them
     again."""
     from harness.adapters.reference import NoiseFloor, Reference
-    from harness.runner import run_pair
+    from harness.pairs import run_pair
 
     calls = []
     run, gradients = reference.run, reference.gradients

@@ -3,7 +3,7 @@ the bundled cases with default options must be DIVERGED wherever they move the o
 max(100x the clean pair's error, 10x atol), and the clean adapter must diverge on none.
 
 Each case is prepared once and its clean run shared by its mutants; everything runs in this
-process through :func:`harness.runner.run_pair`, what ``run`` does per pair."""
+process through :func:`harness.pairs.run_pair`, what ``run`` does per pair."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from support.planted import planted_torch
 
 from harness import compare
 from harness.adapters.torch_cpu import TorchCPU
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case
 
 pytest.importorskip("torch")

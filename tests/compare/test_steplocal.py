@@ -19,8 +19,8 @@ from harness import compare, steplocal
 from harness.adapters.reference import Reference
 from harness.cli import main
 from harness.diff import load_report
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case
 
 BIDI = dict(cell="lstm", input_size=3, hidden_size=5, proj_size=2, num_layers=2,

@@ -23,8 +23,8 @@ from harness.data import Outputs
 from harness.layouts import get_layout
 from harness.mistakes import Scorer
 from harness.npz import load_npz
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run_pair
 from harness.spec import Case, Tol
 
 TRAINED_LIKE = Path(__file__).parents[2] / "cases" / "trained-like" / "trained-like.yaml"

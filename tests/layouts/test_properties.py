@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from harness import compare, params, reference, runner
+from harness import compare, params, reference
 from harness.adapters.torch_cpu import TorchCPU
 from harness.cases import load_cases
 from harness.cli import main
@@ -28,6 +28,7 @@ from harness.convert import CannotHold, convert, effective, refusal
 from harness.data import generate
 from harness.layouts import LAYOUTS, Layout
 from harness.npz import write_text
+from harness.pairs import run_pair
 from harness.params import Canonical
 from harness.prepare import prepare
 from harness.progress import describe
@@ -99,7 +100,7 @@ def test_reference_agrees_with_torch_in_float64(case):
     assume(TORCH.not_applicable_reason(case) is None)
     if TORCH.unavailable_reason():
         pytest.skip(TORCH.unavailable_reason())
-    r = runner.run_pair(prepare(case), TORCH)
+    r = run_pair(prepare(case), TORCH)
     if r.status != compare.PASS:
         path = write_failure(case, "test_reference_agrees_with_torch_in_float64", ["torch-cpu"])
         raise AssertionError(f"torch-cpu {r.status}: {describe(r)}; minimal case: {path}")

@@ -161,7 +161,8 @@ def test_a_new_judges_columns_join_divergence_csv() -> None:
     assert judges.columns() == WRITTEN_COLUMNS
 
 
-READERS = ("runner.py", "merge.py", "results.py", "api", "report", "repro")
+READERS = ("runner.py", "pairs.py", "case_jobs.py", "merge.py", "results.py", "api", "report",
+           "repro")
 """The modules (files and folders of harness/) that read verdicts and never judge."""
 
 KIND_FREE = {

@@ -214,8 +214,8 @@ def test_nothing_outside_the_adapters_imports_an_adapter_helper(tmp_path: Path) 
 
 
 # The run (its core) and the tools beside it: a diagnosis may use the run, never the reverse.
-RUN_CORE = ("harness.runner", "harness.blind", "harness.prepare", "harness.compare",
-            "harness.isolation", "harness.report")
+RUN_CORE = ("harness.runner", "harness.pairs", "harness.case_jobs", "harness.blind",
+            "harness.prepare", "harness.compare", "harness.isolation", "harness.report")
 TOOLS = ("harness.doctor", "harness.convert", "harness.probe", "harness.bisect",
          "harness.release_envs", "harness.models")
 # compare's readers and runners of deployed files that a run also uses, for a case's .tflite or
@@ -266,8 +266,8 @@ def test_the_run_reaches_no_compare_judge() -> None:
 def test_the_mistake_engine_sits_below_the_run_and_the_tools() -> None:
     engine = [m for m in GRAPH if _within(m, MISTAKE_ENGINE)]
     assert "harness.mistakes.scoring" in engine
-    above = ("harness.runner", "harness.blind", "harness.isolation", "harness.report",
-             "harness.prepare") + TOOLS
+    above = ("harness.runner", "harness.pairs", "harness.case_jobs", "harness.blind",
+             "harness.isolation", "harness.report", "harness.prepare") + TOOLS
     bad = {m: sorted(t for t in _reach(m) if _within(t, above)) for m in engine}
     bad = {m: t for m, t in bad.items() if t}
     assert not bad, f"the mistake engine imports what sits above it: {bad}"
@@ -302,7 +302,7 @@ DOORS = ("harness.cli.run", "harness.api.check", "harness.pytest_plugin.options"
 def test_one_plan_below_the_three_front_doors() -> None:
     assert all("harness.plan" in GRAPH[door] for door in DOORS)
     above = ("harness.cli", "harness.api", "harness.pytest_plugin", "harness.runner",
-             "harness.report", "harness.progress")
+             "harness.pairs", "harness.case_jobs", "harness.report", "harness.progress")
     bad = sorted(t for t in _reach("harness.plan") if _within(t, above))
     assert not bad, f"the plan imports what sits above it: {bad}"
     # no door decides the selection itself

@@ -214,12 +214,12 @@ def _pair_outcome(monkeypatch: pytest.MonkeyPatch, status: str) -> None:
     case is prepared, no adapter run)."""
     from types import SimpleNamespace
 
-    from harness import runner
+    from harness import pairs
     from harness.pytest_plugin.items import PairItem
 
     result = SimpleNamespace(status=status, reason="planted", detail="", seconds=0.0,
                              worst=None, first_diverging=None)
-    monkeypatch.setattr(runner, "run_pair", lambda prepared, adapter: result)
+    monkeypatch.setattr(pairs, "run_pair", lambda prepared, adapter: result)
     item = SimpleNamespace(
         parent=SimpleNamespace(prepared=lambda: None, blind_check=lambda adapter: None),
         adapter=SimpleNamespace(device="cpu", name="planted"), user_properties=[],

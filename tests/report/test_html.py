@@ -206,7 +206,7 @@ def test_run_and_merge_take_the_plots_option(tmp_path):
     args = build_parser().parse_args(["merge", "o", "s1", "--plots", "all"])
     assert args.plots == "all"
     assert build_parser().parse_args(["merge", "o", "s1"]).plots == "failed"
-    from harness.report.html import PLOTS
+    from harness.report.html_plots import PLOTS
 
     for command in (["run"], ["merge", "o", "s1"]):
         with pytest.raises(SystemExit):  # argparse refuses what the report does not know

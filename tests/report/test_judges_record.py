@@ -155,7 +155,7 @@ def test_a_known_upstream_crash_merges(tmp_path, monkeypatch):
         raise KnownUpstreamCrash("the converter died with SIGSEGV", "example/crash#1")
 
     monkeypatch.setattr(NoiseFloor, "run", crash)
-    monkeypatch.setattr("harness.runner._prepared", lambda prep, adapter: None)
+    monkeypatch.setattr("harness.pairs._prepared", lambda prep, adapter: None)
     (tmp_path / "c.yaml").write_text(CASE.format(name="c"))
     shard = tmp_path / "s1"
     main(["run", str(tmp_path / "c.yaml"), "--out", str(shard), "--quiet", "--plots", "none",

@@ -21,6 +21,7 @@ from support.case_factory import case_maker
 from harness import blind, compare, runner
 from harness.adapters import get_adapter
 from harness.judges import CostFigures, Figures, Verdict
+from harness.pairs import not_selected_reason
 from harness.report import write_report
 from harness.report.html import html_report
 from harness.report.run_json import run_record
@@ -169,7 +170,7 @@ def test_the_summary_is_not_buried_by_not_selected_pairs(result):
     before = summary_markdown(result)
     more = [get_adapter(n) for n in ("tf-block", "keras", "flax-linen", "mlx")]
     extra = [PairResult("plain", a.name, compare.NOT_APPLICABLE,
-                        runner.not_selected_reason(a)) for a in more]
+                        not_selected_reason(a)) for a in more]
     r = type(result)(result.cases, result.adapters + more, result.pairs + extra,
                      blind=result.blind)
     after = summary_markdown(r)

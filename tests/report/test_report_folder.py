@@ -1,4 +1,5 @@
-"""The report folder (harness.report.folder) against untrusted folders and killed runs.
+"""The report folder (harness.report.folder, ownership, swap, read_back) against untrusted
+folders and killed runs.
 
 Issue 31's report-folder items, each planted: folders that are not reports (a website, a case
 folder, a user's own run.json, a home-like folder) are refused with one line and left whole;
@@ -28,8 +29,9 @@ from harness.adapters.reference import Reference
 from harness.cli import main
 from harness.errors import HarnessError
 from harness.report import folder as report_folder
-from harness.report import write_report
-from harness.report.folder import MARKER, read_report
+from harness.report import swap, write_report
+from harness.report.folder import MARKER
+from harness.report.read_back import read_report
 from harness.report.record import SCHEMA_VERSION
 from harness.run_options import RunOptions
 from harness.shard import Shard
@@ -185,7 +187,7 @@ _OTHER_NAMESPACE = """
 import os, sys
 from pathlib import Path
 os.getpid = lambda: int(sys.argv[2])  # the PID another PID namespace sees: not this process
-from harness.report.folder import staged
+from harness.report.swap import staged
 with staged(Path(sys.argv[1])) as partial:
     print(partial.name, flush=True)
     sys.stdin.readline()  # writing its report until told to stop (or killed)
@@ -206,14 +208,14 @@ def test_a_live_run_is_seen_alive_by_its_lock_whatever_its_pid(tmp_path):
     try:
         name = other.stdout.readline().strip()
         assert name.startswith(f".report.partial-{dead.pid}-"), name
-        assert report_folder.recover(out) == []
+        assert swap.recover(out) == []
         _report(out)  # a whole report into the same folder meanwhile
         assert (tmp_path / name).is_dir(), "a live run's partial folder was swept"
     finally:
         other.kill()
         other.wait(30)
     # killed: the kernel released its lock, the next run clears what it left
-    assert report_folder.recover(out) == [f"removed {name}, left by a killed run"]
+    assert swap.recover(out) == [f"removed {name}, left by a killed run"]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
     assert read_report(out).run.pairs
 
@@ -339,7 +341,7 @@ def test_a_run_sigkilled_mid_swap_leaves_what_the_next_run_restores(tmp_path, ca
     assert proc.returncode == -9, proc.stderr[-2000:]
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.old-")]
-    report_folder.check_writable(out)  # what the next run does first
+    swap.check_writable(out)  # what the next run does first
     assert _files(out) == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.")] == []
 
@@ -356,14 +358,14 @@ def test_a_swap_killed_after_its_renames_moves_the_users_entries_back(tmp_path):
 
 def test_the_interrupted_line_says_where_the_previous_report_is(tmp_path):
     out = tmp_path / "report"
-    report_folder.check_writable(out)
-    assert "there was no report" in report_folder.interrupted_note()
+    swap.check_writable(out)
+    assert "there was no report" in swap.interrupted_note()
     _report(out)
-    report_folder.check_writable(out)
-    assert "left as it was" in report_folder.interrupted_note()
+    swap.check_writable(out)
+    assert "left as it was" in swap.interrupted_note()
     aside = _kill_between_renames(out, os.getpid())  # as if this process were mid-swap
-    report_folder._note(out, "aside", aside)
-    note = report_folder.interrupted_note()
+    swap._note(out, "aside", aside)
+    note = swap.interrupted_note()
     assert "left as it was" not in note and str(aside) in note and "puts back" in note
 
 

@@ -17,6 +17,7 @@ from support.runnable import runnable
 from harness import compare, runner
 from harness.adapters import get_adapter
 from harness.cli import main
+from harness.pairs import run_pair
 from harness.prepare import prepare
 from harness.report import write_report
 from harness.repro.write import safe_name
@@ -84,7 +85,7 @@ def test_openvino_batch_major_reproducer_and_onnx_test_folder(tmp_path):
         return
     assert pairs["openvino-batch-major"].status == compare.UNAVAILABLE
     # the harness's finding, the pair run regardless of its availability check
-    ran = runner.run_pair(prepare(case), _batch_major_regardless())
+    ran = run_pair(prepare(case), _batch_major_regardless())
     assert ran.status == compare.KNOWN_BUG
     assert done.returncode == 1, done.stdout + done.stderr
     assert first_line(ran.first_diverging) in done.stdout

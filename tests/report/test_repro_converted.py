@@ -31,6 +31,7 @@ from harness.families import readout
 from harness.handed import Handed
 from harness.judges import CostFigures
 from harness.judges.verdict import ScriptQuestion
+from harness.pairs import reproduce
 from harness.prepare import prepare
 from harness.report import write_report
 from harness.repro.record import ReproRecord, script_spec
@@ -293,7 +294,7 @@ def test_a_passing_litert_fused_pair_reproduces_nothing(tmp_path):
     runnable("litert-fused")
     case = Case(name="fused", cell="lstm", seed=6, initial_state="random", **TINY)
     prep = prepare(case)
-    record = runner.reproduce(prep, get_adapter("litert-fused"))
+    record = reproduce(prep, get_adapter("litert-fused"))
     assert record.status == compare.PASS, record.reason
     done = run_repro(write_one(tmp_path, record), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -29,6 +29,7 @@ from support.runnable import runnable
 from harness import compare, runner
 from harness.adapters import get_adapter
 from harness.families import mlx as mlx_stack
+from harness.pairs import reproduce
 from harness.params import DIRECTION_NAMES
 from harness.prepare import prepare
 from harness.report import write_report
@@ -126,7 +127,7 @@ def test_a_passing_mlx_pair_with_the_state_omitted_reproduces_nothing(tmp_path):
     runnable("mlx")
     case = Case(name="none", cell="gru", seed=6, bidirectional=True, num_layers=2,
                 initial_state="none", **TINY)
-    record = runner.reproduce(prepare(case), get_adapter("mlx"))
+    record = reproduce(prepare(case), get_adapter("mlx"))
     assert record.status == compare.PASS, record.reason
     assert record.handed.call["initial_state"] == "omitted"
     np.testing.assert_array_equal(record.handed.arrays["feed/h0"], 0.0)
@@ -150,7 +151,7 @@ def test_keras_backend_planted_fault_reproduces_and_a_clean_pair_does_not(tmp_pa
     assert f"keras_backend {adapter.split('-')[1]}" in done.stdout
     assert first_line(pair.first_diverging) in done.stdout
 
-    record = runner.reproduce(prepare(case), runnable(adapter))
+    record = reproduce(prepare(case), runnable(adapter))
     assert record.status == compare.PASS, record.reason
     done = run_repro(write_one(tmp_path / "clean", record), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -529,12 +529,12 @@ def test_escape_sequences_from_a_shard_reach_no_terminal_and_no_markdown(runs, t
                                        ("errors.log", "MAX_ERRORS_LOG")])
 def test_files_of_other_jobs_reports_are_read_with_a_size_cap(runs, tmp_path, capsys,
                                                               monkeypatch, name, cap):
-    from harness.report import folder as report_folder
+    from harness.report import read_back
 
     shards = _copies(runs, tmp_path)
     path = shards["s1"] / name
     path.write_text(path.read_text() if path.exists() else "== tiny-lstm::torch-cpu\nx\n")
-    monkeypatch.setattr(report_folder, cap, path.stat().st_size - 1)  # a byte too many
+    monkeypatch.setattr(read_back, cap, path.stat().st_size - 1)  # a byte too many
     err = _merge_error(shards, tmp_path, capsys)
     assert err.startswith(f"rnn-harness: error: {path}: larger than "), err
     assert main(["diff", str(shards["s1"]), str(shards["s2"])]) == 2

@@ -304,7 +304,8 @@ def test_an_interrupted_run_leaves_the_previous_report_intact(tmp_path, sig, cod
 
 
 def test_a_failed_report_write_keeps_the_previous_report(tmp_path):
-    from harness.report.folder import MARKER, staged
+    from harness.report.folder import MARKER
+    from harness.report.swap import staged
 
     out = tmp_path / "report"
     out.mkdir()

@@ -9,8 +9,9 @@ import pytest
 from support.own_process_adapters import VARIABLE, OwnProcess
 
 from harness import compare, isolation
+from harness.pairs import run_pair
 from harness.prepare import prepare
-from harness.runner import run, run_pair
+from harness.runner import run
 from harness.spec import Case
 
 SMALL = dict(cell="gru", input_size=2, hidden_size=3, batch=2, seq_len=3, seed=5)

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from support.case_factory import case_maker
 
-from harness import compare, prepare, runner
+from harness import compare, prepare
 from harness.adapters import get_adapter
 from harness.dtypes import FORMATS
+from harness.pairs import run_pair
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 pytestmark = pytest.mark.torch
@@ -77,7 +78,7 @@ def test_the_numpy_reference_is_judged_against_a_device_baseline(monkeypatch):
     on_cpu_tensors(monkeypatch)
     reference = get_adapter("reference")
     small = prepare.prepare(make(dtype="float32"), device="gpu")
-    r = runner.run_pair(small, reference)
+    r = run_pair(small, reference)
     assert r.status == compare.PASS, (r.status, r.reason)
     assert "judged against the float64 reference on torch cpu" in r.reason
     assert r.rows is not None and float(r.rows["max_abs"].max()) <= 1e-12
@@ -87,10 +88,10 @@ def test_the_numpy_reference_is_judged_against_a_device_baseline(monkeypatch):
     assert reference.beside_a_gpu_baseline(big) is not None  # ~6e10 multiply-adds
     prep = prepare.Prepared(big, small.canonical, small.inputs, small.reference,
                             small.noise_floor, baseline_on="torch cuda")
-    r = runner.run_pair(prep, reference)
+    r = run_pair(prep, reference)
     assert r.status == compare.NOT_APPLICABLE and "small cases only" in r.reason
 
 
 def test_in_a_numpy_run_the_reference_is_the_baseline():
-    r = runner.run_pair(prepare.prepare(make()), get_adapter("reference"))
+    r = run_pair(prepare.prepare(make()), get_adapter("reference"))
     assert r.status == compare.BASELINE

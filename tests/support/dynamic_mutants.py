@@ -108,7 +108,7 @@ def skewed(prep: Prepared) -> Prepared:
 def trials(prep: Prepared) -> list[tuple[str, object]]:
     """(what, pair result) of the clean adapters and each mutant on ``prep``'s case: the
     zero-point mutant and its clean pair on the skewed weights."""
-    from harness.runner import run_pair
+    from harness.pairs import run_pair
 
     bent = skewed(prep)
     return [("clean", run_pair(prep, OnnxRuntimeDynamicInt8())),

@@ -26,9 +26,9 @@ import numpy as np
 from harness import compare
 from harness.adapters.torch_cpu import TorchCPU
 from harness.cases import load_cases
+from harness.pairs import run_pair, selected_by_case
 from harness.prepare import Prepared, prepare
 from harness.results import PairResult
-from harness.runner import run_pair, selected_by_case
 from harness.spec import Case
 
 CASES = Path(__file__).resolve().parents[2] / "cases"
@@ -197,7 +197,7 @@ class Trial:
 def trials(cases: list[Case] | None = None, bugs: tuple[str, ...] | None = None,
            prepared: dict[str, Prepared] | None = None) -> tuple[list[PairResult], list[Trial]]:
     """The clean torch-cpu pair of every case, and every bug x case trial, each run through
-    :func:`harness.runner.run_pair` with its defaults (what ``run`` does)."""
+    :func:`harness.pairs.run_pair` with its defaults (what ``run`` does)."""
     prepared = {} if prepared is None else prepared
     clean_pairs, out = [], []
     for case in bundled_cases() if cases is None else cases:

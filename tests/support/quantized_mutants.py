@@ -154,7 +154,7 @@ def trials(prep, lines: list[str]) -> tuple[int, int, bool]:
     converter's, not the kernel's). A mutant is killed where it is DIVERGED and not bit-exact,
     so that a case whose clean pair is DIVERGED or a finding for another reason still counts
     it. A clean kernel that is not bit-exact counts no mutant."""
-    from harness.runner import run_pair
+    from harness.pairs import run_pair
 
     name = prep.case.name
     clean = run_pair(prep, LiteRTInt8Ref())
