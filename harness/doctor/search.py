@@ -22,7 +22,7 @@ from harness.doctor.findings import Finding
 from harness.doctor.local import LayerSearch
 from harness.layouts.base import Layout
 from harness.mistakes.budget import Budget
-from harness.mistakes.misreadings import Mistake
+from harness.mistakes.mistake import Mistake
 from harness.mistakes.scoring import Hypothesis, Score, compatible
 from harness.params import Canonical
 from harness.spec import Case
