@@ -49,7 +49,7 @@ from _common import ROOT, print_facts, table
 from harness import data, params, reference
 from harness.data import Inputs, Outputs
 from harness.params import Canonical
-from harness.reference import fast_cuda
+from harness.reference import cuda_device, fast_cuda
 from harness.spec import Case
 
 TOL = 1e-12
@@ -334,7 +334,7 @@ def fast_device(bench: Bench) -> tuple[Any, Callable, Callable]:
     if bench.cuda:
         cupy = bench.cupy
         device = bench.measure("fused: its kernels", "NVRTC compile and load",
-                               fast_cuda.CupyDevice, repeat=0)
+                               cuda_device.CupyDevice, repeat=0)
         if device is None:
             raise RuntimeError("the kernels did not compile (see above)")
         return device, cupy.asarray, cupy.asnumpy

@@ -40,7 +40,7 @@ from harness import reference
 from harness.compare import COMPARED, Tolerance, tolerance_for
 from harness.data import Inputs
 from harness.layouts import get_layout
-from harness.mistakes.misreadings import ZERO_STATES
+from harness.mistakes.case_families import ZERO_STATES
 from harness.params import Canonical, block_shapes, layer_dirs
 from harness.spec import Case
 

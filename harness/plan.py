@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from harness.adapters import SELECTIONS, Adapter, left_out, named_explicitly, select
 from harness.errors import HarnessError
-from harness.names import check_adapters
+from harness.names import check_adapters, check_case_adapters
 from harness.spec import Case
 
 DEVICES = ("cpu", "gpu", "all")
@@ -75,7 +75,8 @@ def default_device(device: str | None, require_gpu: bool = False, named: bool = 
 class Request:
     """What a front door was asked, as it was given. Checked when made: bad names or a bad
     device raise :class:`HarnessError` naming the door's argument (``adapters_field``,
-    ``device_field``: ``--adapters`` on the command line, ``adapters`` in code)."""
+    ``device_field``: ``--adapters`` on the command line, ``adapters`` in code); an unknown
+    adapter name in a case raises :class:`CaseError` naming its file, field and line."""
 
     # a comma-separated string or a list of names, ``all`` and ``every`` among them; None: all
     adapters: str | Sequence[str] | None = None
@@ -94,6 +95,7 @@ class Request:
                                field=self.device_field)
         object.__setattr__(self, "cases", tuple(self.cases))
         adapter_names(self.adapters, self.adapters_field)  # bad names refused here, up front
+        check_case_adapters(self.cases)  # and the adapter names the cases refer to
 
     @property
     def names(self) -> list[str] | None:

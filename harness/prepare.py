@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from harness import data, deployed, params, reference
-from harness.cases import field_line
+from harness.case_yaml import field_line
 from harness.data import Inputs, Outputs, state_shapes
 from harness.dtypes import FORMATS, native_numpy, round_to
 from harness.errors import CaseError, WeightsError

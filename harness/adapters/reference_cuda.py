@@ -108,9 +108,9 @@ def torch_backend() -> Backend:
 @functools.cache
 def fast_device() -> Any:
     """The fused steps' device (CuPy, the kernels compiled once per process)."""
-    from harness.reference import fast_cuda
+    from harness.reference import cuda_device
 
-    return fast_cuda.CupyDevice()
+    return cuda_device.CupyDevice()
 
 
 def fast_path_gaps(framework: str, case: Case) -> list[str]:

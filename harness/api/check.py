@@ -36,10 +36,12 @@ def _scratch() -> Iterator[Path]:
 
 def _cases(case: CaseLike, weights: GivenWeights | None, fields: dict[str, Any]) -> list[Case]:
     """The cases ``case`` stands for, with ``fields`` and the weights' entry over them, each
-    validated as a case file's are (:func:`harness.cases.validate_case`: errors name the
-    field). A case built in code (a dict, or None) takes what the weights tell about it for the
-    fields it leaves out."""
-    from harness.cases import load_cases, validate_case
+    validated as a case file's are (:func:`harness.case_validation.validate_case` and
+    :func:`harness.names.check_case_adapters`: errors name the field). A case built in code (a
+    dict, or None) takes what the weights tell about it for the fields it leaves out."""
+    from harness.case_validation import validate_case
+    from harness.cases import load_cases
+    from harness.names import check_case_adapters
 
     if case is None or isinstance(case, Mapping):
         data = dict(case or {})
@@ -69,6 +71,7 @@ def _cases(case: CaseLike, weights: GivenWeights | None, fields: dict[str, Any])
             data = {**c.model_dump(exclude={"source"}, exclude_none=True), **update}
             c = validate_case(data, file=c.source or DICT_SOURCE)
         out.append(c)
+    check_case_adapters(out)
     return out
 
 

@@ -7,15 +7,17 @@ import numpy as np
 
 from harness.doctor.findings import Finding
 from harness.mistakes.budget import Budget
-from harness.mistakes.misreadings import Trial, missing_bias_half
+from harness.mistakes.mistake import Trial
 from harness.mistakes.scoring import Scorer
+from harness.mistakes.value_families import missing_bias_half
 from harness.params import key, layer_dirs
 
 
 def fit_missing_bias(doctor: Scorer, budget_s: float = 20.0) -> Finding | None:
-    """The bias half a file may lack (:func:`harness.mistakes.missing_bias_half`), fitted to
-    the expected outputs by Levenberg-Marquardt on the float64 reference (forward-difference
-    Jacobian): a Finding when the claimed weights plus the fitted half reproduce the outputs.
+    """The bias half a file may lack (:func:`~harness.mistakes.value_families.missing_bias_half`),
+    fitted to the expected outputs by Levenberg-Marquardt on the float64 reference
+    (forward-difference Jacobian): a Finding when the claimed weights plus the fitted half
+    reproduce the outputs.
 
     Only tried where the outputs hold at least twice as many values as the half has (else any
     outputs could be fitted) and no state mixes time and batch (time-major / swapped states are

@@ -14,15 +14,10 @@ from harness.compare import tol_ratios, within
 from harness.data import Inputs
 from harness.doctor.findings import Finding, LocalSearch, Place
 from harness.doctor.fit import least_squares
-from harness.mistakes.misreadings import (
-    Mistake,
-    local_catalogue,
-    missing_bias_half,
-    scoped,
-    swap_layer_directions,
-    where,
-)
+from harness.mistakes.local import local_catalogue, scoped, swap_layer_directions, where
+from harness.mistakes.mistake import Mistake
 from harness.mistakes.scoring import Hypothesis, Scorer, compatible, hypothesis_key
+from harness.mistakes.value_families import missing_bias_half
 from harness.params import Canonical, key, layer_dirs
 from harness.reference.functions import FLOAT64
 from harness.reference.layers import CELLS, reading_order
@@ -167,7 +162,7 @@ class LayerSearch(Scorer):
                        layer_in: np.ndarray) -> Mistake | None:
         """The bias half of one layer and direction that the file holds as zeros (``bR`` or
         ``bW``: a port that dropped ``bias_hh``), fitted to that place's outputs on top of
-        ``hyp``: the confined :func:`~harness.mistakes.misreadings.missing_bias_half` that
+        ``hyp``: the confined :func:`~harness.mistakes.value_families.missing_bias_half` that
         reproduces them, or None. Only where the outputs judged there hold at least twice as
         many values as the half has (else any outputs could be fitted)."""
         case = self.case

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.mistakes.misreadings import READINGS, kind_of, read_slice, reading_name
+from harness.mistakes.mistake import kind_of
 from harness.mistakes.scoring import Hypothesis, Scorer
+from harness.mistakes.slice_readings import READINGS, read_slice, reading_name
 from harness.params import block_shapes, key, layer_dirs
 from harness.spec import Case
 

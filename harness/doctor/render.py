@@ -7,7 +7,7 @@ from tabulate import tabulate
 
 from harness.doctor.explain import signature_table
 from harness.doctor.findings import NEAR_MISS, Diagnosis, Finding
-from harness.mistakes.misreadings import where
+from harness.mistakes.local import where
 from harness.mistakes.scoring import Hypothesis, Score
 from harness.params import DIRECTION_NAMES
 from harness.spec import Case

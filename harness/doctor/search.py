@@ -22,7 +22,7 @@ from harness.doctor.findings import Finding
 from harness.doctor.local import LayerSearch
 from harness.layouts.base import Layout
 from harness.mistakes.budget import Budget
-from harness.mistakes.misreadings import Mistake
+from harness.mistakes.mistake import Mistake
 from harness.mistakes.scoring import Hypothesis, Score, compatible
 from harness.params import Canonical
 from harness.spec import Case
@@ -100,79 +100,76 @@ class Doctor(LayerSearch):
         """(hypotheses that reproduce the expected outputs, simplest first; closest misses)."""
         self.budget.restart(budget_s)
         singles = list(self.catalogue.mistakes)
-        tried: dict[tuple[str, ...], Score] = {}
-        known: dict[str, Mistake] = {m.id: m for m in singles}
-        found: list[Finding] = []
-
-        def ev(hyp: Hypothesis) -> Score | None:
-            ids = tuple(sorted(m.id for m in hyp))
-            if ids in tried:
-                return None
-            if hyp and self.budget.stop_if_expired():  # the search is incomplete, and says so
-                return None
-            s = self.evaluate(hyp)
-            tried[ids] = s
-            known.update((m.id, m) for m in hyp)
-            if s.ok:
-                found.append(Finding(hyp, s))
-            return s
-
+        ev = _Trials(self, singles)
         claim = ev(())
         if claim.ok:
-            return found, []
+            return ev.found, []
         for m in singles:
             ev((m,))
-        if found:
-            return self._simplest(found), []
+        if ev.found:
+            return self._simplest(ev.found), []
+        for stage in (self._search_layers, self._search_first_step, self._search_beam):
+            matches = stage(ev, singles)
+            if matches:
+                return matches, []
+        closest = sorted(self._as_hyps(ev.tried, ev.known), key=lambda hs: hs[1].rank)
+        return [], [Finding(h, s) for h, s in closest[:3] if h]
 
-        # a mistake in one layer or direction only: layer by layer where the final states allow
-        if self.case.num_layers * self.case.num_directions > 1:
-            if self.per_layer_possible():
-                fix = self.search_local()
-                if fix is not None:
-                    s = self.evaluate(fix)
-                    self.local.whole_ok = s.ok
-                    if s.ok:
-                        return [self._collapse(Finding(fix, s))], []
-            else:  # only y: the lower layers jointly, then the last layer alone
-                self.search_joint(ev)
-                if found:
-                    return self._simplest(found), []
-                fix = self.search_local(first=self.case.num_layers - 1)
-                if fix is not None:
-                    s = self.evaluate(fix)
-                    self.local.whole_ok = s.ok
-                    if s.ok:
-                        return [self._collapse(Finding(fix, s))], []
+    def _search_layers(self, ev: _Trials, singles: list[Mistake]) -> list[Finding] | None:
+        """A mistake in one layer or direction only: layer by layer where the final states
+        allow; with only y, the lower layers jointly, then the last layer alone."""
+        if self.case.num_layers * self.case.num_directions == 1:
+            return None
+        if self.per_layer_possible():
+            return self._whole_fix(self.search_local())
+        self.search_joint(ev)
+        if ev.found:
+            return self._simplest(ev.found)
+        return self._whole_fix(self.search_local(first=self.case.num_layers - 1))
 
-        step_able = self._step0 is not None
-        if step_able:
-            acting = [m for m in singles if m.family != "data" and self.acts_at_step0(m)]
-            quiet = [m for m in singles if m.family != "data" and m not in acting]
-            fixers = self._fix_step0(acting)
-            for size in sorted({len(f) for f in fixers}):
-                for f in [f for f in fixers if len(f) == size][:MAX_FIXERS]:
-                    ev(f)
-                    for m in quiet:
-                        if compatible(f, m):
-                            ev(f + (m,))
-                if found:
-                    return self._simplest(found), []
-            for f in fixers[:MAX_FIXERS]:  # two recurrent-side mistakes on top of a fixer
-                for a, b in itertools.combinations(quiet, 2):
-                    if self.budget.stop_if_expired():  # incomplete: the report says so
-                        break
-                    if compatible(f, a) and compatible(f + (a,), b):
-                        ev(f + (a, b))
-                if found:
-                    return self._simplest(found), []
-        # data mistakes and anything the staged search could not reach: a beam on full runs
+    def _whole_fix(self, fix: Hypothesis | None) -> list[Finding] | None:
+        """The layer-by-layer fix judged on the whole stack (recorded in :attr:`local`)."""
+        if fix is None:
+            return None
+        s = self.evaluate(fix)
+        self.local.whole_ok = s.ok
+        return [self._collapse(Finding(fix, s))] if s.ok else None
+
+    def _search_first_step(self, ev: _Trials, singles: list[Mistake]) -> list[Finding] | None:
+        """Input-side hypotheses that make the first step exact, then the mistakes that cannot
+        act at t=0 on top of them (one, then two) on the full sequence."""
+        if self._step0 is None:
+            return None
+        acting = [m for m in singles if m.family != "data" and self.acts_at_step0(m)]
+        quiet = [m for m in singles if m.family != "data" and m not in acting]
+        fixers = self._fix_step0(acting)
+        for size in sorted({len(f) for f in fixers}):
+            for f in [f for f in fixers if len(f) == size][:MAX_FIXERS]:
+                ev(f)
+                for m in quiet:
+                    if compatible(f, m):
+                        ev(f + (m,))
+            if ev.found:
+                return self._simplest(ev.found)
+        for f in fixers[:MAX_FIXERS]:  # two recurrent-side mistakes on top of a fixer
+            for a, b in itertools.combinations(quiet, 2):
+                if self.budget.stop_if_expired():  # incomplete: the report says so
+                    break
+                if compatible(f, a) and compatible(f + (a,), b):
+                    ev(f + (a, b))
+            if ev.found:
+                return self._simplest(ev.found)
+        return None
+
+    def _search_beam(self, ev: _Trials, singles: list[Mistake]) -> list[Finding] | None:
+        """Data mistakes and anything the staged search could not reach: a beam on full runs
+        from the closest hypotheses tried, two steps deep."""
         for m in [m for m in singles if m.family == "data"]:
             for m2 in singles:
                 if compatible((m,), m2):
                     ev((m, m2))
-        if not found:
-            frontier = sorted(((h, s) for h, s in self._as_hyps(tried, known)
+        if not ev.found:
+            frontier = sorted(((h, s) for h, s in self._as_hyps(ev.tried, ev.known)
                                if h and not any("@" in m.id for m in h)),
                               key=lambda hs: hs[1].rank)[:BEAM_WIDTH]
             for _ in range(2):
@@ -185,13 +182,10 @@ class Doctor(LayerSearch):
                             s = ev(h + (m,))
                             if s is not None:
                                 nxt.append((h + (m,), s))
-                if found or not nxt:
+                if ev.found or not nxt:
                     break
                 frontier = sorted(nxt, key=lambda hs: hs[1].rank)[:BEAM_WIDTH]
-        if found:
-            return self._simplest(found), []
-        closest = sorted(self._as_hyps(tried, known), key=lambda hs: hs[1].rank)
-        return [], [Finding(h, s) for h, s in closest[:3] if h]
+        return self._simplest(ev.found) if ev.found else None
 
     def _fix_step0(self, acting: list[Mistake]) -> list[Hypothesis]:
         """Hypotheses of input-side mistakes whose first step matches, smallest first."""
@@ -246,3 +240,29 @@ class Doctor(LayerSearch):
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+class _Trials:
+    """The hypotheses one search has tried (ids -> score), the mistakes they name and those
+    that reproduce the expected outputs (``found``). Called with a hypothesis: its score, or
+    None where it was tried already or the budget is spent (the search is then incomplete, and
+    says so)."""
+
+    def __init__(self, doctor: Doctor, singles: list[Mistake]) -> None:
+        self.doctor = doctor
+        self.tried: dict[tuple[str, ...], Score] = {}
+        self.known: dict[str, Mistake] = {m.id: m for m in singles}
+        self.found: list[Finding] = []
+
+    def __call__(self, hyp: Hypothesis) -> Score | None:
+        ids = tuple(sorted(m.id for m in hyp))
+        if ids in self.tried:
+            return None
+        if hyp and self.doctor.budget.stop_if_expired():
+            return None
+        s = self.doctor.evaluate(hyp)
+        self.tried[ids] = s
+        self.known.update((m.id, m) for m in hyp)
+        if s.ok:
+            self.found.append(Finding(hyp, s))
+        return s

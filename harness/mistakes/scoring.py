@@ -20,7 +20,8 @@ from harness.data import Inputs
 from harness.errors import HarnessError
 from harness.layouts.base import Layout
 from harness.mistakes.budget import Budget
-from harness.mistakes.misreadings import STAGE_RESHAPE, Catalogue, Mistake, Trial, catalogue
+from harness.mistakes.misreadings import Catalogue, catalogue
+from harness.mistakes.mistake import STAGE_RESHAPE, Mistake, Trial
 from harness.params import Canonical
 from harness.spec import Case
 

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 CASE_SUFFIXES = (".yaml", ".yml")
-# A case file is at most harness.cases.MAX_YAML_BYTES (1 MiB); its top-level keys are lines that
+# A case file is at most harness.case_yaml.MAX_YAML_BYTES (1 MiB); its top-level keys are lines that
 # start with the key. Scanning the first MiB for such a line decides without parsing anything,
 # and still recognises a case file that is broken as YAML (its item then reports the error).
 SCAN_BYTES = 1 << 20

@@ -36,15 +36,16 @@ class CaseFile(pytest.File):
         from harness.cases import load_found, load_named
         from harness.errors import HarnessError
 
+        base = planned(self.config)
         try:
             cases = (load_named(self.path) if self.found_in is None
                      else load_found(self.path, self.found_in))
+            plan = base.for_cases(cases)  # an unknown adapter name in a case is refused here
         except HarnessError as exc:
             yield LoadError.from_parent(self, name=LOAD_ITEM, error=exc)
             return
         from harness.pairs import selected_by_case
 
-        plan = planned(self.config).for_cases(cases)
         adapters = [a for a in plan.adapters if not a.baseline]
         for case in cases:
             mine = [a for a in adapters
@@ -68,7 +69,7 @@ class CaseNode(pytest.Collector):
     def line(self) -> int | None:
         """The 0-based line of the case's ``name:`` in its file (None where there is none)."""
         if self._line == -1:
-            from harness.cases import field_line
+            from harness.case_yaml import field_line
 
             line = field_line(self.path, ("name",))
             self._line = line - 1 if line else None

@@ -86,8 +86,6 @@ def read_flax_msgpack(path: Path, *, max_bytes: int | None = None
     bookkeeping is refused, as are trees deeper than 16 levels or with more than 100000
     entries, counted in the encoded bytes before msgpack builds anything (:func:`_scan`), and
     a map with a key twice or two names that read as one."""
-    import msgpack
-
     check_size(path, path.stat().st_size, max_bytes, "is")
     data = path.read_bytes()
     check_size(path, len(data), max_bytes, "is")
@@ -95,6 +93,13 @@ def read_flax_msgpack(path: Path, *, max_bytes: int | None = None
     room = _FLAX_MAX_OBJECTS if max_bytes is None else max(
         0, min(_FLAX_MAX_OBJECTS, (max_bytes - len(data)) // _BYTES_PER_OBJECT))
     _scan(data, path, room)
+    return _short_names(_flatten(_unpack(data, path), path), path)
+
+
+def _unpack(data: bytes, path: Path) -> dict:
+    """The tree msgpack decodes (its size counted by :func:`_scan` already): maps whose keys
+    are unique, arrays decoded by :func:`_flax_array`, no other extension."""
+    import msgpack
 
     def ext(code: int, payload: bytes) -> object:
         if code == _EXT_NDARRAY:
@@ -125,6 +130,12 @@ def read_flax_msgpack(path: Path, *, max_bytes: int | None = None
     if not isinstance(tree, dict):
         raise WeightsError(f"expected a map of parameters at the top, got {type(tree).__name__}",
                            file=path)
+    return tree
+
+
+def _flatten(tree: dict, path: Path) -> dict[str, np.ndarray]:
+    """The tree's arrays by ``a/b/c`` name, chunked arrays joined; a tree too deep or too
+    large, a key that is not a plain name or a leaf that is not an array is refused."""
     flat: dict[str, np.ndarray] = {}
     stack: list[tuple[str, object, int]] = [("", tree, 0)]
     entries = 0
@@ -147,6 +158,14 @@ def read_flax_msgpack(path: Path, *, max_bytes: int | None = None
         else:
             raise WeightsError(f"holds a {type(node).__name__}, not an array or a map",
                                file=path, field=where or None)
+    return flat
+
+
+def _short_names(flat: dict[str, np.ndarray], path: Path
+                 ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The arrays named as the layouts name them: a leading ``params`` collection and ``cell``
+    levels dropped (two names that then read as one are refused), a bare cell's tree read as
+    ``layer0/forward``; and the notes saying so."""
     notes = []
     names: dict[str, np.ndarray] = {}
     origin: dict[str, str] = {}

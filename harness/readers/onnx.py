@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.cells import cell_named
 from harness.errors import WeightsError
-from harness.readers.onnx_fold import NotConstant
+from harness.readers.onnx_fold_types import NotConstant
 from harness.readers.onnx_layers import OnnxLayer, direction_of, recurrent_layers
 from harness.spec import Case
 

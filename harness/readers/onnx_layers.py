@@ -31,15 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import WeightsError
-from harness.readers.onnx_fold import (
-    FLOATS,
-    Folder,
-    FoldError,
-    Meta,
-    NotConstant,
-    Scope,
-    dtype_name,
-)
+from harness.readers.onnx_fold import Folder, Scope
+from harness.readers.onnx_fold_types import FLOATS, FoldError, Meta, NotConstant, dtype_name
 from harness.readers.onnx_proto import ONNX_DOMAINS, OnnxFile, attribute_value, subgraphs
 
 RECURRENT = ("LSTM", "GRU")
@@ -123,8 +116,8 @@ class OnnxLayer:
     def array(self, tensor: str, *, integer: bool = False) -> np.ndarray | None:
         """One input of the node folded (float64), None where it is left out; a weight or a
         constant ``sequence_lens`` (``integer``) or initial state. Raises
-        :class:`~harness.readers.onnx_fold.NotConstant` for an input that is not a constant and
-        is not a weight (a state fed at run time)."""
+        :class:`~harness.readers.onnx_fold_types.NotConstant` for an input that is not a constant
+        and is not a weight (a state fed at run time)."""
         name = self.input_name(tensor)
         if name is None:
             return None

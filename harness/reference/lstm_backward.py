@@ -37,6 +37,8 @@ Clips: the gradient passes where −clip ≤ v ≤ clip and is zero where the cl
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from harness.cells import LSTM
@@ -134,6 +136,42 @@ def kinks(case: Case, tape: Tape) -> dict[str, np.ndarray]:
     return out
 
 
+def lstm_step_backward(case: Case, p: dict[str, np.ndarray], s: SimpleNamespace, dh: np.ndarray,
+                       dc: np.ndarray, prec: Precision = FLOAT64
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One step's backward (the per-step equations in the module text), from the step's taped
+    values ``s``, dh (this step's dy plus what flows back from the next step) and dc (from the
+    next step): [da_i da_f da_g da_o] [B, 4H], dc_prev [B, H] and, with a projection, dh̃
+    [B, P] (None without). dh_prev is ``da R``."""
+    xp = array_namespace(dh)
+    q, mm = prec.round, prec.matmul
+    p_i, p_f, p_o, Wp = (p.get(k) for k in ("p_i", "p_f", "p_o", "Wp"))
+    dm, dh_raw = dh, None
+    if case.proj_size:
+        dh_raw = dh * passes(s.h_raw, case.proj_clip)
+        dm = mm(dh_raw, Wp)
+    do = q(dm * s.tanh_c)
+    da_o = q(do * gate_derivative(case, s.a_o, s.o, q))
+    dc_new = q(dc + q(q(dm * s.o) * q(1.0 - q(s.tanh_c * s.tanh_c))))
+    if case.peepholes:
+        dc_new = q(dc_new + q(da_o * p_o))
+    dc_raw = dc_new * passes(s.c_raw, case.cell_clip)
+    di = q(dc_raw * s.g)
+    dg = q(dc_raw * s.i)
+    df = q(dc_raw * s.c_prev)
+    dc_prev = q(dc_raw * s.f)
+    if case.input_forget:  # f = 1 − i: a_f is computed but unused
+        di = q(di - df)
+        da_f = xp.zeros_like(df)
+    else:
+        da_f = q(df * gate_derivative(case, s.a_f, s.f, q))
+    da_i = q(di * gate_derivative(case, s.a_i, s.i, q))
+    da_g = q(dg * gate_derivative(case, s.a_g, s.g, q, "tanh"))
+    if case.peepholes:
+        dc_prev = q(dc_prev + q(q(da_i * p_i) + q(da_f * p_f)))
+    return xp.concatenate([da_i, da_f, da_g, da_o], axis=-1), dc_prev, dh_raw
+
+
 def lstm_backward(
     case: Case,
     p: dict[str, np.ndarray],
@@ -152,51 +190,35 @@ def lstm_backward(
     """
     xp = array_namespace(tape.x)
     q, mm = prec.round, prec.matmul
-    B, T, _ = tape.x.shape
-    H = case.hidden_size
+    T = tape.x.shape[1]
     W = xp.concatenate([p[f"W_{k}"] for k in GATES])
     R = xp.concatenate([p[f"R_{k}"] for k in GATES])
-    p_i, p_f, p_o, Wp = (p.get(k) for k in ("p_i", "p_f", "p_o", "Wp"))
 
     dA, dH_raw = [], []  # per step, last first: [da_i da_f da_g da_o] [B, 4H], dh̃ [B, P]
     dh, dc = dh_n, dc_n
     for t in reversed(range(T)):
-        s = tape.steps[t]
-        dh_t = q(dh + dy[:, t])
-        dm = dh_t
-        if case.proj_size:
-            dh_raw = dh_t * passes(s.h_raw, case.proj_clip)
-            dm = mm(dh_raw, Wp)
-        do = q(dm * s.tanh_c)
-        da_o = q(do * gate_derivative(case, s.a_o, s.o, q))
-        dc_new = q(dc + q(q(dm * s.o) * q(1.0 - q(s.tanh_c * s.tanh_c))))
-        if case.peepholes:
-            dc_new = q(dc_new + q(da_o * p_o))
-        dc_raw = dc_new * passes(s.c_raw, case.cell_clip)
-        di = q(dc_raw * s.g)
-        dg = q(dc_raw * s.i)
-        df = q(dc_raw * s.c_prev)
-        dc_prev = q(dc_raw * s.f)
-        if case.input_forget:  # f = 1 − i: a_f is computed but unused
-            di = q(di - df)
-            da_f = xp.zeros_like(df)
-        else:
-            da_f = q(df * gate_derivative(case, s.a_f, s.f, q))
-        da_i = q(di * gate_derivative(case, s.a_i, s.i, q))
-        da_g = q(dg * gate_derivative(case, s.a_g, s.g, q, "tanh"))
-        if case.peepholes:
-            dc_prev = q(dc_prev + q(q(da_i * p_i) + q(da_f * p_f)))
-        da = xp.concatenate([da_i, da_f, da_g, da_o], axis=-1)
+        da, dc_prev, dh_raw = lstm_step_backward(case, p, tape.steps[t], q(dh + dy[:, t]), dc,
+                                                 prec)
         dh_prev = mm(da, R)
-
         v = tape.valid[:, t, None]  # a padded step holds the state: dh, dc pass it unchanged
         dA.append(xp.where(v, da, 0.0))
         if case.proj_size:
             dH_raw.append(xp.where(v, dh_raw, 0.0))
         dh, dc = xp.where(v, dh_prev, dh), xp.where(v, dc_prev, dc)
 
-    # Parameter gradients over every step at once: [4H, B*T] @ [B*T, .].
     dA = xp.stack(dA[::-1], axis=1)  # [B, T, 4H]
+    dH_raw = xp.stack(dH_raw[::-1], axis=1) if case.proj_size else None  # [B, T, P]
+    return mm(dA, W), dh, dc, _parameter_gradients(case, tape, dA, dH_raw, prec)
+
+
+def _parameter_gradients(case: Case, tape: Tape, dA: np.ndarray, dH_raw: np.ndarray | None,
+                         prec: Precision) -> dict[str, np.ndarray]:
+    """Every block's gradient over every step at once ([4H, B*T] @ [B*T, .]), from dA
+    [B, T, 4H] and, with a projection, dh̃ [B, T, P]."""
+    xp = array_namespace(tape.x)
+    q, mm = prec.round, prec.matmul
+    B, T, _ = tape.x.shape
+    H = case.hidden_size
     dA2 = dA.reshape(B * T, 4 * H)
     dW = mm(dA2.T, tape.x.reshape(B * T, -1))
     dR = mm(dA2.T, tape.over_time("h_prev").reshape(B * T, -1))
@@ -214,7 +236,5 @@ def lstm_backward(
         grads["p_f"] = q(xp.sum(q(dA[..., H:2 * H] * c_prev), axis=(0, 1)))
         grads["p_o"] = q(xp.sum(q(dA[..., 3 * H:] * c), axis=(0, 1)))
     if case.proj_size:
-        dH_raw = xp.stack(dH_raw[::-1], axis=1)  # [B, T, P]
         grads["Wp"] = mm(dH_raw.reshape(B * T, -1).T, tape.over_time("m").reshape(B * T, H))
-    dx = mm(dA, W)
-    return dx, dh, dc, grads
+    return grads

@@ -1,6 +1,6 @@
 """A case file with several mistakes names each one, with its line and field, in the one
 ``rnn-harness: error:`` line (``; `` between them), up to
-:data:`harness.cases.MAX_MISTAKES_NAMED`; the rest are counted."""
+:data:`harness.case_validation.MAX_MISTAKES_NAMED`; the rest are counted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness import cases
+from harness import case_validation
 from harness.cli import main
 from harness.errors import HarnessError
 
@@ -59,7 +59,7 @@ def test_unknown_adapter_names_are_each_named(tmp_path: Path, capsys):
 
 
 def test_past_the_limit_the_rest_are_counted(tmp_path: Path, capsys):
-    limit = cases.MAX_MISTAKES_NAMED
+    limit = case_validation.MAX_MISTAKES_NAMED
     wrong = limit + 3
     case = tmp_path / "many.yaml"
     case.write_text("name: many\ncell: lstm\ninput_size: 2\nhidden_size: 3\n"
@@ -77,3 +77,13 @@ def test_a_case_built_in_code_names_each_mistake_too():
         "case dict: batch: Input should be greater than or equal to 1, got 0")
     # the first mistake is the error's own file, field and line; the others ride with it
     assert (err.value.field, [e.field for e in err.value.also]) == ("input_size", ["batch"])
+
+
+def test_an_unknown_adapter_a_matrix_varies_is_told_at_the_matrix_key(tmp_path: Path, capsys):
+    case = tmp_path / "varied.yaml"
+    case.write_text("name: varied-{seed}\ncell: lstm\ninput_size: 2\nhidden_size: 3\nmatrix:\n"
+                    "  seed: [1]\n  adapters: [[torch-cpuu]]\n")
+    got = _error_line(capsys, str(case), "--out", str(tmp_path / "r"))
+    assert got.startswith(f"{case}:7: adapters.0: unknown adapter 'torch-cpuu'; did you mean "
+                          "'torch-cpu'? (known: all, "), got
+    assert got.endswith(' [matrix: {"seed": 1, "adapters": ["torch-cpuu"]}]'), got

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cases import load_cases
+from harness.names import check_case_adapters
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -65,7 +66,9 @@ def test_case_file_example_is_valid(tmp_path: Path) -> None:
     example = re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1)
     path = tmp_path / "example.yaml"
     path.write_text(example, encoding="utf-8")
-    assert [c.name for c in load_cases(path)] == ["my-model-h16", "my-model-h32"]
+    cases = load_cases(path)
+    assert [c.name for c in cases] == ["my-model-h16", "my-model-h32"]
+    check_case_adapters(cases)  # the adapter names it refers to, as run checks them
 
 
 def _repository_files() -> list[Path]:

@@ -1,8 +1,9 @@
 """The package's layering: no import cycle among ``harness`` modules, counting imports inside
-functions; the case model imports nothing of the adapters or layouts; an adapter file imports
-no other adapter file, only the adapter base, the helper modules (``harness/adapters/_*.py``)
-and the framework toolkit (``harness/frameworks/``), which sits below the adapters and the tools;
-nothing outside ``harness/adapters/`` imports a helper module.
+functions; the case model imports nothing of the adapters or layouts, the case files nothing of
+the adapters; an adapter file imports no other adapter file, only the adapter base, the helper
+modules (``harness/adapters/_*.py``) and the framework toolkit (``harness/frameworks/``), which
+sits below the adapters and the tools; nothing outside ``harness/adapters/`` imports a helper
+module.
 """
 
 from __future__ import annotations
@@ -128,6 +129,14 @@ def test_the_case_model_imports_no_adapter_or_layout() -> None:
     bad = {m for m in GRAPH["harness.spec"]
            if m.startswith(("harness.adapters", "harness.layouts"))}
     assert not bad
+
+
+def test_the_case_files_reach_no_adapter() -> None:
+    """Case files are read and validated below the adapters; the adapter names a case refers to
+    are checked above both (harness.names.check_case_adapters, called by the plan)."""
+    for loader in ("harness.cases", "harness.case_yaml", "harness.case_validation"):
+        assert not {m for m in _reach(loader) if _within(m, ("harness.adapters",))}, loader
+    assert "harness.names" in GRAPH["harness.plan"]
 
 
 # Left to the rewrite of the reference adapters in progress (same rule as KNOWN_CYCLES).

@@ -91,6 +91,19 @@ def test_case_files_that_cannot_run_fail_and_named_yaml_is_loaded(
     assert "Traceback" not in out
 
 
+def test_an_unknown_adapter_in_a_case_file_is_its_load_item(pytester: pytest.Pytester,
+                                                             project: Path) -> None:
+    """The adapter names a case refers to are checked by the plan, not the loader: the
+    plugin still makes a wrong one the file's failing ``::load`` item, with run's words."""
+    (project / "tests" / "named.yaml").write_text(CASE + "exclude: [onnxrunime]\n")
+    got = _pytest(pytester, "tests", "--rnn-adapters", "reference")
+    got.assert_outcomes(passed=1, failed=1)
+    out = got.stdout.str()
+    assert "named.yaml:5: exclude.0: unknown adapter 'onnxrunime'; did you mean 'onnxruntime'?" \
+        in out, out
+    assert "Traceback" not in out
+
+
 @pytest.mark.parametrize(("text", "case"), [
     (TRAVIS, False), (CONFIG, False), ("cell: basal\n", False), ("cell:\n  lstm\n", False),
     ("matrix:\n  exclude:\n    - rvm: 2.0\n", False),

@@ -20,7 +20,7 @@ from support.fast_cuda_twin import NumpyDevice
 from harness import data, params, reference
 from harness.data import Inputs
 from harness.params import Canonical
-from harness.reference import fast_cuda
+from harness.reference import cuda_device, fast_cuda
 
 TOL = 1e-12
 
@@ -97,7 +97,7 @@ def test_the_row_major_product_as_cublas_is_called(m, n, k, beta):
     rng = np.random.default_rng(0)
     a, b, out = rng.random((m, k)), rng.random((k, n)), rng.random((m, n))
     want = a @ b + beta * out
-    M, N, K, lda, ldb, ldc = fast_cuda.row_major_gemm(m, n, k)
+    M, N, K, lda, ldb, ldc = cuda_device.row_major_gemm(m, n, k)
     flat = out.ravel()  # a view: C-contiguous
     column_major_dgemm(M, N, K, b.ravel(), lda, a.ravel(), ldb, beta, flat, ldc)
     np.testing.assert_allclose(out, want, rtol=1e-15)
@@ -106,12 +106,13 @@ def test_the_row_major_product_as_cublas_is_called(m, n, k, beta):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_kernels_compile(tmp_path):
     """The kernels' source compiles as CuPy compiles it (no fused multiply-add)."""
-    out = subprocess.run(["nvcc", "--fmad=false", "-arch=sm_80", "-c", str(fast_cuda.STEPS_SOURCE),
+    source = str(cuda_device.STEPS_SOURCE)
+    out = subprocess.run(["nvcc", "--fmad=false", "-arch=sm_80", "-c", source,
                           "-o", str(tmp_path / "steps.o")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     symbols = subprocess.run(["nm", str(tmp_path / "steps.o")], capture_output=True, text=True)
-    for name in fast_cuda.KERNELS:
-        assert name in symbols.stdout, f"{name} is not a kernel of {fast_cuda.STEPS_SOURCE.name}"
+    for name in cuda_device.KERNELS:
+        assert name in symbols.stdout, f"{name} is not a kernel of {cuda_device.STEPS_SOURCE.name}"
 
 
 # On a GPU --------------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def cupy_device():
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed (extra gpu)")
     count = cupy.cuda.runtime.getDeviceCount()
     assert count > 0, "CuPy sees no CUDA device"
-    return fast_cuda.CupyDevice(), cupy
+    return cuda_device.CupyDevice(), cupy
 
 
 @pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""A NumPy stand-in for :class:`harness.reference.fast_cuda.CupyDevice`: the kernels of
+"""A NumPy stand-in for :class:`harness.reference.cuda_device.CupyDevice`: the kernels of
 ``harness/reference/fast_cuda_steps.cu`` transcribed line by line, vectorised over a step's
 [B, H], and NumPy products. With it the fast path's drivers (buffers, directions, lengths,
 layers, the backward's bookkeeping) run on CPU and are checked against the reference; the CUDA
