@@ -139,15 +139,14 @@ class KnownBug:
         entry ...``: the installed release it was seen fixed on, either way."""
         installed = self.installed_versions()
         entry = "its entry in harness/known_bugs.py"
-        if self.fixed_installed():
-            fixed = releases_text(self.fixed_in or {})
-            also = "" if all(versions.installed(d) == v for d, v in (self.fixed_in or {}).items()
-                             ) else f" ({installed} installed)"
-            return (f"the bug looks fixed in {fixed}{also}, as {entry} records (fixed_in); "
-                    "remove the entry once the adapter needs that release")
+        fixed_in = self.fixed_in if self.fixed_installed() else None
+        if fixed_in:
+            same = all(versions.installed(d) == v for d, v in fixed_in.items())
+            return (f"the bug looks fixed in {releases_text(fixed_in)}"
+                    f"{'' if same else f' ({installed} installed)'}, as {entry} records "
+                    "(fixed_in); remove the entry once the adapter needs that release")
         return (f"the bug looks fixed ({installed}); revisit {entry} (seen on "
-                f"{self.seen_text()}): record "
-                "fixed_in where this release is the first without it")
+                f"{self.seen_text()}): record fixed_in where this release is the first without it")
 
     def installed_applies(self) -> bool:
         """Whether every distribution of :attr:`since` is installed at that release or later
