@@ -220,12 +220,18 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         summary="nnx.GRUCell has no recurrent bias on the candidate (b_hn): r multiplies "
                 "R_n h alone",
         since={"flax": "0.12.8"},
-        # 0.12.12 under Python 3.12 with jax 0.12.1 (flax 0.12.9 and later need Python 3.12)
-        seen_on=({"flax": "0.12.8"}, {"flax": "0.12.12"}),
-        bisect_tried=(Bisected(
-            "cases/gru-reset.yaml::gru-reset_after::flax-nnx", "flax", "3.11",
-            {**{f"0.12.{n}": "unavailable" for n in range(8)}, "0.12.8": "known upstream bug",
-             **{v: NOT_RUN for v in ("0.12.9", "0.12.10", "0.12.12")}}),),
+        # flax 0.12.9 and later need Python 3.12: measured there with `bisect --python`, where
+        # pip resolves jax 0.12.1, which flax 0.12.8 and 0.12.9 fail to import (error rows:
+        # jax.experimental.hijax has no HiPrimitive)
+        seen_on=({"flax": "0.12.8"}, {"flax": "0.12.10"}, {"flax": "0.12.12"}),
+        bisect_tried=(
+            Bisected("cases/gru-reset.yaml::gru-reset_after::flax-nnx", "flax", "3.11",
+                     {**{f"0.12.{n}": "unavailable" for n in range(8)},
+                      "0.12.8": "known upstream bug",
+                      **{v: NOT_RUN for v in ("0.12.9", "0.12.10", "0.12.12")}}),
+            Bisected("cases/gru-reset.yaml::gru-reset_after::flax-nnx", "flax", "3.12",
+                     {"0.12.8": "error", "0.12.9": "error", "0.12.10": "known upstream bug",
+                      "0.12.12": "known upstream bug"})),
         shows=_separate_bias_set, reading=_without_separate_biases,
         where="GRU cases with reset_after whose recurrent candidate bias (bR_n) is not zero"),
     KnownBug(
