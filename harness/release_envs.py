@@ -123,9 +123,11 @@ def interpreter(name: str) -> Interpreter:
                            f"{printable(str(exc)[:200])}", field="--python") from None
     lines = done.stdout.split()
     if done.returncode != 0 or len(lines) != 2:
-        said = [line for line in done.stderr.splitlines() if line.strip()]
+        said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        # a traceback's reason is its last line; a launcher's (pyenv's shim), its first
+        why = said[-1] if said and said[0].startswith("Traceback") else said[0] if said else ""
         raise HarnessError(f"{name[:200]!r} does not run as a Python (exit {done.returncode}"
-                           + (f": {printable(said[-1][:200])})" if said else ")"),
+                           + (f": {printable(why[:200])})" if why else ")"),
                            field="--python")
     try:
         too_old = Version(lines[1]) < Version("3.11")

@@ -96,6 +96,23 @@ def test_an_interpreter_that_is_not_there_is_one_line_and_exit_2(python, words, 
     assert not (tmp_path / "cache").exists()
 
 
+def test_an_interpreter_that_fails_says_why_in_one_line(tmp_path, capsys):
+    """A launcher that cannot find its Python (as pyenv's shim says, on several lines): its
+    first line, exit 2; a Python too old for rnn-harness: named."""
+    shim = tmp_path / "python3.99"
+    shim.write_text("#!/bin/sh\necho 'shim: python3.99: command not found' >&2\necho >&2\n"
+                    "echo 'see the shim help' >&2\nexit 127\n")
+    old = tmp_path / "python3.9"
+    old.write_text("#!/bin/sh\necho /opt/python3.9; echo 3.9.18\n")
+    for script in (shim, old):
+        script.chmod(0o755)
+    one_line(*cli(["bisect", f"{GRU}::flax-nnx", "--package", "flax", "--python", str(shim)],
+                  capsys), "--python", "does not run as a Python (exit 127: shim: python3.99: "
+                           "command not found)")
+    one_line(*cli(["bisect", f"{GRU}::flax-nnx", "--package", "flax", "--python", str(old)],
+                  capsys), "--python", "needs Python 3.11 or newer", "is 3.9.18")
+
+
 def test_another_interpreter_gets_environments_of_its_own():
     """This interpreter's environments are ``py311/...``; another's are keyed by its version
     and its path (two Pythons 3.12 see different site packages)."""
