@@ -5,14 +5,25 @@ has a row per adapter family: its adapters, their device and whether each is in 
 selection (or the baseline) come from the registry (:data:`harness.adapters.ADAPTERS`); what
 the row says each calls is the doc's own text, kept. A registered adapter without a row gets
 one, whose text asks for a description; a name in a row that the registry does not hold, or a
-row whose adapters run on different devices, stops the generator. Run from the repository root:
+row whose adapters run on different devices, stops the generator.
 
-    python docs/gen_adapters.py          # rewrite docs/adapters.md
+The known-bug table (``<!-- generated: known-bugs -->``) is the registry's
+(:data:`harness.known_bugs.KNOWN_BUGS`): a row per bug, its adapters, the releases it was seen
+on, the first release that fixes it and what ``rnn-harness bisect`` tried. The line of the
+framework versions last checked (``<!-- generated: checked-versions -->``, here and in
+README.md) is written only with ``--record-versions``: the installed release of every
+distribution an adapter requires, and the day; run it after the test suite passed on those
+versions. Otherwise it is kept as it is, unless the adapters' distributions changed. Run from the
+repository root:
+
+    python docs/gen_adapters.py          # rewrite docs/adapters.md (and README.md's line)
     python docs/gen_adapters.py --check  # exit 1 when it is out of date (or wrong)
+    python docs/gen_adapters.py --record-versions  # also record the installed versions, today
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 import sys
 from pathlib import Path
@@ -24,9 +35,11 @@ for folder in (ROOT, ROOT / "docs"):  # run from anywhere: this checkout's harne
 
 from _regenerate import regenerate_docs  # noqa: E402
 
+from harness import known_bugs, versions  # noqa: E402
 from harness.adapters import ADAPTERS  # noqa: E402
 
 DOC = ROOT / "docs" / "adapters.md"
+README = ROOT / "README.md"
 BLOCK = re.compile(r"(?P<start><!-- generated: adapters -->\n)(?P<body>.*?)"
                    r"(?P<end><!-- end generated: adapters -->)", re.S)
 HEADER = ("| adapter | device | selection | framework call |\n"
@@ -35,6 +48,16 @@ UNDESCRIBED = "(not described yet: say what it calls, and what it cannot run)"
 # the selection column: in the default selection (`--adapters all`), run only when named, or
 # the baseline every pair is compared with
 DEFAULT, WHEN_NAMED, BASELINE = "default", "when named", "baseline"
+
+
+BUGS = re.compile(r"(?P<start><!-- generated: known-bugs -->\n)(?P<body>.*?)"
+                  r"(?P<end><!-- end generated: known-bugs -->)", re.S)
+BUG_HEADER = ("| upstream | adapters | seen on | fixed in | bisect tried |\n"
+              "|---|---|---|---|---|\n")
+CHECKED = re.compile(r"(?P<start><!-- generated: checked-versions -->)(?P<body>.*?)"
+                     r"(?P<end><!-- end generated: checked-versions -->)", re.S)
+CHECKED_SAYS = re.compile(r"^Framework versions last checked \((?P<day>\d{4}-\d\d-\d\d)\): "
+                          r"(?P<listed>.*)\.$")
 
 
 class StaleTable(Exception):
@@ -94,10 +117,61 @@ def regenerate(text: str) -> str:
     return BLOCK.sub(lambda m: m["start"] + table(m["body"]) + m["end"], text)
 
 
+def bug_table() -> str:
+    """The known-bug table: a row per upstream bug and what was measured of it, its adapters
+    together where their entries record the same."""
+    rows: dict[tuple[str, ...], list[str]] = {}
+    for b in known_bugs.KNOWN_BUGS:
+        cells = (b.upstream, b.seen_text(), b.fixed_text(), b.tried_text())
+        rows.setdefault(cells, []).append(b.adapter)
+    return BUG_HEADER + "".join(
+        f"| {upstream} | {', '.join(f'`{n}`' for n in names)} | {seen} | {fixed} | {tried} |\n"
+        for (upstream, seen, fixed, tried), names in rows.items())
+
+
+def distributions() -> list[str]:
+    """Every distribution an adapter requires, sorted."""
+    return sorted({d for a in ADAPTERS.values() for d in a.requires})
+
+
+def checked_line(day: str | None = None) -> str:
+    """The line of the installed releases of :func:`distributions`, dated ``day`` (today)."""
+    listed = ", ".join(f"{d} {versions.installed(d) or '(not installed)'}"
+                       for d in distributions())
+    day = day or datetime.date.today().isoformat()
+    return f"Framework versions last checked ({day}): {listed}."
+
+
+def checked(body: str, record: bool) -> str:
+    """The versions line: recorded now, or kept where it names the adapters' distributions."""
+    said = CHECKED_SAYS.match(body)
+    if record or said is None:
+        return checked_line()
+    names = [item.split(" ", 1)[0] for item in said["listed"].split(", ")]
+    return body if names == distributions() else checked_line()
+
+
+def regenerate_with(text: str, record: bool) -> str:
+    """``text`` with its generated spans as the registry gives them now: the adapter and
+    known-bug tables where it holds the first (docs/adapters.md), and the versions line."""
+    if BLOCK.search(text):
+        if not BUGS.search(text):
+            raise StaleTable("docs/adapters.md has no <!-- generated: known-bugs --> span")
+        text = BUGS.sub(lambda m: m["start"] + bug_table() + m["end"], regenerate(text))
+    if not CHECKED.search(text):
+        raise StaleTable("no <!-- generated: checked-versions --> span in the file")
+    return CHECKED.sub(lambda m: m["start"] + checked(m["body"], record) + m["end"], text)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    record = "--record-versions" in argv
+    if record:
+        argv.remove("--record-versions")
     try:
-        return regenerate_docs(argv, description=__doc__.splitlines()[0], docs=[DOC],
-                               regenerate=regenerate, script="docs/gen_adapters.py")
+        return regenerate_docs(argv, description=__doc__.splitlines()[0], docs=[DOC, README],
+                               regenerate=lambda text: regenerate_with(text, record),
+                               script="docs/gen_adapters.py")
     except StaleTable as exc:
         print(exc)
         return 1

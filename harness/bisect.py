@@ -264,3 +264,33 @@ def progress_to_terminal() -> Progress | None:
     if not sys.stderr.isatty():
         return None
     return lambda line: print(printable(line), file=sys.stderr, flush=True)
+
+
+def record_lines(outcomes: Sequence[ReleaseOutcome], node: Node, package: str,
+                 python: str) -> list[str]:
+    """``--record``: the registry fields (harness/known_bugs.py) this bisect measured, as Python
+    to paste into the entry of the node's adapter: a ``Bisected`` per case of the node that ran
+    somewhere (not applicable on every release that ran: left out), the releases that read "known
+    upstream bug" (``seen_on``) and the first release that looks fixed after the last of those
+    (``fixed_in``)."""
+    from harness import compare, known_bugs
+
+    entries = ", ".join(b.upstream for b in known_bugs.for_adapter(node.adapter)) or "none yet"
+    lines = [f"to record in harness/known_bugs.py (the entry of {node.adapter}: {entries}):"]
+    for case in node.cases:
+        verdicts = {o.version: (known_bugs.NOT_RUN if o.problem is not None else
+                                o.verdicts().get(case, "no pair in the report"))
+                    for o in outcomes}
+        if set(verdicts.values()) <= {compare.NOT_APPLICABLE, known_bugs.NOT_RUN}:
+            continue
+        pair = f"{node.file.as_posix()}::{case}::{node.adapter}"
+        lines.append(f"    Bisected({pair!r}, {package!r}, {python!r}, {verdicts!r}),")
+        seen = [v for v, said in verdicts.items() if said == compare.KNOWN_BUG]
+        if not seen:
+            continue
+        lines.append(f"    seen_on: {', '.join(repr({package: v}) for v in seen)}")
+        later = [v for v, said in verdicts.items() if said == compare.LOOKS_FIXED
+                 and Version(v) > Version(seen[-1])]
+        lines.append(f"    fixed_in: {({package: later[0]})!r}" if later else
+                     "    fixed_in: none: no release after the last that showed it looks fixed")
+    return [printable(line) for line in lines]

@@ -15,7 +15,12 @@ dead run; where the entry applies and the death does not come, the pair "looks f
 
 Each entry's versions are a lower bound: the earliest release the divergence was measured on.
 An older install is not claimed (its pair is judged plainly), and a fixed release shows up as
-"looks fixed" rather than being hidden behind a guessed upper bound.
+"looks fixed", naming the installed release, rather than being hidden behind a guessed upper
+bound. Each entry also keeps what was measured: the releases it was seen on (``seen_on``), the
+first release that fixes it where one was measured (``fixed_in``: a passing pair then reads
+"looks fixed in" that release) and the releases ``rnn-harness bisect`` tried (``bisect_tried``,
+printed for pasting by ``bisect --record``; docs/bisect.md). ``rnn-harness adapters`` and
+docs/adapters.md show them.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +36,38 @@ from harness import cpu_flags, params, versions
 from harness.spec import Case
 
 Weights = Mapping[str, np.ndarray]  # canonical parameters (harness/params.py keys)
+Releases = Mapping[str, str]  # distribution -> release, e.g. {"flax": "0.12.8"}
+
+NOT_RUN = "not installed or run"  # bisect's word for a release it could not install or run
+
+
+@dataclass(frozen=True)
+class Bisected:
+    """One ``rnn-harness bisect`` of an entry's pair, as ``bisect --record`` prints it."""
+
+    node: str  # the pair, FILE::CASE::ADAPTER
+    package: str
+    python: str  # the release environments' Python, e.g. "3.11"
+    verdicts: Mapping[str, str]  # release -> the pair's verdict there, or NOT_RUN
+
+    def text(self) -> str:
+        """``flax on Python 3.11: 0.12.0 to 0.12.7 (8 releases) unavailable, 0.12.8 known
+        upstream bug``: the releases oldest first, a run of one verdict in one group."""
+        ordered = sorted(self.verdicts, key=versions.release)
+        groups: list[list[str]] = []
+        for release in ordered:
+            if groups and self.verdicts[groups[-1][0]] == self.verdicts[release]:
+                groups[-1].append(release)
+            else:
+                groups.append([release])
+        said = [(f"{g[0]} to {g[-1]} ({len(g)} releases)" if len(g) > 3 else ", ".join(g))
+                + f" {self.verdicts[g[0]]}" for g in groups]
+        return f"{self.package} on Python {self.python}: {', '.join(said)}"
+
+
+def releases_text(releases: Releases) -> str:
+    """``executorch 1.5.1 + torch 2.13.0``."""
+    return " + ".join(f"{d} {v}" for d, v in releases.items())
 
 
 @dataclass(frozen=True)
@@ -56,10 +94,59 @@ class KnownBug:
     # (e.g. SIGSEGV). The adapter asks the registry where it sees that crash (a known upstream
     # bug's error row, never a dead run) and where the crash does not come (looks fixed).
     crash: str | None = None
+    # what was measured: the releases the divergence (or crash) was seen on, each a set of
+    # releases measured together (:attr:`since` is the earliest of them); the first release
+    # measured without it, where one was; the runs of ``rnn-harness bisect`` over its pair
+    seen_on: tuple[Releases, ...] = ()
+    fixed_in: Releases | None = None
+    bisect_tried: tuple[Bisected, ...] = ()
+
+    def seen_text(self) -> str:
+        """:attr:`seen_on` in words: ``flax 0.12.8, flax 0.12.12``."""
+        return ", ".join(releases_text(r) for r in self.seen_on) or "none recorded"
+
+    def fixed_text(self) -> str:
+        """:attr:`fixed_in` in words, or that no fixing release was measured."""
+        return releases_text(self.fixed_in) if self.fixed_in else "none measured"
+
+    def tried_text(self) -> str:
+        """:attr:`bisect_tried` in words (:meth:`Bisected.text`), or ``none``."""
+        return "; ".join(b.text() for b in self.bisect_tried) or "none"
+
+    def measured(self) -> dict[str, Any]:
+        """What the entry records, for ``adapters --json``."""
+        return {"upstream": self.upstream, "since": dict(self.since),
+                "seen_on": [dict(r) for r in self.seen_on],
+                "fixed_in": dict(self.fixed_in) if self.fixed_in else None,
+                "bisect_tried": [{"node": b.node, "package": b.package, "python": b.python,
+                                  "verdicts": dict(b.verdicts)} for b in self.bisect_tried]}
 
     def installed_versions(self) -> str:
         """The installed releases of :attr:`since`'s distributions, e.g. ``flax 0.12.8``."""
         return ", ".join(f"{d} {versions.installed(d)}" for d in self.since)
+
+    def fixed_installed(self) -> bool:
+        """Whether :attr:`fixed_in` is recorded and every distribution of it is installed at
+        that release or later."""
+        return self.fixed_in is not None and all(
+            (found := versions.installed(d)) is not None
+            and versions.release(found) >= versions.release(v) for d, v in self.fixed_in.items())
+
+    def looks_fixed(self) -> str:
+        """What a pair the entry applies to and that passes (or converts) says of it: ``looks
+        fixed in flax 0.12.13 (flax 0.12.14 installed), as its entry ...`` where the installed
+        release is at or past :attr:`fixed_in`, else ``looks fixed (flax 0.12.13); revisit its
+        entry ...``: the installed release it was seen fixed on, either way."""
+        installed = self.installed_versions()
+        entry = "its entry in harness/known_bugs.py"
+        fixed_in = self.fixed_in if self.fixed_installed() else None
+        if fixed_in:
+            same = all(versions.installed(d) == v for d, v in fixed_in.items())
+            return (f"the bug looks fixed in {releases_text(fixed_in)}"
+                    f"{'' if same else f' ({installed} installed)'}, as {entry} records "
+                    "(fixed_in); remove the entry once the adapter needs that release")
+        return (f"the bug looks fixed ({installed}); revisit {entry} (seen on "
+                f"{self.seen_text()}): record fixed_in where this release is the first without it")
 
     def installed_applies(self) -> bool:
         """Whether every distribution of :attr:`since` is installed at that release or later
@@ -121,6 +208,7 @@ _EXECUTORCH_FIXED_LENGTH = dict(
             "pytorch/executorch#12344): torch.export's decomposition of the recurrent op fixes "
             "the time axis at the example's length",
     since={"executorch": "1.5.1", "torch": "2.13.0"},
+    seen_on=({"executorch": "1.5.1", "torch": "2.13.0"},),  # docs/deployment.md
     on_case=_exported_at_another_length,
     where="cases with export_seq_len other than seq_len (an error row of the export, read as "
           "the known bug; a pass there looks fixed)")
@@ -132,13 +220,25 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         summary="nnx.GRUCell has no recurrent bias on the candidate (b_hn): r multiplies "
                 "R_n h alone",
         since={"flax": "0.12.8"},
+        # flax 0.12.9 and later need Python 3.12: measured there with `bisect --python`, where
+        # pip resolves jax 0.12.1, which flax 0.12.8 and 0.12.9 fail to import (error rows:
+        # jax.experimental.hijax has no HiPrimitive)
+        seen_on=({"flax": "0.12.8"}, {"flax": "0.12.10"}, {"flax": "0.12.12"}),
+        bisect_tried=(
+            Bisected("cases/gru-reset.yaml::gru-reset_after::flax-nnx", "flax", "3.11",
+                     {**{f"0.12.{n}": "unavailable" for n in range(8)},
+                      "0.12.8": "known upstream bug",
+                      **{v: NOT_RUN for v in ("0.12.9", "0.12.10", "0.12.12")}}),
+            Bisected("cases/gru-reset.yaml::gru-reset_after::flax-nnx", "flax", "3.12",
+                     {"0.12.8": "error", "0.12.9": "error", "0.12.10": "known upstream bug",
+                      "0.12.12": "known upstream bug"})),
         shows=_separate_bias_set, reading=_without_separate_biases,
         where="GRU cases with reset_after whose recurrent candidate bias (bR_n) is not zero"),
     KnownBug(
         adapter="openvino-batch-major", upstream="openvinotoolkit/openvino#37820",
         summary="the ONNX frontend ignores the LSTM/GRU layout=1 attribute and reads "
                 "batch-major tensors as time-major",
-        since={"openvino": "2026.4.1"},
+        since={"openvino": "2026.4.1"}, seen_on=({"openvino": "2026.4.1"},),
         where="every case it runs (sizes where batch, steps and directions agree; elsewhere "
               "OpenVINO refuses the model and the adapter is unavailable)"),
     KnownBug(
@@ -146,14 +246,15 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         summary="on a CPU without VNNI the u8 x s8 kernel sums pairs of products in saturating "
                 "16-bit arithmetic (vpmaddubsw), so 8-bit weights give wrong gate "
                 "pre-activations; quantize_dynamic's reduce_range avoids it",
-        since={"onnxruntime": "1.32.0"},
+        since={"onnxruntime": "1.32.0"}, seen_on=({"onnxruntime": "1.32.0"},),
         on_case=lambda case: cpu_flags.cpu_flags().get("vnni") is False,
         where="every case it runs on a CPU without VNNI (with VNNI the products are exact)"),
     # measured with TensorFlow 2.21.0 (tf_keras 2.21.0, ai-edge-litert 2.3.0); one entry per
     # adapter whose conversion it kills (litert-int8-ref runs the model litert-int8 converts)
     *(KnownBug(adapter=name, upstream="tensorflow/tensorflow#87468", summary=GRU_INT8_CRASH,
                since={"tensorflow": "2.21.0"}, on_case=_reset_gate, where=GRU_INT8_WHERE,
-               crash="SIGSEGV")
+               crash="SIGSEGV", seen_on=({"tensorflow": "2.21.0", "tf-keras": "2.21.0",
+                                          "ai-edge-litert": "2.3.0"},))
       for name in ("litert-int8", "litert-int8-ref", "litert-int16x8")),
     KnownBug(
         adapter="litert-torch", upstream="google-ai-edge/litert-torch#1062",
@@ -161,6 +262,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
                 "torch.export specializes the time axis to the length converted at, and the "
                 "fixed-shape model runs only that many steps",
         since={"litert-torch": "0.10.0"},
+        seen_on=({"litert-torch": "0.10.0", "torch": "2.13.0"},),  # docs/deployment.md
         on_case=_exported_at_another_length,
         where="cases whose export_seq_len differs from seq_len (the row is the refused "
               "conversion, an error the adapter declares; a conversion that succeeds and "

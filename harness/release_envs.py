@@ -4,10 +4,13 @@ it by pip's resolver (``python -m pip install NAME==VERSION`` run by the environ
 interpreter), so the release shadows the installed one and every other package stays as it is.
 
 Environments are kept in a cache folder, one per interpreter, package and release, and reused
-by later runs; one whose install did not finish is made again. pip is the one from the
-installed environment where it has one (seen through the system site packages: a new
-environment then costs a tenth of a second, not pip's own install); pip never uninstalls what
-lies outside the environment it installs into, so the installed environment is left as it is.
+by later runs; one whose install did not finish is made again. Another interpreter than this
+one (``bisect --python``, say a newer Python a release requires) sees its own site packages,
+not this environment's: rnn-harness's own requirements are installed with the release there.
+pip is the one from the installed environment where it has one (seen through the system site
+packages: a new environment then costs a tenth of a second, not pip's own install); pip never
+uninstalls what lies outside the environment it installs into, so the installed environment is
+left as it is.
 
 pip's own configuration applies (``pip.conf``, ``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, a
 constraints file): the index a bisect asks is the one ``pip install`` would.
@@ -16,6 +19,8 @@ constraints file): the index a bisect asks is the one ``pip install`` would.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -79,19 +84,75 @@ def _last_error(output: str) -> str:
     return printable(text[:400])
 
 
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python the release environments are made from."""
+
+    path: Path  # its sys.executable
+    version: str  # e.g. 3.12.1
+
+    @property
+    def own(self) -> bool:
+        """Whether it is the interpreter running rnn-harness now."""
+        return self.path == Path(sys.executable).resolve()
+
+    @property
+    def tag(self) -> str:
+        """Its folder in the cache: ``py311`` for this one, ``py312-`` and a digest of its path
+        for another (two Pythons 3.12 have different site packages)."""
+        tag = "py" + "".join(self.version.split(".")[:2])
+        return tag if self.own else f"{tag}-{hashlib.sha256(bytes(self.path)).hexdigest()[:8]}"
+
+
+def this_interpreter() -> Interpreter:
+    return Interpreter(Path(sys.executable).resolve(), sys.version.split()[0])
+
+
+def interpreter(name: str) -> Interpreter:
+    """``--python``: a path or a command on PATH (``python3.12``) of a Python 3.11 or newer,
+    asked for its own executable and version; HarnessError (exit 2) otherwise."""
+    found = shutil.which(name) if os.sep not in name else (name if Path(name).is_file() else None)
+    if found is None:
+        raise HarnessError(f"no such interpreter: {name[:200]!r}", field="--python")
+    code = "import sys; print(sys.executable); print(sys.version.split()[0])"
+    try:
+        done = subprocess.run([found, "-c", code], capture_output=True, text=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise HarnessError(f"{name[:200]!r} does not run as a Python: "
+                           f"{printable(str(exc)[:200])}", field="--python") from None
+    lines = done.stdout.split()
+    if done.returncode != 0 or len(lines) != 2:
+        said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        # a traceback's reason is its last line; a launcher's (pyenv's shim), its first
+        why = said[-1] if said and said[0].startswith("Traceback") else said[0] if said else ""
+        raise HarnessError(f"{name[:200]!r} does not run as a Python (exit {done.returncode}"
+                           + (f": {printable(why[:200])})" if why else ")"),
+                           field="--python")
+    try:
+        too_old = Version(lines[1]) < Version("3.11")
+    except InvalidVersion:
+        too_old = True
+    if too_old:
+        raise HarnessError(f"rnn-harness needs Python 3.11 or newer; {name[:200]!r} is "
+                           f"{printable(lines[1][:40])}", field="--python")
+    return Interpreter(Path(lines[0]).resolve(), lines[1])
+
+
 def _pip(python: str | Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), "-m", "pip", *args, "--disable-pip-version-check",
                            "--no-input"], capture_output=True, text=True, timeout=timeout,
                           check=False)
 
 
-def index_versions(package: str) -> list[str]:
-    """The releases of ``package`` the index offers for this interpreter (``pip index
-    versions``), newest first; HarnessError when the index knows none."""
+def index_versions(package: str, python: Interpreter | None = None) -> list[str]:
+    """The releases of ``package`` the index offers for ``python`` (this interpreter by
+    default; ``pip index versions``), newest first; HarnessError when the index knows none."""
     if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", package):
         raise HarnessError(f"expected a package name, got {package[:60]!r}", field="--package")
     try:
-        done = _pip(sys.executable, "index", "versions", package, timeout=300)
+        done = _pip((python or this_interpreter()).path, "index", "versions", package,
+                    timeout=300)
     except subprocess.TimeoutExpired:
         raise HarnessError(f"the package index did not answer in 300 s about {package}",
                            field="--package") from None
@@ -110,16 +171,18 @@ class ReleaseEnv:
     package: str
     version: str
     folder: Path
+    base: Interpreter | None = None  # the interpreter it is made from (None: this one)
 
     @property
     def python(self) -> Path:
         return self.folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def env_folder(cache: Path, package: str, version: str) -> Path:
-    """The cache's folder for ``package`` at ``version`` under this interpreter: a release
-    installed for Python 3.11 is no use to 3.12."""
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+def env_folder(cache: Path, package: str, version: str,
+               python: Interpreter | None = None) -> Path:
+    """The cache's folder for ``package`` at ``version`` under ``python`` (this interpreter by
+    default): a release installed for Python 3.11 is no use to 3.12."""
+    tag = (python or this_interpreter()).tag
     return Path(cache) / tag / f"{canonicalize_name(package)}-{version}"
 
 
@@ -151,11 +214,14 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def prepare(cache: Path, package: str, version: str) -> ReleaseEnv:
-    """The environment of ``package`` at ``version``, from the cache or made now; InstallError
-    when pip cannot install it or another version is imported afterwards (nothing is kept of
-    it then, so the next bisect tries again)."""
-    env = ReleaseEnv(package, version, env_folder(cache, package, version))
+def prepare(cache: Path, package: str, version: str,
+            python: Interpreter | None = None) -> ReleaseEnv:
+    """The environment of ``package`` at ``version`` made from ``python`` (this interpreter by
+    default), from the cache or made now; InstallError when pip cannot install it or another
+    version is imported afterwards (nothing is kept of it then, so the next bisect tries
+    again)."""
+    python = python or this_interpreter()
+    env = ReleaseEnv(package, version, env_folder(cache, package, version, python), python)
     with _locked(env.folder):
         if (env.folder / READY).is_file():
             return env
@@ -173,12 +239,20 @@ def prepare(cache: Path, package: str, version: str) -> ReleaseEnv:
 def _install(env: ReleaseEnv) -> str:
     """Make ``env``'s folder and install its release; the version imported there."""
     package, version = env.package, env.version
-    # pip from the installed environment where it has one: seen through the system site packages
-    with_pip = importlib.util.find_spec("pip") is None
-    venv.EnvBuilder(system_site_packages=True, with_pip=with_pip,
-                    symlinks=os.name != "nt").create(env.folder)
+    base = env.base or this_interpreter()
+    if base.own:
+        # pip from the installed environment where it has one: seen through the system site
+        # packages
+        with_pip = importlib.util.find_spec("pip") is None
+        venv.EnvBuilder(system_site_packages=True, with_pip=with_pip,
+                        symlinks=os.name != "nt").create(env.folder)
+        own: list[str] = []
+    else:
+        _venv(base, env.folder)
+        own = own_requirements()
     try:
-        done = _pip(env.python, "install", f"{package}=={version}", timeout=INSTALL_TIMEOUT)
+        done = _pip(env.python, "install", f"{package}=={version}", *own,
+                    timeout=INSTALL_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise InstallError(f"pip install {package}=={version} still running after "
                            f"{INSTALL_TIMEOUT:.0f} s") from None
@@ -187,10 +261,33 @@ def _install(env: ReleaseEnv) -> str:
         needs = re.search(rf"(?<![\w.]){re.escape(version)} Requires-Python ([^;\s]+)", output)
         if needs:  # what the index says of this release, not its list of every other one
             raise InstallError(f"{package} {version} requires Python {needs.group(1)}; this is "
-                               f"Python {sys.version.split()[0]}")
+                               f"Python {base.version}")
         raise InstallError(f"pip install {package}=={version}: {_last_error(output)}")
     found = installed_version(env.python, package)
     if found is None or not same_release(found, version):
         raise InstallError(f"pip installed {package}=={version}, but the environment imports "
                            f"{found or 'no ' + package}")
     return found
+
+
+def _venv(base: Interpreter, folder: Path) -> None:
+    """A virtual environment made by another interpreter (``python -m venv``), seeing its site
+    packages, with pip of its own where that interpreter has none."""
+    has_pip = subprocess.run([str(base.path), "-c", "import pip"], capture_output=True,
+                             timeout=120, check=False).returncode == 0
+    done = subprocess.run([str(base.path), "-m", "venv", "--system-site-packages",
+                           *(["--without-pip"] if has_pip else []), str(folder)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise InstallError(f"{base.path} -m venv: {_last_error(done.stdout + done.stderr)}")
+
+
+def own_requirements() -> list[str]:
+    """rnn-harness's own requirements (its extras left out), as its installed metadata lists
+    them: what an environment of another interpreter needs to import it."""
+    try:
+        listed = importlib.metadata.requires("rnn-harness") or []
+    except importlib.metadata.PackageNotFoundError:
+        raise InstallError("rnn-harness is not installed here (pip install -e .), so its "
+                           "requirements are not known to install for another Python") from None
+    return [r.split(";")[0].strip() for r in listed if "extra ==" not in r]

@@ -133,8 +133,7 @@ class QuantizedLiteRT(DeployedTfKeras):
         if declared is not None:  # converted where the registry says the converter dies
             raise KnownCrashGone(
                 f"expected the converter to die with {declared.crash} (known upstream bug "
-                f"{declared.upstream}) but it converted the model: the bug looks fixed; revisit "
-                f"its entry in harness/known_bugs.py ({declared.installed_versions()})",
+                f"{declared.upstream}) but it converted the model: {declared.looks_fixed()}",
                 declared.upstream)
         return got
 

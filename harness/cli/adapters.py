@@ -61,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
                                    "reason": reasons[a.name], "device": a.device,
                                    "layout": a.layout_name, "named_only": a.named_only,
                                    "capabilities": a.capabilities.table(),
-                                   "known_bugs": [b.upstream for b in for_adapter(a.name)]}
+                                   "known_bugs": [b.measured() for b in for_adapter(a.name)]}
                           for a in ADAPTERS.values()}, indent=2))
         return 0
     print(_text(ADAPTERS, reasons, args.check))
@@ -96,7 +96,8 @@ def _text(adapters: dict, reasons: dict[str, str | None], checked: bool) -> str:
         parts.append("Gradients not compared (forward only) for cases with these features:\n"
                      + "\n".join(_wrap(n) for n in notes))
     bugs = [f"{b.adapter}: {b.upstream} ({link(b.upstream)}), {b.summary}; shows on {b.where}; "
-            f"from {', '.join(f'{d} {v}' for d, v in b.since.items())}"
+            f"from {', '.join(f'{d} {v}' for d, v in b.since.items())}; seen on {b.seen_text()}; "
+            f"fixed in {b.fixed_text()}; bisect tried: {b.tried_text()}"
             for a in adapters.values() for b in for_adapter(a.name)]
     if bugs:
         parts.append("Known upstream bugs (harness/known_bugs.py): a pair they explain does not "

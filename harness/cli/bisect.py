@@ -37,6 +37,13 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str) -> argparse.Ar
     b.add_argument("--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
                    help=f"without --versions: how many of the newest releases (default "
                         f"{DEFAULT_LIMIT})")
+    b.add_argument("--python", metavar="PATH",
+                   help="the interpreter the release environments are made from (default: this "
+                        "one): a newer Python for releases that require it; it sees its own "
+                        "site packages, so rnn-harness's requirements are installed there too")
+    b.add_argument("--record", action="store_true",
+                   help="also print what was measured as the known-bug registry's fields "
+                        "(bisect_tried, seen_on, fixed_in), to paste into harness/known_bugs.py")
     b.add_argument("--cache", type=Path, default=default_cache(), metavar="DIR",
                    help="where the environments are kept between runs (default: "
                         "$XDG_CACHE_HOME/rnn-harness/bisect, else ~/.cache/rnn-harness/bisect)")
@@ -64,16 +71,22 @@ def handle(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise HarnessError(f"expected a number >= 1, got {args.limit}", field="--limit")
     versions = _versions(args.versions) if args.versions is not None else None
-    offered = release_envs.index_versions(args.package)  # exit 2: a package the index lacks
+    python = (release_envs.interpreter(args.python) if args.python is not None
+              else release_envs.this_interpreter())  # exit 2: no such interpreter
+    # exit 2: a package the index lacks
+    offered = release_envs.index_versions(args.package, python)
     if versions is None:
         versions = offered[:args.limit]
     outcomes = bisect.bisect(
         node, args.package, versions,
-        prepare=lambda v: release_envs.prepare(args.cache, args.package, v),
+        prepare=lambda v: release_envs.prepare(args.cache, args.package, v, python),
         progress=bisect.progress_to_terminal())
+    short = ".".join(python.version.split(".")[:2])
     print("\n".join([bisect.table(outcomes, args.package),
                      *bisect.reason_lines(outcomes, args.package),
-                     *bisect.change_lines(outcomes, args.package)]))
+                     *bisect.change_lines(outcomes, args.package),
+                     *(bisect.record_lines(outcomes, node, args.package, short)
+                       if args.record else [])]))
     problems = bisect.problem_lines(outcomes, args.package)
     for line in problems:
         print(f"rnn-harness: {printable(line)}", file=sys.stderr)

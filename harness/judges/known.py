@@ -133,10 +133,10 @@ def apply(status: str, reason: str, case: Case, adapter: str,
     if status == compare.DIVERGED:
         what = f": {entry.summary}" if entry else ""
         return compare.KNOWN_BUG, _join(f"known upstream bug {named}{what}", reason)
-    where = (f"remove expected.{adapter} from the case" if entry is None else
-             f"revisit its entry in harness/known_bugs.py ({entry.installed_versions()})")
+    fixed = (f"the bug looks fixed; remove expected.{adapter} from the case" if entry is None
+             else entry.looks_fixed())
     return compare.LOOKS_FIXED, _join(f"expected DIVERGED (known upstream bug {named}) but "
-                                      f"passes: the bug looks fixed; {where}", reason)
+                                      f"passes: {fixed}", reason)
 
 
 def stored(doc: Any, case: Case, adapter: str) -> KnownBugReading | None:

@@ -84,6 +84,49 @@ def test_bad_releases_are_one_line_and_exit_2(extra, words, capsys):
     one_line(*cli(["bisect", f"{GRU}::flax-nnx", "--package", "flax", *extra], capsys), *words)
 
 
+@pytest.mark.parametrize(("python", "words"), [
+    ("/no/such/python3.12", ["--python", "no such interpreter: '/no/such/python3.12'"]),
+    ("rnnh-no-such-python", ["--python", "no such interpreter"]),
+    (str(ROOT / "pyproject.toml"), ["--python", "pyproject.toml", "does not run as a Python"]),
+])
+def test_an_interpreter_that_is_not_there_is_one_line_and_exit_2(python, words, tmp_path,
+                                                                  capsys):
+    one_line(*cli(["bisect", f"{GRU}::flax-nnx", "--package", "flax", "--versions", "1.0",
+                   "--python", python, "--cache", str(tmp_path / "cache")], capsys), *words)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_interpreter_that_fails_says_why_in_one_line(tmp_path, capsys):
+    """A launcher that cannot find its Python (as pyenv's shim says, on several lines): its
+    first line, exit 2; a Python too old for rnn-harness: named."""
+    shim = tmp_path / "python3.99"
+    shim.write_text("#!/bin/sh\necho 'shim: python3.99: command not found' >&2\necho >&2\n"
+                    "echo 'see the shim help' >&2\nexit 127\n")
+    old = tmp_path / "python3.9"
+    old.write_text("#!/bin/sh\necho /opt/python3.9; echo 3.9.18\n")
+    for script in (shim, old):
+        script.chmod(0o755)
+    one_line(*cli(["bisect", f"{GRU}::flax-nnx", "--package", "flax", "--python", str(shim)],
+                  capsys), "--python", "does not run as a Python (exit 127: shim: python3.99: "
+                           "command not found)")
+    one_line(*cli(["bisect", f"{GRU}::flax-nnx", "--package", "flax", "--python", str(old)],
+                  capsys), "--python", "needs Python 3.11 or newer", "is 3.9.18")
+
+
+def test_another_interpreter_gets_environments_of_its_own():
+    """This interpreter's environments are ``py311/...``; another's are keyed by its version
+    and its path (two Pythons 3.12 see different site packages)."""
+    own = release_envs.interpreter(sys.executable)
+    assert own == release_envs.this_interpreter() and own.own
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    assert release_envs.env_folder(Path("c"), "flax", "0.12.8") == Path("c", tag, "flax-0.12.8")
+    other = release_envs.Interpreter(Path("/opt/python3.12/bin/python3.12"), "3.12.1")
+    again = release_envs.Interpreter(Path("/usr/bin/python3.12"), "3.12.1")
+    folders = {release_envs.env_folder(Path("c"), "flax", "0.12.8", i).parent.name
+               for i in (other, again)}
+    assert len(folders) == 2 and all(f.startswith("py312-") for f in folders), folders
+
+
 def test_a_package_the_index_does_not_know_is_exit_2(standin_index, tmp_path, capsys):
     one_line(*cli(["bisect", f"{GRU}::flax-nnx", "--package", "rnnh-no-such",
                    "--cache", str(tmp_path / "cache")], capsys),
@@ -145,6 +188,31 @@ def test_the_table_has_a_row_per_release_oldest_first(tmp_path):
         "flax 0.12.9: could not be installed or run: flax 0.12.9 requires Python >=3.12"]
 
 
+def test_record_prints_the_registry_fields_to_paste():
+    """``--record``: a Bisected per case that ran somewhere, the releases that showed the known
+    bug, and the first that looks fixed after the last of them."""
+    node = bisect.parse_node("cases/gru-reset.yaml::flax-nnx")
+    outcomes = [_release("0.12.7", ("gru-reset_after", "unavailable"),
+                         ("gru-no_reset_after", "not applicable")),
+                _release("0.12.8", ("gru-reset_after", "known upstream bug"),
+                         ("gru-no_reset_after", "not applicable")),
+                ReleaseOutcome("0.12.9", problem="flax 0.12.9 requires Python >=3.12"),
+                _release("0.12.10", ("gru-reset_after", "known upstream bug"),
+                         ("gru-no_reset_after", "not applicable")),
+                _release("0.12.13", ("gru-reset_after", "looks fixed"),
+                         ("gru-no_reset_after", "not applicable"))]
+    lines = bisect.record_lines(outcomes, node, "flax", "3.12")
+    assert lines == [
+        "to record in harness/known_bugs.py (the entry of flax-nnx: google/flax#5594):",
+        "    Bisected('cases/gru-reset.yaml::gru-reset_after::flax-nnx', 'flax', '3.12', "
+        "{'0.12.7': 'unavailable', '0.12.8': 'known upstream bug', '0.12.9': 'not installed "
+        "or run', '0.12.10': 'known upstream bug', '0.12.13': 'looks fixed'}),",
+        "    seen_on: {'flax': '0.12.8'}, {'flax': '0.12.10'}",
+        "    fixed_in: {'flax': '0.12.13'}"]
+    still = bisect.record_lines(outcomes[:4], node, "flax", "3.12")
+    assert still[-1] == "    fixed_in: none: no release after the last that showed it looks fixed"
+
+
 # Exit codes, through the command line with the runs stood in for ---------------------------
 
 @pytest.fixture
@@ -154,7 +222,7 @@ def stood_in(monkeypatch, tmp_path):
     prepared: list[str] = []
     broken: set[str] = set()
 
-    def prepare(cache, package, version):
+    def prepare(cache, package, version, python=None):
         prepared.append(version)
         if version in broken:
             raise InstallError(f"pip install {package}=={version}: no wheel for this platform")
@@ -166,7 +234,7 @@ def stood_in(monkeypatch, tmp_path):
 
     monkeypatch.setattr(release_envs, "prepare", prepare)
     monkeypatch.setattr(release_envs, "index_versions",
-                        lambda package: ["5.0", "4.0", "3.0", "2.0", "1.0"])
+                        lambda package, python=None: ["5.0", "4.0", "3.0", "2.0", "1.0"])
     monkeypatch.setattr(bisect, "run_release", run)
     return prepared, broken
 
@@ -193,6 +261,13 @@ def test_exit_0_when_every_release_ran_and_the_newest_are_taken_up_to_the_limit(
     code, out, err = bisect_main(["--package", "flax", "--versions", "1.0,2.0,3.0"], capsys)
     assert (code, err) == (0, [])
     assert out[-1] == "first change: flax 3.0 (gru-reset_after: DIVERGED on 2.0, pass on 3.0)"
+    # --record: the registry's fields follow, for this interpreter's Python
+    code, out, err = bisect_main(["--package", "flax", "--versions", "1.0,3.0", "--record",
+                                  "--python", sys.executable], capsys)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert (code, err) == (0, [])
+    assert out[-1] == (f"    Bisected('{GRU.as_posix()}::gru-reset_after::flax-nnx', 'flax', "
+                       f"'{python}', {{'1.0': 'DIVERGED', '3.0': 'pass'}}),")
 
 
 def test_exit_1_names_each_release_that_could_not_be_installed(stood_in, capsys):

@@ -101,3 +101,25 @@ def test_adapter_with_a_too_old_framework_is_unavailable_with_the_version_needed
     assert entry["available"] is False and entry["checked"] is False
     assert entry["reason"] == (f"needs onnxruntime>={MINIMUM_VERSIONS['onnxruntime']}, "
                                "found 1.18.1")
+
+
+def test_each_known_bug_shows_what_was_measured(capsys):
+    """Per known bug: the releases it was seen on, the first that fixes it (none measured yet),
+    and the releases bisect tried with the verdict each, in the text and in --json."""
+    assert main(["adapters"]) == 0
+    notes = " ".join(capsys.readouterr().out.split("Known upstream bugs")[1].split())
+    flax = notes.split("flax-nnx: google/flax#5594")[1]
+    assert "seen on flax 0.12.8, flax 0.12.10, flax 0.12.12; fixed in none measured; bisect " \
+           "tried: flax on Python 3.11: 0.12.0 to 0.12.7 (8 releases) unavailable, 0.12.8 known " \
+           "upstream bug, 0.12.9, 0.12.10, 0.12.12 not installed or run; flax on Python 3.12: " \
+           "0.12.8, 0.12.9 error, 0.12.10, 0.12.12 known upstream bug" in flax
+    assert "seen on executorch 1.5.1 + torch 2.13.0; fixed in none measured; bisect tried: " \
+           "none" in notes
+    assert main(["adapters", "--json"]) == 0
+    entry, = json.loads(capsys.readouterr().out)["flax-nnx"]["known_bugs"]
+    assert (entry["upstream"], entry["seen_on"], entry["fixed_in"]) == (
+        "google/flax#5594", [{"flax": "0.12.8"}, {"flax": "0.12.10"}, {"flax": "0.12.12"}], None)
+    on_311, on_312 = entry["bisect_tried"]
+    assert (on_311["python"], on_311["verdicts"]["0.12.8"], len(on_311["verdicts"])) == (
+        "3.11", "known upstream bug", 12)
+    assert (on_312["python"], on_312["verdicts"]["0.12.12"]) == ("3.12", "known upstream bug")

@@ -84,3 +84,23 @@ def test_no_doc_keeps_a_named_only_adapter_in_the_default_selection():
     assert said, "docs/deployment.md says which cheap adapters stay in the default selection"
     assert [(doc, name) for doc, name in said if name in NAMED_ONLY] == []
     assert STAYS.search("`keras3-torch` and `mlx` stay in the default selection")
+
+
+def test_the_versions_last_checked_are_said_and_kept_until_recorded(monkeypatch):
+    """README.md and docs/adapters.md say which release of each adapter's framework was last
+    checked, and when; a regeneration keeps the line (other installed versions do not make the
+    docs stale), ``--record-versions`` writes the installed ones, and a framework an adapter
+    newly requires makes it stale."""
+    gen = _table_generator()
+    for doc in (ROOT / "README.md", ROOT / "docs" / "adapters.md"):
+        text = doc.read_text(encoding="utf-8")
+        said = gen.CHECKED_SAYS.match(gen.CHECKED.search(text)["body"])
+        assert said, doc
+        assert [i.split(" ", 1)[0] for i in said["listed"].split(", ")] == gen.distributions()
+        monkeypatch.setattr(gen.versions, "installed", lambda dist: "99.0")
+        assert gen.regenerate_with(text, record=False) == text
+        recorded = gen.CHECKED.search(gen.regenerate_with(text, record=True))["body"]
+        assert "torch 99.0" in recorded and "(20" in recorded
+        monkeypatch.setattr(gen, "distributions", lambda: ["planted-framework"])
+        assert "planted-framework 99.0" in gen.regenerate_with(text, record=False)
+        monkeypatch.undo()
