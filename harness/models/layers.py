@@ -63,13 +63,13 @@ class Layer:
     adapter: str | None = None  # the adapter that runs it in its framework (None: none does)
     where: str = ""  # where it is in words (an ONNX node in a branch), "" where path says it
     onnx: Any = field(default=None, repr=False)  # an ONNX node: models.onnx_nodes.OnnxNode
-    ir: Any = field(default=None, repr=False)  # an IR's op: models.openvino_ir.IrOpRef
+    ir: Any = field(default=None, repr=False)  # an IR's op: frameworks.openvino_ir.IrOpRef
     # a stacked layer of a module read whole (torch ``num_layers=2``): its index there, and the
     # file's names of the tensors ``native`` names as a one-layer module's (``weight_hh_l0`` ->
     # ``weight_hh_l1``), so that what the doctor and the outputs say is in the file's terms
     index: int = 0
     file_names: dict[str, str] = field(default_factory=dict, repr=False)
-    tflite: Any = field(default=None, repr=False)  # a .tflite op: models.tflite.TfliteOp
+    tflite: Any = field(default=None, repr=False)  # a .tflite op: readers.tflite.TfliteOp
 
     def in_file_terms(self, text: str) -> str:
         """``text`` about this layer alone (its tensors, "layer 0", ``y L0``) in the file's

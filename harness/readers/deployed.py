@@ -1,8 +1,9 @@
 """Deployed files in a case: as its weights (``weights: {file: model.tflite}``,
 ``{file: model.xml}``) and as its shipped file (``shipped:``, which ``litert-shipped`` and
 ``openvino-shipped`` run as it is). The recurrent layers of a ``.tflite`` and of an OpenVINO IR
-are read by compare's readers (:func:`harness.readers.tflite.read_tflite`,
-:func:`harness.readers.openvino_ir.read_sequences`), never parsed again here.
+are read by the readers of those formats, which compare reads them with too
+(:func:`harness.readers.tflite.read_tflite`, :func:`harness.readers.openvino_ir.read_sequences`),
+never parsed again here.
 
 The layers ``select`` names (comma-separated names, in that order), or every recurrent layer of
 the file in file order, are the case's stack, as canonical tensors (layout ``canonical``),
@@ -12,8 +13,10 @@ their own grids (int8, 16x8: the values the file's integers stand for). What the
 its input (batch, steps) binds only the shipped file: :func:`infer` leaves it out,
 :func:`shipped_layer` checks it.
 
-Not a format reader of :mod:`harness.readers`: the .tflite reader reads the flatbuffer with the
-LiteRT adapters' schema helper and keeps the file's grids for the quantized judge.
+Beside the readers' dispatch by suffix (:mod:`harness.readers.dispatch`), not in it: the .tflite
+reader reads the flatbuffer with the framework toolkit's schema helper
+(:mod:`harness.frameworks.litert_flatbuffer`) and keeps the file's grids for the quantized
+judge.
 """
 
 from __future__ import annotations

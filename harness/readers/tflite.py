@@ -1,4 +1,5 @@
-"""The recurrent layers of a ``.tflite`` file (a path or its bytes), for ``compare``: each
+"""The recurrent layers of a ``.tflite`` file (a path or its bytes), for ``compare`` and for a
+case's ``.tflite`` weights and shipped file (:mod:`harness.readers.deployed`): each
 ``UNIDIRECTIONAL_SEQUENCE_LSTM`` and ``BIDIRECTIONAL_SEQUENCE_LSTM`` op of the main subgraph,
 float or quantized (int8, 16x8: integer weights with their scale and zero point), dequantized
 to canonical parameters (docs/equations.md), its sizes (batch and sequence length included)
