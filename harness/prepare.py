@@ -16,7 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from harness import data, deployed, params, reference
+from harness import data, params, reference
 from harness.case_yaml import field_line
 from harness.data import Inputs, Outputs, state_shapes
 from harness.dtypes import FORMATS, native_numpy, round_to
@@ -25,7 +25,7 @@ from harness.layouts import get_layout
 from harness.memory import MAX_MEMORY_ENV, MemoryLimit, gib, max_memory
 from harness.npz import load_npz
 from harness.params import Canonical
-from harness.readers import read_case_weights
+from harness.readers import deployed, read_case_weights
 from harness.spec import Case, ShippedFile, TensorFile
 
 

@@ -37,9 +37,9 @@ import numpy as np
 
 from harness.adapters._torch import NN_REASONS, TORCH_DTYPES, TorchRNN, import_torch
 from harness.adapters.base import AdapterFault, Capabilities
-from harness.adapters.onnxruntime import import_onnxruntime
 from harness.data import Inputs, Outputs
 from harness.errors import Unavailable
+from harness.frameworks.onnx import import_onnxruntime
 from harness.handed import Handed
 from harness.spec import Case
 from harness.versions import release

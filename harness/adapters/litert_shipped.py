@@ -3,7 +3,7 @@ interpreter (CPU), never rebuilt from the case's weights (docs/cases.md, A shipp
 
 The file runs itself where it is the layer (its one input feeds the op, its one output is the
 op's y); where the op sits inside a larger model, the op is cut out as a one-op .tflite of the
-file's own op, constants and grids (:func:`harness.models.tflite_run.cut`), as compare runs it.
+file's own op, constants and grids (:func:`harness.frameworks.litert_run.cut`), as compare runs it.
 Its state tensors are the op's own variables, zero when the interpreter starts, and it outputs
 y only. A quantized file is a quantized runtime's pair: judged by the quantized judge (SQNR over
 y against an ideal quantization, the kernel against the integer-aware reference on the file's
@@ -86,7 +86,8 @@ class LiteRTShipped(Adapter):
                 else "ran the shipped file's op cut out as a one-op .tflite")
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        from harness.models.tflite_run import bit_exact, cut, interpret
+        from harness.frameworks.litert_run import cut, interpret
+        from harness.reference.litert_int8_exact import bit_exact
 
         op = _layer(case).tflite
         model = op.model if op.whole or op.op == "WHILE" else cut(op.model, op.index)
@@ -98,7 +99,7 @@ class LiteRTShipped(Adapter):
         absent = {"h_n": Y_ONLY, **({"c_n": Y_ONLY} if case.cell_kind.has_cell_state else {})}
         note = f"the shipped {op.op} op {op.index} ({op.scheme})"
         if op.quantized is not None:
-            said = bit_exact(op, inputs.x, y) if op.whole else ""
+            said = bit_exact(op.model, inputs.x, y) if op.whole else ""
             note += f"; {said}" if said else ""
         return Outputs(y=y, h_n=None, c_n=None, absent=absent, note=note,
                        quantized=op.quantized)
@@ -108,7 +109,7 @@ def _suffix(case: Case) -> str | None:
     return Path(case.shipped.file).suffix.lower() if case.shipped is not None else None
 
 
-def _layer(case: Case):  # noqa: ANN202  (harness.deployed.FileLayer)
-    from harness.deployed import shipped_layer
+def _layer(case: Case):  # noqa: ANN202  (harness.readers.deployed.FileLayer)
+    from harness.readers.deployed import shipped_layer
 
     return shipped_layer(case)

@@ -23,7 +23,6 @@ import numpy as np
 
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
 from harness.families.onnx import run_onnxruntime
 from harness.frameworks.onnx import (
     HARD_SIGMOID,
@@ -35,6 +34,7 @@ from harness.frameworks.onnx import (
     build_model,
     feeds,
     handed,
+    import_onnxruntime,
     node_attributes,
     read_outputs,
 )
@@ -45,16 +45,6 @@ from harness.spec import Case
 # onnx-reference adapters); its names stay importable from here.
 __all__ = ["HARD_SIGMOID", "IR_VERSION", "NUMPY_DTYPES", "OPSET", "OnnxRuntime", "build_model",
            "feeds", "import_onnxruntime", "node_attributes", "read_outputs"]
-
-def import_onnxruntime():
-    try:
-        import onnx
-        import onnxruntime
-    except ImportError as exc:
-        raise Unavailable(
-            f"onnx/onnxruntime is not installed ({exc}); pip install onnx onnxruntime") from None
-    return onnx, onnxruntime
-
 
 class OnnxRuntime(Adapter):
     name = "onnxruntime"

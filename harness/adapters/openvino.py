@@ -33,7 +33,6 @@ What OpenVINO 2026.4.1 does with each feature was measured
 from __future__ import annotations
 
 import io
-import sys
 
 import numpy as np
 
@@ -60,6 +59,7 @@ from harness.frameworks.onnx import (
     import_onnx,
     read_outputs,
 )
+from harness.frameworks.openvino import core, import_openvino, onnx_frontend
 from harness.grids import LayerGrids, QuantizedModel
 from harness.handed import Handed
 from harness.quantization import calibration_inputs
@@ -88,22 +88,6 @@ CAPABILITIES = Capabilities(
 )
 
 
-def import_openvino():
-    """(openvino, FrontEndManager), or Unavailable. ``import openvino`` imports its model
-    converter, which sends a usage event and writes a client id under ``~/intel`` through the
-    ``openvino_telemetry`` package when that is installed (openvino/tools/ovc/__init__.py);
-    without it OpenVINO uses its own no-op stub. The harness writes nothing into the user's
-    home and sends nothing, so the package is kept from being imported in this process."""
-    if "openvino" not in sys.modules:
-        sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
-    try:
-        import openvino
-        from openvino.frontend import FrontEndManager
-    except ImportError as exc:
-        raise Unavailable(f"openvino is not installed ({exc}); pip install openvino") from None
-    return openvino, FrontEndManager
-
-
 class OpenVINO(Adapter):
     name = "openvino"
     title = "ONNX LSTM/GRU nodes (layout=0) in OpenVINO (CPU)"
@@ -113,9 +97,6 @@ class OpenVINO(Adapter):
     native_in_case_dtype = True
     capabilities = CAPABILITIES
     onnx_layout = 0  # the nodes' layout attribute: 0 time-major, 1 batch-major
-
-    _core = None
-    _frontend = None
 
     def route_note(self, case: Case) -> str | None:
         return HARNESS_GRAPH
@@ -136,21 +117,18 @@ class OpenVINO(Adapter):
                 self.core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()}
 
     def core(self):
-        """One ``ov.Core`` and ONNX frontend per process (made on first use)."""
-        if OpenVINO._core is None:
-            ov, FrontEndManager = import_openvino()
-            OpenVINO._core = ov.Core()
-            OpenVINO._frontend = FrontEndManager().load_by_framework("onnx")
-        return OpenVINO._core
+        """One ``ov.Core`` and ONNX frontend per process (made on first use,
+        :func:`harness.frameworks.openvino.core`)."""
+        return core()
 
     def convert(self, case: Case, native: dict[str, np.ndarray], *, lengths: bool,
                 layout: int | None = None):
         """The ov.Model of :func:`build_model` at ``layout`` (by default this adapter's), read
         from memory."""
-        self.core()
+        frontend = onnx_frontend()
         model = build_model(case, native, lengths=lengths,
                             layout=self.onnx_layout if layout is None else layout)
-        return self._frontend.convert(self._frontend.load(io.BytesIO(model.SerializeToString())))
+        return frontend.convert(frontend.load(io.BytesIO(model.SerializeToString())))
 
     def hand(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Handed:
         """The model's bytes, the feeds and the compile config (imports onnx, not openvino)."""
@@ -161,8 +139,7 @@ class OpenVINO(Adapter):
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         given = self.hand(case, native, inputs)
-        core = self.core()
-        got = run_openvino(core, self._frontend, given.files["model.onnx"], COMPILE_CONFIG,
+        got = run_openvino(core(), onnx_frontend(), given.files["model.onnx"], COMPILE_CONFIG,
                            {k[len("feed/"):]: v for k, v in given.arrays.items()})
         out = read_outputs(case, got, layout=self.onnx_layout)
         out.handed = given
@@ -239,10 +216,9 @@ class OpenVINONNCFInt8(OpenVINO):
     def quantize(self, case: Case, native: dict[str, np.ndarray]):
         """The NNCF-quantized ov.Model of the case's graph."""
         nncf = import_nncf()
-        self.core()
+        frontend = onnx_frontend()
         model = build_model(case, native, lengths=False)
-        ov_model = self._frontend.convert(self._frontend.load(io.BytesIO(
-            model.SerializeToString())))
+        ov_model = frontend.convert(frontend.load(io.BytesIO(model.SerializeToString())))
         zeros = np.zeros((case.num_layers * case.num_directions, case.batch, case.hidden_size))
         c0 = zeros if case.cell_kind.has_cell_state else None
         names = {port.get_any_name() for port in ov_model.inputs}

@@ -4,21 +4,19 @@ OpenVINO (CPU), never rebuilt from the case's weights (docs/cases.md, A shipped 
 The model is read from the .xml by OpenVINO, the sequence op's data inputs (X, the initial
 states, the lengths) replaced by parameters and its outputs made the model's results, so that
 the op runs with its own attributes and the file's own constants (and their f16 -> f32
-decompression) on the case's inputs (:func:`harness.models.openvino_ir.run_op`, as compare runs
+decompression) on the case's inputs (:func:`harness.frameworks.openvino_ir.run_op`, as compare runs
 it), compiled with ``INFERENCE_PRECISION_HINT`` f32: the case's float32 tolerance judges it (the
 CPU's bf16 default is compare's second verdict, not a run's).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
-from harness.errors import Unavailable
 from harness.spec import Case
 
 NOT_SHIPPED = "the case names no shipped OpenVINO IR (shipped: {file: model.xml})"
@@ -45,13 +43,9 @@ class OpenVINOShipped(Adapter):
     )
 
     def check_available(self) -> None:
-        # as the openvino adapter imports it: its telemetry package kept out (nothing sent)
-        if "openvino" not in sys.modules:
-            sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
-        try:
-            import openvino  # noqa: F401
-        except ImportError as exc:
-            raise Unavailable(f"openvino is not installed ({exc}); pip install openvino") from None
+        from harness.frameworks.openvino import import_openvino
+
+        import_openvino()  # as the openvino adapter imports it: no telemetry
 
     def asked_for(self, case: Case) -> bool:
         return case.shipped is not None and Path(case.shipped.file).suffix.lower() == ".xml"
@@ -68,7 +62,7 @@ class OpenVINOShipped(Adapter):
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         from harness.frameworks.onnx import read_outputs
-        from harness.models.openvino_ir import IrOpRef, run_op
+        from harness.frameworks.openvino_ir import IrOpRef, run_op
 
         seq = _layer(case).ir
         ref = IrOpRef(str(case.resolve(case.shipped.file)), seq.name, seq.op_type, seq.op_id,
@@ -80,7 +74,7 @@ class OpenVINOShipped(Adapter):
         return read_outputs(case, named)
 
 
-def _layer(case: Case):  # noqa: ANN202  (harness.deployed.FileLayer)
-    from harness.deployed import shipped_layer
+def _layer(case: Case):  # noqa: ANN202  (harness.readers.deployed.FileLayer)
+    from harness.readers.deployed import shipped_layer
 
     return shipped_layer(case)

@@ -30,6 +30,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.npz import save_npz
+from harness.readers.keras import keras_library, keras_object_layers
 from harness.spec import Case, TensorFile
 
 
@@ -62,7 +63,7 @@ def given_weights(weights: Any, folder: Path, *, layout: str | None = None,
         path = folder / "model.onnx"
         onnx.save(weights, str(path))
         return _file(path, layout, select, "the ONNX model")
-    library = _keras_library(weights)
+    library = keras_library(weights)
     if library is not None:
         return _keras(weights, library, folder, layout, select)
     if isinstance(weights, Mapping):
@@ -100,54 +101,13 @@ def named(label: str | None, made: Path) -> Iterator[None]:
         raise
 
 
-def _keras_library(obj: Any) -> str | None:
-    """``keras3`` or ``tf_keras`` for a layer (or model) of that library, else None."""
-    for module, library in (("keras", "keras3"), ("tf_keras", "tf_keras")):
-        k = sys.modules.get(module)
-        layers = getattr(k, "layers", None)
-        if layers is not None and isinstance(obj, layers.Layer):
-            if module == "keras" and not k.__version__.startswith("3"):
-                return "tf_keras"  # keras 2 is tf_keras under its old name
-            return library
-    return None
-
-
-def _keras_layers(obj: Any) -> list[dict]:
-    """The recurrent layers of a Keras layer or model, as the Keras reader lists a file's
-    (:func:`harness.readers.keras.layer_entry`): class, config and each direction's cell
-    variables, nested models flattened, in model order."""
-    from harness.readers.keras import RNN_CLASSES, layer_entry
-
-    def variables(rnn: Any) -> dict[str, np.ndarray]:
-        # tf_keras names a variable lstm/lstm_cell/kernel:0, Keras 3 kernel
-        return {v.name.split("/")[-1].split(":")[0]: np.asarray(v.numpy()) for v in rnn.weights}
-
-    found: list[dict] = []
-
-    def visit(layer: Any) -> None:
-        cls = type(layer).__name__
-        if cls == "Bidirectional":
-            inner = layer.forward_layer
-            if type(inner).__name__ in RNN_CLASSES:
-                found.append(layer_entry(layer.name, type(inner).__name__, inner.get_config(),
-                                         {0: variables(inner), 1: variables(layer.backward_layer)}))
-        elif cls in RNN_CLASSES:
-            found.append(layer_entry(layer.name, cls, layer.get_config(), {0: variables(layer)}))
-        else:
-            for sub in getattr(layer, "layers", ()):
-                visit(sub)
-
-    visit(obj)
-    return found
-
-
 def _keras(obj: Any, library: str, folder: Path, layout: str | None,
            select: str | None) -> GivenWeights:
     from harness.readers.dispatch import check_fields
     from harness.readers.keras import fields_of_layers, native_of_layers
 
     where = f"Keras {type(obj).__name__} {getattr(obj, 'name', '')!r}"
-    layers = _keras_layers(obj)
+    layers = keras_object_layers(obj)
     if any(not la["dirs"][0] for la in layers):
         raise HarnessError(f"{where}: a recurrent layer has no weights yet: call or build the "
                            "model first")

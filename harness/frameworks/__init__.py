@@ -9,7 +9,12 @@ time (each function imports its own, as the adapters do).
 - :mod:`harness.frameworks.keras`: the case's Keras stack (built, loaded, unpacked).
 - :mod:`harness.frameworks.litert`: importing the LiteRT interpreter.
 - :mod:`harness.frameworks.litert_flatbuffer`: a ``.tflite`` file's ops, tensors and grids.
+- :mod:`harness.frameworks.tflite_tensors`: a ``.tflite`` tensor's values as real numbers and
+  back (pure NumPy, pasted into reproducers).
+- :mod:`harness.frameworks.litert_run`: a ``.tflite`` run as it is, one op of it cut out.
 - :mod:`harness.frameworks.onnx`: the harness's own ONNX ``LSTM`` / ``GRU`` graph, its feeds
-  and outputs.
+  and outputs; importing ONNX Runtime.
+- :mod:`harness.frameworks.openvino`: importing OpenVINO, its core and ONNX frontend.
+- :mod:`harness.frameworks.openvino_ir`: one sequence op of a shipped IR run as it is.
 - :mod:`harness.frameworks.torch`: PyTorch's precision flags.
 """

@@ -63,6 +63,17 @@ def import_onnx():
     return onnx
 
 
+def import_onnxruntime():
+    """(onnx, onnxruntime), or Unavailable."""
+    try:
+        import onnx
+        import onnxruntime
+    except ImportError as exc:
+        raise Unavailable(
+            f"onnx/onnxruntime is not installed ({exc}); pip install onnx onnxruntime") from None
+    return onnx, onnxruntime
+
+
 def permutation(src: str, dst: str) -> list[int]:
     """The ``np.transpose`` axes taking a tensor with axes named ``src`` (letters, e.g.
     ``TDNH``) to the order ``dst`` (``NTDH``)."""

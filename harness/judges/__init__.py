@@ -8,9 +8,9 @@ run.json field, plots, summary text, reproducer question). A new kind: a
 :class:`~harness.judges.base.Judge` subclass (and its Figures) in a module of its own here,
 registered in :data:`JUDGES` (docs/judges.md).
 
-``rnn-harness compare``'s judges of a pairing of two model files (:mod:`.pairing`,
-:mod:`.weights`, :mod:`.shipped`) live here too but are not in :data:`JUDGES`: a pairing is no
-case x adapter pair, and compare names its judges itself. Nothing here imports them.
+``rnn-harness compare``'s judges of a pairing of two model files live beside compare
+(:mod:`harness.models.judges`) and are not in :data:`JUDGES`: a pairing is no case x adapter
+pair, and compare names its judges itself.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``compare_models``: does each recurrent layer of SHIPPED compute what its layer of ORIGINAL
 computes? Pairing, then each pairing judged two ways by compare's two judges, which compare
-names itself (:mod:`harness.judges.weights`, :mod:`harness.judges.shipped`; docs/judges.md),
-each verdict the core's :class:`~harness.judges.verdict.Verdict`, held in a
+names itself (:mod:`harness.models.judges.weights`, :mod:`harness.models.judges.shipped`;
+docs/judges.md), each verdict the core's :class:`~harness.judges.verdict.Verdict`, held in a
 :class:`ModelComparison`.
 
 Pairing: each layer of SHIPPED is matched against the layers of ORIGINAL with the same cell,
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError, WeightsError
-from harness.judges.pairing import counts_against, not_run
-from harness.judges.shipped import SHIPPED_OUTPUTS
 from harness.judges.verdict import Verdict
-from harness.judges.weights import WEIGHTS, WeightsFigures
+from harness.models.judges.pairing import counts_against, not_run
+from harness.models.judges.shipped import SHIPPED_OUTPUTS
+from harness.models.judges.weights import WEIGHTS, WeightsFigures
 from harness.models.layers import Layer, Unread, read_layers, select_layers, shown
 from harness.models.shipped_run import load_inputs
 from harness.models.weights_measure import agree, distance
@@ -67,9 +67,10 @@ class Pairing:
 
     @property
     def same(self) -> bool:
-        """No verdict counts against the pairing (:func:`harness.judges.pairing.counts_against`):
-        the weights agree, and the outputs of every runtime are within the verdict rules or
-        were not run here for a reason the report shows (unavailable, not applicable)."""
+        """No verdict counts against the pairing
+        (:func:`harness.models.judges.pairing.counts_against`): the weights agree, and the
+        outputs of every runtime are within the verdict rules or were not run here for a
+        reason the report shows (unavailable, not applicable)."""
         return not self.against
 
     @property

@@ -3,7 +3,7 @@
 :mod:`harness.models.repro_folder`'s): the folder ``DIR/repro-<k>`` holds
 
 - ``model.xml`` / ``model.bin``: the sequence op cut out of the IR as the outputs verdict ran
-  it (:func:`harness.models.openvino_ir.cut_out`: the file's own op and constants, with their
+  it (:func:`harness.frameworks.openvino_ir.cut_out`: the file's own op and constants, with their
   f16 -> f32 decompression, the data inputs made parameters ``ir_X``, ``ir_H``, ``ir_C``,
   ``ir_L``), written by ``openvino.serialize`` (no compression, no transformation);
 - ``data.npz``: per run (``default``: the runtime's default inference precision; ``f32``)
@@ -185,7 +185,7 @@ def write_ir_repro(p: Pairing, folder: Path, top: Path) -> str:
     """The reproducer folder of the OpenVINO IR pairing ``p`` (module text); a line saying
     what was written, or why not."""
     from harness import compare
-    from harness.models.openvino_ir import cut_out
+    from harness.frameworks.openvino_ir import cut_out
     from harness.models.weights_measure import compared_tensors, float_ratio, rounding
     from harness.readers.openvino_ir import WEIGHT_PORTS
 

@@ -34,6 +34,7 @@ from harness.dtypes import round_to
 from harness.errors import HarnessError, WeightsError
 from harness.layouts import get_layout
 from harness.params import Canonical, key
+from harness.readers.keras import keras_library, keras_object_layers
 from harness.readers.limits import check_file, check_size, check_zip, one_line
 from harness.spec import Case
 
@@ -62,13 +63,13 @@ class Layer:
     adapter: str | None = None  # the adapter that runs it in its framework (None: none does)
     where: str = ""  # where it is in words (an ONNX node in a branch), "" where path says it
     onnx: Any = field(default=None, repr=False)  # an ONNX node: models.onnx_nodes.OnnxNode
-    ir: Any = field(default=None, repr=False)  # an IR's op: models.openvino_ir.IrOpRef
+    ir: Any = field(default=None, repr=False)  # an IR's op: frameworks.openvino_ir.IrOpRef
     # a stacked layer of a module read whole (torch ``num_layers=2``): its index there, and the
     # file's names of the tensors ``native`` names as a one-layer module's (``weight_hh_l0`` ->
     # ``weight_hh_l1``), so that what the doctor and the outputs say is in the file's terms
     index: int = 0
     file_names: dict[str, str] = field(default_factory=dict, repr=False)
-    tflite: Any = field(default=None, repr=False)  # a .tflite op: models.tflite.TfliteOp
+    tflite: Any = field(default=None, repr=False)  # a .tflite op: readers.tflite.TfliteOp
 
     def in_file_terms(self, text: str) -> str:
         """``text`` about this layer alone (its tensors, "layer 0", ``y L0``) in the file's
@@ -113,7 +114,7 @@ def read_layers(source: Any, role: str, max_bytes: int | None = None
     from harness.memory import max_memory
 
     limit = max_memory() if max_bytes is None else max_bytes
-    from harness.models import tflite as _tflite  # a .tflite path or its bytes
+    from harness.readers import tflite as _tflite  # a .tflite path or its bytes
     if _tflite.is_tflite(source):
         return [Layer(**fields) for fields in _tflite.read_tflite(source, role, limit)], []
     if isinstance(source, str | os.PathLike):
@@ -121,7 +122,7 @@ def read_layers(source: Any, role: str, max_bytes: int | None = None
         check_file(path)
         check_size(path, path.stat().st_size, limit, "is")
         return _file_layers(path, str(path), role, limit)
-    keras = _keras_library(source)
+    keras = keras_library(source)
     if keras is not None:
         return _keras_object_layers(source, keras, role), []
     with _object_file(source) as (path, label):
@@ -150,12 +151,6 @@ def _object_file(obj: Any) -> Iterator[tuple[Path, str]]:
             if exc.file is not None and Path(exc.file).is_relative_to(folder):
                 exc.file = label
             raise
-
-
-def _keras_library(obj: Any) -> str | None:
-    from harness.api.weights import _keras_library as library
-
-    return library(obj)
 
 
 # Files ---------------------------------------------------------------------------------------
@@ -379,10 +374,8 @@ def _keras_entry_layers(entry: dict, path: Path | str, label: str, role: str,
 
 
 def _keras_object_layers(obj: Any, library: str, role: str) -> list[Layer]:
-    from harness.api.weights import _keras_layers
-
     label = f"Keras {type(obj).__name__} {getattr(obj, 'name', '')!r}"
-    entries = _keras_layers(obj)
+    entries = keras_object_layers(obj)
     if any(not e["dirs"][0] for e in entries):
         raise HarnessError(f"{label}: a recurrent layer has no weights yet: call or build the "
                            "model first")

@@ -1,5 +1,5 @@
 """The shipped ONNX node run as the user's file holds it, in ONNX Runtime and in OpenVINO, for
-the shipped-outputs judge (:mod:`harness.judges.shipped`, through :mod:`.shipped_run`), and
+the shipped-outputs judge (:mod:`harness.models.judges.shipped`, through :mod:`.shipped_run`), and
 the node's real inputs for ``--inputs``.
 
 - A model whose main graph is the one LSTM/GRU node, fed by graph inputs, runs as the file
@@ -53,11 +53,11 @@ class ShippedNode(Adapter):
 
     def check_available(self) -> None:
         if self.runtime == "onnxruntime":
-            from harness.adapters.onnxruntime import import_onnxruntime
+            from harness.frameworks.onnx import import_onnxruntime
 
             import_onnxruntime()
         else:
-            from harness.adapters.openvino import import_openvino
+            from harness.frameworks.openvino import import_openvino
 
             import_openvino()
 
@@ -117,23 +117,23 @@ def run_model(runtime: str, model: bytes, feed: dict[str, np.ndarray], outputs: 
     """``outputs`` of the ONNX model ``model`` on ``feed``, in ONNX Runtime (CPU) or OpenVINO
     (CPU, f32 inference precision)."""
     if runtime == "onnxruntime":
-        from harness.adapters.onnxruntime import import_onnxruntime
+        from harness.frameworks.onnx import import_onnxruntime
 
         _, ort = import_onnxruntime()
         options = ort.SessionOptions()
         options.log_severity_level = 3
         sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         return dict(zip(outputs, sess.run(outputs, feed), strict=True))
-    from harness.adapters.openvino import COMPILE_CONFIG, OpenVINO
+    from harness.adapters.openvino import COMPILE_CONFIG
+    from harness.frameworks.openvino import core, onnx_frontend
 
-    adapter = OpenVINO()
-    core = adapter.core()
-    converted = OpenVINO._frontend.convert(OpenVINO._frontend.load(io.BytesIO(model)))
+    frontend = onnx_frontend()
+    converted = frontend.convert(frontend.load(io.BytesIO(model)))
     # the CPU plugin refuses inputs of unknown rank (a file that declares no shapes): give
     # each the shape of what it is fed
     converted.reshape({p.get_any_name(): list(feed[p.get_any_name()].shape)
                        for p in converted.inputs if p.get_any_name() in feed})
-    compiled = core.compile_model(converted, "CPU", COMPILE_CONFIG)
+    compiled = core().compile_model(converted, "CPU", COMPILE_CONFIG)
     result = compiled(feed)
     got = {}
     for port, value in result.items():

@@ -5,7 +5,8 @@
 in ONNX's layout (OpenVINO stores one bias per gate, the input and recurrent biases summed:
 the weights judge compares the original's sums with it, :attr:`IrOpRef.biases_summed`).
 
-:class:`ShippedIR`: the op run as the user's file holds it, in OpenVINO (CPU): the model read
+:class:`ShippedIR`: the op run as the user's file holds it, in OpenVINO (CPU,
+:func:`harness.frameworks.openvino_ir.run_op`): the model read
 from the .xml (``Core.read_model``), the op's data inputs (X, the initial states, the lengths)
 replaced by parameters and its outputs made the model's results, so that the op runs with its
 own attributes and the file's own constants (and their f16 -> f32 decompression), never
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
 from harness.dtypes import FORMATS
 from harness.errors import WeightsError
+from harness.frameworks.openvino_ir import IrOpRef, default_precision, run_op
 from harness.spec import Case
 
 # what OpenVINO's INFERENCE_PRECISION_HINT names -> the case dtype it computes in
@@ -33,21 +34,6 @@ PRECISION_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
 CAPABILITIES = Capabilities(
     directions=frozenset({"forward", "reverse", "bidirectional"}),
     dtypes=frozenset({"float32", "float16", "bfloat16"}), gate_clip=True)
-
-
-@dataclass(frozen=True)
-class IrOpRef:
-    """Where a layer's op is: the IR's ``xml`` path, the op's ``name`` and ``op_type`` and
-    ``op_id``, and whether its biases are stored summed (``biases_summed``: always, for
-    OpenVINO's sequence ops)."""
-
-    xml: str
-    name: str
-    op_type: str
-    op_id: str
-    weights: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
-    stored: str = "float32"  # the type of the .bin's constants (compress_to_fp16: float16)
-    biases_summed: bool = True
 
 
 @dataclass(frozen=True)
@@ -84,16 +70,9 @@ def ir_layers(path: Path, label: str, limit: int) -> list[IrRead]:
     return found
 
 
-def default_precision() -> str:
-    """The CPU plugin's own INFERENCE_PRECISION_HINT here (``bf16``, ``f32``)."""
-    from harness.adapters.openvino import OpenVINO
-
-    return OpenVINO().core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
-
-
 def ir_adapters(ref: IrOpRef) -> tuple[ShippedIR, ...]:
     """The IR's op run at the runtime's default inference precision, then at f32."""
-    from harness.adapters.openvino import import_openvino
+    from harness.frameworks.openvino import import_openvino
 
     try:
         import_openvino()
@@ -125,7 +104,7 @@ class ShippedIR(Adapter):
         self.case_dtype = max(computed, ref.stored, key=lambda d: float(FORMATS[d].eps))
 
     def check_available(self) -> None:
-        from harness.adapters.openvino import import_openvino
+        from harness.frameworks.openvino import import_openvino
 
         import_openvino()
 
@@ -141,53 +120,3 @@ class ShippedIR(Adapter):
         if case.cell_kind.has_cell_state:
             named["Y_c0"] = got[2].transpose(1, 0, 2)
         return read_outputs(case, named)
-
-
-def run_op(ref: IrOpRef, inputs: Inputs, case: Case, hint: str | None) -> list[np.ndarray]:
-    """The op's outputs (Y [batch, dirs, steps, hidden], H_o, C_o [batch, dirs, hidden]) on
-    ``inputs``: the op cut out (:func:`cut_out`), compiled with ``hint`` (None: the plugin's
-    default)."""
-    from harness.adapters.openvino import OpenVINO
-
-    cut, feed = cut_out(ref, inputs, case)
-    config = {} if hint is None else {"INFERENCE_PRECISION_HINT": hint}
-    compiled = OpenVINO().core().compile_model(cut, "CPU", config)
-    out = compiled(feed)
-    return [np.asarray(out[compiled.output(k)], dtype=np.float64)
-            for k in range(len(cut.outputs))]
-
-
-def cut_out(ref: IrOpRef, inputs: Inputs, case: Case) -> tuple[Any, dict[str, np.ndarray]]:
-    """The op as a one-op ``openvino.Model`` and its feed on ``inputs``: the user's .xml read
-    by OpenVINO, the op's data inputs (X, the initial states, the lengths) replaced by
-    parameters named ``ir_X``, ``ir_H``, ``ir_C``, ``ir_L`` (shaped as ``inputs``, typed as
-    the op's ports), its outputs made the model's results; its weights stay the file's own
-    constants."""
-    import openvino as ov
-    import openvino.opset13 as ops
-
-    from harness.adapters.openvino import OpenVINO
-
-    model = OpenVINO().core().read_model(ref.xml)
-    op = next((n for n in model.get_ordered_ops() if n.get_friendly_name() == ref.name
-               and n.get_type_name() == ref.op_type), None)
-    if op is None:
-        raise WeightsError(f"OpenVINO reads no {ref.op_type} named {ref.name!r}", file=ref.xml)
-    B, D = inputs.x.shape[0], case.num_directions
-    lstm = ref.op_type == "LSTMSequence"
-    ports = {"X": 0, "H": 1, "C": 2, "L": 3} if lstm else {"X": 0, "H": 1, "L": 2}
-    values = {"X": inputs.x, "H": inputs.h0.transpose(1, 0, 2),
-              "C": None if inputs.c0 is None else inputs.c0.transpose(1, 0, 2),
-              "L": np.asarray(inputs.lengths)}
-    params, feed = [], {}
-    for key, port in ports.items():
-        et = op.input(port).get_element_type()
-        value = np.asarray(values[key] if values[key] is not None else
-                           np.zeros((B, D, case.hidden_size)))
-        value = value.astype(et.to_dtype())
-        p = ops.parameter(list(value.shape), et, name=f"ir_{key}")
-        op.input(port).replace_source_output(p.output(0))
-        params.append(p)
-        feed[f"ir_{key}"] = value
-    results = [ops.result(op.output(k)) for k in range(op.get_output_size())]
-    return ov.Model(results, params, "cut_out"), feed

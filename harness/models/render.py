@@ -1,7 +1,7 @@
 """A :class:`~harness.models.comparison.ModelComparison` shown: the table and final line
 ``rnn-harness compare`` prints, the ``compare.md`` and ``compare.json`` of its report folder.
 Nothing here decides a verdict, nor asks which judge gave one: every verdict is shown through
-its figures (:class:`~harness.judges.pairing.PairingFigures`: heading, table cell, lines,
+its figures (:class:`~harness.models.judges.pairing.PairingFigures`: heading, table cell, lines,
 compare.json record)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 from tabulate import tabulate
 
 from harness.errors import HarnessError, printable, printable_lines
-from harness.judges.pairing import PairingFigures
 from harness.judges.verdict import Verdict
 from harness.models.comparison import ModelComparison, Pairing
+from harness.models.judges.pairing import PairingFigures
 from harness.models.layers import shown
 
 REPORT_FILES = ("compare.md", "compare.json")

@@ -132,7 +132,7 @@ def write_repros(result: ModelComparison, out: str | Path) -> list[str]:
 
 def write_repro(p: Pairing, folder: Path, top: Path) -> str:
     from harness.compare import tolerance_for
-    from harness.judges.shipped import ShippedFigures
+    from harness.models.judges.shipped import ShippedFigures
     from harness.models.onnx_run import ShippedNode
 
     o, s = p.original, p.shipped

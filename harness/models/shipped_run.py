@@ -1,4 +1,4 @@
-"""What the shipped-outputs judge (:mod:`harness.judges.shipped`) measures of a pairing: the
+"""What the shipped-outputs judge (:mod:`harness.models.judges.shipped`) measures of a pairing: the
 shipped layer run in its own framework, as the run's adapter for its layout runs it (torch-cpu
 for a torch state_dict, keras3 or keras for a Keras file), on the case's generated inputs,
 through the run's own pair path (:func:`harness.pairs.run_pair`) with the reference and the

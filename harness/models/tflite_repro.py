@@ -2,7 +2,7 @@
 :mod:`harness.models.repro`'s for ONNX nodes and ports): the folder ``DIR/repro-<k>`` holds
 
 - ``model.tflite``: the fused LSTM op cut out of the file as a one-op ``.tflite``
-  (:func:`harness.models.tflite_run.cut`: the file's own op, tensors, buffers, grids and state
+  (:func:`harness.frameworks.litert_run.cut`: the file's own op, tensors, buffers, grids and state
   variables, tensor indices unchanged), even where the whole file is the layer; a ``WHILE``
   loop cannot be cut to one op, so its whole file;
 - ``data.npz``: ``x``, what the outputs verdict fed the op (on the op's input grid where the
@@ -18,7 +18,7 @@
   step within tolerance; quantized: within 2 output steps of ``integer_y`` and an SQNR no more
   than 6 dB below ``ideal_y``'s), prints the figures and exits 1 where anything differs, 0
   where nothing does. It imports NumPy and LiteRT only: the tensor reading is pasted
-  (:mod:`harness.models.tflite_tensors`), every string from the file goes in as data
+  (:mod:`harness.frameworks.tflite_tensors`), every string from the file goes in as data
   (:mod:`harness.repro.quote`).
 """
 
@@ -170,7 +170,7 @@ if __name__ == "__main__":
 def write_tflite_repro(p: Pairing, folder: Path, top: Path) -> str:
     """The reproducer folder of the ``.tflite`` pairing ``p`` (module text); a line saying
     what was written, or why not."""
-    from harness.models.tflite_run import cut
+    from harness.frameworks.litert_run import cut
     from harness.quantization import sqnr_db
 
     s = p.shipped
@@ -221,6 +221,6 @@ def _arrays(p: Pairing, inputs: Any) -> tuple[dict[str, np.ndarray], dict[str, A
 
 
 def _tensors_source() -> str:
-    from harness.models import tflite_tensors
+    from harness.frameworks import tflite_tensors
 
     return tflite_tensors.source()

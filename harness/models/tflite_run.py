@@ -1,5 +1,5 @@
 """A shipped ``.tflite`` layer run as the file is, in the LiteRT interpreter (never a file
-rebuilt from weights), for the shipped-outputs judge (:mod:`harness.judges.shipped`).
+rebuilt from weights), for the shipped-outputs judge (:mod:`harness.models.judges.shipped`).
 
 A float file runs through the run's own pair path (:class:`ShippedTflite` is an adapter that
 ignores the weights it is handed) against the float64 reference on the original's weights. A
@@ -7,74 +7,37 @@ quantized file is judged as a quantized runtime is (:func:`harness.quantization.
 the integer-aware reference with the file's own grids, in output steps, and by its SQNR over
 y against an ideal quantization of the original's weights; an int8 file that the integer
 reference of LiteRT's 8x8->16 LSTM kernel models (:mod:`harness.reference.litert_int8_lstm`) is
-also checked against it to the bit.
+also checked against it to the bit (:func:`harness.reference.litert_int8_exact.bit_exact`).
 
 The file runs as it is where it is the layer (its one input feeds the op, directly or through
 one QUANTIZE; its one output is the op's y, directly or through one DEQUANTIZE). Where the op
-sits inside a larger model, the op is cut out (:func:`cut`: a one-op ``.tflite`` holding the
-file's own op, constants, grids and state variables, its input and output the op's own,
-integer in an integer file) and run on generated inputs; with ``--inputs`` the user's data runs
-through the whole file with its intermediate tensors preserved (:func:`activations`) and the
-op's input activations are the layer's inputs. Zero initial states either way (the op's state
-tensors are variables, zero when the interpreter starts)."""
+sits inside a larger model, the op is cut out (:func:`harness.frameworks.litert_run.cut`: a
+one-op ``.tflite`` holding the file's own op, constants, grids and state variables, its input
+and output the op's own, integer in an integer file) and run on generated inputs; with
+``--inputs`` the user's data runs through the whole file with its intermediate tensors
+preserved (:func:`activations`) and the op's input activations are the layer's inputs. Zero
+initial states either way (the op's state tensors are variables, zero when the interpreter
+starts)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.adapters.base import Adapter, Capabilities
 from harness.data import Inputs, Outputs
-from harness.models.tflite_tensors import from_file as _from_file
-from harness.models.tflite_tensors import to_file as _to_file
+from harness.frameworks.litert_run import cut, interpret
+from harness.frameworks.litert_run import interpreter as _interpreter
+from harness.frameworks.tflite_tensors import from_file as _from_file
+from harness.frameworks.tflite_tensors import to_file as _to_file
 from harness.spec import Case
 
 if TYPE_CHECKING:
-    from harness.models.tflite import TfliteOp
+    from harness.readers.tflite import TfliteOp
 
 ABSENT = "the shipped .tflite outputs y only"
-
-
-def _interpreter(model: bytes, preserve: bool = False) -> Any:
-    from harness.frameworks.litert import import_litert
-    from harness.frameworks.tf import native_stderr_to_scratch
-
-    Interpreter = import_litert()
-    with native_stderr_to_scratch():  # the "Created ... XNNPACK delegate" line
-        interpreter = Interpreter(model_content=model,
-                                  experimental_preserve_all_tensors=preserve)
-        interpreter.allocate_tensors()
-    return interpreter
-
-
-def interpret(model: bytes, x: np.ndarray) -> np.ndarray:
-    """The file's one output on its one input ``x``, in the LiteRT interpreter (an integer
-    input is quantized on its grid, an integer output dequantized on its own)."""
-    interpreter = _interpreter(model)
-    [given] = interpreter.get_input_details()
-    interpreter.set_tensor(given["index"], _to_file(given, x))
-    interpreter.invoke()
-    [out] = interpreter.get_output_details()
-    return _from_file(out, interpreter.get_tensor(out["index"]))
-
-
-def cut(model: bytes, index: int) -> bytes:
-    """The op ``index`` of the main subgraph alone, as a one-op ``.tflite``: the file's own op,
-    tensors, buffers and grids; its input the op's input 0, its output the op's output 0."""
-    import flatbuffers
-
-    from harness.frameworks import litert_flatbuffer as fb
-
-    m = fb._schema().ModelT.InitFromPackedBuf(model, 0)
-    sg = m.subgraphs[0]
-    op = sg.operators[index]
-    sg.operators, sg.inputs, sg.outputs = [op], [op.inputs[0]], [op.outputs[0]]
-    m.signatureDefs = []  # they name the whole model's inputs and outputs
-    b = flatbuffers.Builder(len(model) + 1024)
-    b.Finish(m.Pack(b), file_identifier=b"TFL3")
-    return bytes(b.Output())
 
 
 def activations(op: TfliteOp, data: np.ndarray) -> np.ndarray:
@@ -140,18 +103,3 @@ def zero_states(inputs: Inputs) -> Inputs:
     """The inputs with zero initial states: the file's state tensors start at zero."""
     return replace(inputs, h0=np.zeros_like(inputs.h0),
                    c0=None if inputs.c0 is None else np.zeros_like(inputs.c0))
-
-
-def bit_exact(op: TfliteOp, x: np.ndarray, got: np.ndarray) -> str:
-    """Words on the int8 kernel against the integer reference of LiteRT's 8x8->16 LSTM kernel:
-    "" where that reference does not model the file."""
-    from harness.reference.litert_int8_lstm import NotModelled, run_model
-
-    try:
-        ran = run_model(op.model, x)
-    except NotModelled:
-        return ""
-    same = np.array_equal(np.asarray(ran.output, dtype=np.float64), got)
-    return ("bit-exact against the integer reference of LiteRT's int8 LSTM kernel" if same
-            else "differs from the integer reference of LiteRT's int8 LSTM kernel (max "
-                 f"{float(np.max(np.abs(ran.output - got))):.3g})")

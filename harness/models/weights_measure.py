@@ -1,4 +1,4 @@
-"""What the weights judge (:mod:`harness.judges.weights`) measures of a pairing: the shipped
+"""What the weights judge (:mod:`harness.models.judges.weights`) measures of a pairing: the shipped
 layer's canonical parameters against the original's, block by block, as multiples of the
 rounding of the format they were stored in (:func:`block_ratios`), the case fields by which
 they compute differently (:func:`semantics`), how far apart two layers' weights are whatever
@@ -36,7 +36,7 @@ def rounding(a: Layer, b: Layer) -> float:
 
 def grids_of(original: Layer, shipped: Layer) -> dict:
     """The grids of the quantized blocks (``forward/W_f`` -> a ``.tflite``'s
-    :class:`~harness.models.tflite.WeightGrid`): the shipped layer's, else the original's;
+    :class:`~harness.readers.tflite.WeightGrid`): the shipped layer's, else the original's;
     empty where neither layer is quantized."""
     for layer in (shipped, original):
         grids = getattr(getattr(layer, "tflite", None), "grids", None)

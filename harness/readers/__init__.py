@@ -15,6 +15,12 @@ One module per format, each with its reader and what the format tells about the 
 - ``.msgpack`` (layouts ``flax``, ``flax-nnx``): a ``flax.serialization.to_bytes`` parameter
   tree, decoded under limits without flax (:mod:`harness.readers.flax`).
 
+Beside them, the deployed files (:mod:`harness.readers.deployed`: a case's ``.tflite`` or
+OpenVINO IR weights and its shipped file): a ``.tflite``'s fused LSTM ops and recognized GRU
+loops (:mod:`harness.readers.tflite`, :mod:`harness.readers.tflite_while`), an IR's sequence
+ops (:mod:`harness.readers.openvino_ir`), read as ``compare`` reads them; and a Keras layer or
+model in memory (:func:`harness.readers.keras.keras_object_layers`).
+
 The files may come from strangers. Nothing is read from outside the file: HDF5 external links,
 external raw storage and virtual datasets, and ONNX external data, are refused. Sizes are
 checked against the memory limit before anything is read: the file's, a zip's members once

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -341,3 +343,45 @@ def fields_of_layers(layers: list[dict], path: Path | str, *, keras3: bool, sele
                            "harness knows sigmoid and hard_sigmoid", file=path)
     notes = [] if cfg else ["no layer config in the file: sigmoid gates assumed"]
     return fields, layout, notes
+
+
+# A Keras layer or model in memory (the API's and compare's objects), read as a file is
+
+
+def keras_library(obj: Any) -> str | None:
+    """``keras3`` or ``tf_keras`` for a layer (or model) of that library, else None."""
+    for module, library in (("keras", "keras3"), ("tf_keras", "tf_keras")):
+        k = sys.modules.get(module)
+        layers = getattr(k, "layers", None)
+        if layers is not None and isinstance(obj, layers.Layer):
+            if module == "keras" and not k.__version__.startswith("3"):
+                return "tf_keras"  # keras 2 is tf_keras under its old name
+            return library
+    return None
+
+
+def keras_object_layers(obj: Any) -> list[dict]:
+    """The recurrent layers of a Keras layer or model, as the Keras reader lists a file's
+    (:func:`layer_entry`): class, config and each direction's cell variables, nested models
+    flattened, in model order."""
+    def variables(rnn: Any) -> dict[str, np.ndarray]:
+        # tf_keras names a variable lstm/lstm_cell/kernel:0, Keras 3 kernel
+        return {v.name.split("/")[-1].split(":")[0]: np.asarray(v.numpy()) for v in rnn.weights}
+
+    found: list[dict] = []
+
+    def visit(layer: Any) -> None:
+        cls = type(layer).__name__
+        if cls == "Bidirectional":
+            inner = layer.forward_layer
+            if type(inner).__name__ in RNN_CLASSES:
+                found.append(layer_entry(layer.name, type(inner).__name__, inner.get_config(),
+                                         {0: variables(inner), 1: variables(layer.backward_layer)}))
+        elif cls in RNN_CLASSES:
+            found.append(layer_entry(layer.name, cls, layer.get_config(), {0: variables(layer)}))
+        else:
+            for sub in getattr(layer, "layers", ()):
+                visit(sub)
+
+    visit(obj)
+    return found

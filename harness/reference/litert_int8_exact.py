@@ -79,3 +79,19 @@ def compare(model: bytes, x: np.ndarray, op_resolver: str | None = "BUILTIN_REF"
                 per_step=int(steps.shape[0] * steps.shape[2]),
                 max_steps=int(apart.max(initial=0))))
     return found, reference
+
+
+def bit_exact(model: bytes, x: np.ndarray, got: np.ndarray) -> str:
+    """Words on an int8 kernel's output ``got`` (``model`` run on ``x``) against the integer
+    reference of LiteRT's 8x8->16 LSTM kernel: "" where that reference does not model the
+    file."""
+    from harness.reference.litert_int8_lstm import NotModelled
+
+    try:
+        ran = run_model(model, x)
+    except NotModelled:
+        return ""
+    same = np.array_equal(np.asarray(ran.output, dtype=np.float64), got)
+    return ("bit-exact against the integer reference of LiteRT's int8 LSTM kernel" if same
+            else "differs from the integer reference of LiteRT's int8 LSTM kernel (max "
+                 f"{float(np.max(np.abs(ran.output - got))):.3g})")

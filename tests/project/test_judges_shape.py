@@ -2,9 +2,10 @@
 
 A branch on quantization (an ``if``, a conditional expression, a ``while``, a ``match`` or a
 comprehension's condition whose test names anything ``quantiz*``, as a name or an attribute)
-sits only in harness/judges/, in the modules named for quantization and in the adapters, which
-hand their quantized model to its judge. The run, merge, the reports and the reproducers read
-the verdict's figures instead (docs/judges.md).
+sits only in the judges (harness/judges/, compare's in harness/models/judges/), in the modules
+named for quantization and in the adapters, which hand their quantized model to its judge. The
+run, merge, the reports and the reproducers read the verdict's figures instead
+(docs/judges.md).
 
 A kind branch need not name quantization: ``if record.cost is not None`` chose a quantized
 pair's reproducer question under a field renamed ``cost``. So in the readers (:data:`READERS`:
@@ -68,7 +69,8 @@ def branches_on_quantization(source: str) -> list[int]:
 
 def _allowed(path: Path) -> bool:
     rel = path.relative_to(ROOT)
-    return (rel.parts[0] in ("judges", "adapters") or "quantiz" in path.stem)
+    return (rel.parts[0] in ("judges", "adapters") or rel.parts[:2] == ("models", "judges")
+            or "quantiz" in path.stem)
 
 
 def test_the_walk_finds_branches_on_quantization() -> None:
@@ -92,7 +94,7 @@ def test_no_branch_on_quantization_outside_the_judges() -> None:
     assert found == [], found
 
 
-# Compare's rendering reads its verdicts through their figures (harness/judges/pairing.py):
+# Compare's rendering reads its verdicts through their figures (harness/models/judges/pairing.py):
 # it names no compare judge's figures and never compares a verdict's kind.
 COMPARE_JUDGES_FIGURES = ("WeightsFigures", "ShippedFigures")
 
@@ -114,7 +116,7 @@ def asks_the_kind(source: str) -> list[int]:
 
 def test_the_walk_finds_a_kind_asked() -> None:
     source = ("if v.kind == 'weights':\n    pass\n"
-              "from harness.judges.weights import WeightsFigures\n"
+              "from harness.models.judges.weights import WeightsFigures\n"
               "x = isinstance(f, ShippedFigures)\n"
               "y = {'kind': v.kind}\n")  # kept, not asked
     assert asks_the_kind(source) == [1, 3, 4]

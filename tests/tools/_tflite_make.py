@@ -128,7 +128,7 @@ def gru_loop(Wx: np.ndarray, Wh: np.ndarray, bx: np.ndarray, bh: np.ndarray,
     """A main subgraph holding one WHILE op whose body subgraph computes a Keras GRU cell
     (reset after) as the converter writes it: FULLY_CONNECTED ``Wx`` [3H, I] (bias ``bx``) on
     the step's input and ``Wh`` [3H, H] (bias ``bh``) on h, each SPLIT into z, r, n blocks
-    (Keras's order), then z, r, n and h' (harness/models/tflite_while.py). ``candidate``: n's
+    (Keras's order), then z, r, n and h' (harness/readers/tflite_while.py). ``candidate``: n's
     activation (TANH; another makes a body that is not the cell). Not a model that runs: what
     the reader sees of the loop."""
     m = _model(["WHILE", *GRU_BODY_OPS])

@@ -18,8 +18,8 @@ from harness.adapters import ADAPTERS
 from harness.cli import main
 from harness.compare import PASS, UNAVAILABLE
 from harness.judges import Verdict
-from harness.judges.pairing import PairingFigures
-from harness.judges.shipped import ShippedFigures
+from harness.models.judges.pairing import PairingFigures
+from harness.models.judges.shipped import ShippedFigures
 from harness.models.render import as_dict, markdown, text
 
 torch = pytest.importorskip("torch")

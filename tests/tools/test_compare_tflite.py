@@ -18,7 +18,7 @@ import pytest
 import harness
 from harness.cli import main
 from harness.compare import DIVERGED, PASS
-from harness.judges.weights import WEIGHTS
+from harness.models.judges.weights import WEIGHTS
 from harness.models.layers import read_layers
 
 sys.path.insert(0, str(Path(__file__).parent))

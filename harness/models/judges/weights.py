@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.compare import DIVERGED, PASS
-from harness.judges.pairing import PairingFigures, PairingJudge
 from harness.judges.verdict import Verdict
+from harness.models.judges.pairing import PairingFigures, PairingJudge
 
 if TYPE_CHECKING:
     from harness.doctor.findings import Diagnosis

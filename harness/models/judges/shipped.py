@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.compare import DIVERGED, NOT_APPLICABLE, PASS
-from harness.judges.pairing import PairingFigures, PairingJudge
 from harness.judges.verdict import Verdict
+from harness.models.judges.pairing import PairingFigures, PairingJudge
 
 if TYPE_CHECKING:
     import numpy as np
@@ -178,8 +178,10 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     from harness.data import generate
     from harness.errors import Unavailable
     from harness.frameworks.litert import import_litert
-    from harness.models.tflite_run import ShippedTflite, bit_exact, interpret, zero_states
+    from harness.frameworks.litert_run import interpret
+    from harness.models.tflite_run import ShippedTflite, zero_states
     from harness.prepare import reference_and_floor
+    from harness.reference.litert_int8_exact import bit_exact
 
     op = shipped.tflite
     try:
@@ -209,7 +211,7 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     out.y = y
     q = quantization.judge(case, adapter.name, out, op.quantized, inputs, original.canonical,
                            ref)
-    exact = bit_exact(op, inputs.x, y) if op.scheme == "int8" and op.whole else ""
+    exact = bit_exact(op.model, inputs.x, y) if op.scheme == "int8" and op.whole else ""
     reason = "; ".join(r for r in (q.reason, exact, note) if r)
     first = compare.first_divergence(q.rows)
     where = compare.where(first) if first is not None else ""

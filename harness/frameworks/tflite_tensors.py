@@ -1,6 +1,6 @@
 """A ``.tflite`` tensor's values as real numbers and back, from the LiteRT interpreter's
 tensor details: pure NumPy, used where the harness runs a shipped ``.tflite``
-(:mod:`harness.models.tflite_run`) and pasted into a differing pairing's reproducer
+(:mod:`harness.frameworks.litert_run`) and pasted into a differing pairing's reproducer
 (:func:`source`, :mod:`harness.models.tflite_repro`), so that the script reads the file by the
 very code the outputs verdict read it with.
 """

@@ -1,4 +1,5 @@
-"""The recurrent layers of a ``.tflite`` file (a path or its bytes), for ``compare``: each
+"""The recurrent layers of a ``.tflite`` file (a path or its bytes), for ``compare`` and for a
+case's ``.tflite`` weights and shipped file (:mod:`harness.readers.deployed`): each
 ``UNIDIRECTIONAL_SEQUENCE_LSTM`` and ``BIDIRECTIONAL_SEQUENCE_LSTM`` op of the main subgraph,
 float or quantized (int8, 16x8: integer weights with their scale and zero point), dequantized
 to canonical parameters (docs/equations.md), its sizes (batch and sequence length included)
@@ -13,7 +14,7 @@ bias is canonical ``bW``; ``bR`` is zero.
 
 The converter emits a ``WHILE`` loop, not a fused op, for a Keras GRU and for an LSTM traced
 with its final states as outputs. A float Keras ``GRU(reset_after=True)``'s loop is read as a
-GRU layer where its body's cell is recognized (:mod:`harness.models.tflite_while`); any other
+GRU layer where its body's cell is recognized (:mod:`harness.readers.tflite_while`); any other
 loop is named as not readable here, with its loop body's ops
 (:class:`~harness.errors.WeightsError`, exit 2), as is any other recurrent form (peepholes,
 projection, layer normalization, CIFG).
@@ -75,7 +76,7 @@ class TfliteOp:
     # output is its y (directly or through one DEQUANTIZE): the file runs as the layer
     whole: bool = False
     # each canonical block's tensor among the main subgraph's (a fused op's; a loop's are in
-    # its body): the same in the op cut out (harness.models.tflite_run.cut)
+    # its body): the same in the op cut out (harness.frameworks.litert_run.cut)
     indices: dict[str, int] = field(default_factory=dict, repr=False)
 
 
@@ -288,7 +289,7 @@ def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
 def _gru_loop(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
               ) -> dict[str, Any] | None:
     """The GRU layer of a WHILE loop whose body is a Keras GRU's cell, else None."""
-    from harness.models.tflite_while import read_gru_body
+    from harness.readers.tflite_while import read_gru_body
 
     body = int(getattr(op.options, "bodySubgraphIndex", -1))
     cell = read_gru_body(data, body) if body > 0 else None

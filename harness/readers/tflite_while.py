@@ -1,5 +1,5 @@
 """The ``WHILE`` loop the TFLite converter emits for a Keras ``GRU(reset_after=True)`` (TFLite
-has no fused GRU op), read as a canonical GRU layer for ``compare``.
+has no fused GRU op), read as a canonical GRU layer (:mod:`harness.readers.tflite`).
 
 The loop body's cell is recognized by following its dataflow from the carried hidden state
 ``h`` and the time step's input ``x_t`` (a ``GATHER`` of the carried input sequence): two

@@ -1,8 +1,9 @@
 """Deployed files in a case: as its weights (``weights: {file: model.tflite}``,
 ``{file: model.xml}``) and as its shipped file (``shipped:``, which ``litert-shipped`` and
 ``openvino-shipped`` run as it is). The recurrent layers of a ``.tflite`` and of an OpenVINO IR
-are read by compare's readers (:func:`harness.models.tflite.read_tflite`,
-:func:`harness.readers.openvino_ir.read_sequences`), never parsed again here.
+are read by the readers of those formats, which compare reads them with too
+(:func:`harness.readers.tflite.read_tflite`, :func:`harness.readers.openvino_ir.read_sequences`),
+never parsed again here.
 
 The layers ``select`` names (comma-separated names, in that order), or every recurrent layer of
 the file in file order, are the case's stack, as canonical tensors (layout ``canonical``),
@@ -12,8 +13,10 @@ their own grids (int8, 16x8: the values the file's integers stand for). What the
 its input (batch, steps) binds only the shipped file: :func:`infer` leaves it out,
 :func:`shipped_layer` checks it.
 
-Not a format reader of :mod:`harness.readers`: the .tflite reader reads the flatbuffer with the
-LiteRT adapters' schema helper and keeps the file's grids for the quantized judge.
+Beside the readers' dispatch by suffix (:mod:`harness.readers.dispatch`), not in it: the .tflite
+reader reads the flatbuffer with the framework toolkit's schema helper
+(:mod:`harness.frameworks.litert_flatbuffer`) and keeps the file's grids for the quantized
+judge.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ class FileLayer:
     """One recurrent layer of a deployed file: its ``name`` (what ``select`` names), the case
     ``fields`` it tells (no batch or steps), its weights as one layer's ``canonical`` tensors,
     the ``batch`` and ``seq_len`` the file fixes (None: free), and what runs it: the .tflite op
-    (:class:`harness.models.tflite.TfliteOp`) or the IR's sequence op
+    (:class:`harness.readers.tflite.TfliteOp`) or the IR's sequence op
     (:class:`harness.readers.openvino_ir.IrSequence`)."""
 
     name: str
@@ -71,7 +74,7 @@ def file_layers(path: Path, max_bytes: int | None = None) -> list[FileLayer]:
     path = Path(path)
     limit = _limit(max_bytes)
     if path.suffix.lower() == TFLITE:
-        from harness.models.tflite import read_tflite
+        from harness.readers.tflite import read_tflite
 
         return [_tflite_layer(d) for d in read_tflite(path, "weights", limit)]
     if path.suffix.lower() == IR:
