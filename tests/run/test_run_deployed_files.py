@@ -98,6 +98,29 @@ def test_a_quantized_tflite_is_judged_by_its_sqnr(tmp_path, asymmetric) -> None:
     assert p["status"] == "not applicable" and "is quantized (dynamic)" in p["reason"], p
 
 
+def test_both_tflite_readers_declare_the_hybrid_kernels_activation_quantization() -> None:
+    """A dynamic-range file's hybrid kernel quantizes x and h per batch row at run time, by the
+    op's asymmetric_quantize_inputs: both readers (``compare``'s and ``run``'s layer reader, the
+    litert-dynamic adapter's) say so on the QuantizedModel; a float file declares nothing."""
+    from harness.frameworks import litert_flatbuffer as fb
+    from harness.models.layers import read_layers
+    from harness.spec import Case
+
+    w = _weights()
+    scales = {k: float(np.abs(v).max()) / 127 for k, v in w.items() if k[0] in "WR"}
+    case = Case(name="c", cell="lstm", input_size=I, hidden_size=H, batch=2, seq_len=5)
+    checked = 0
+    for asymmetric, want in ((False, fb.HYBRID_SYMMETRIC), (True, fb.HYBRID_ASYMMETRIC)):
+        model = mk.lstm(w, scales=scales, asymmetric=asymmetric)
+        [layer], _ = read_layers(model, "shipped")
+        assert layer.tflite.quantized.activations == want
+        assert fb.quantized_model(case, model, "dynamic").activations == want
+        checked += 1
+    assert checked == 2
+    assert (want.qmin, want.qmax, want.symmetric, want.rows) == (-128, 127, False, 1)
+    assert read_layers(mk.lstm(w), "shipped")[0][0].tflite.quantized is None
+
+
 def _ir(folder: Path, name: str = "m") -> Path:
     """An LSTMSequence IR (forward, batch 2, 5 steps) built with OpenVINO's opset, saved as
     ``name.xml`` and ``name.bin``."""
