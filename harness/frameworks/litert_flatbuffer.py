@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.grids import Grid, LayerGrids, QuantizedModel
+from harness.grids import DynamicActivation, Grid, LayerGrids, QuantizedModel
 from harness.params import key
 from harness.spec import Case
 
@@ -32,6 +32,13 @@ HIDDEN_INTERMEDIATE = 4
 # REVERSE_V2, TensorFlow 2.21: its output's bytes are its input's, reversed), so that an output
 # grid other than the input's changes what the bytes mean
 BYTE_COPYING = ("REVERSE_V2",)
+
+# how TFLite's hybrid LSTM kernel (int8 weights, float activations) quantizes the input and
+# h_{t-1} of each step before their products, each batch row on its own grid (lstm_eval.cc,
+# tensor_utils::BatchQuantizeFloats): int8 symmetric -127..127, or affine -128..127 where the
+# op's option ``asymmetric_quantize_inputs`` is set
+HYBRID_SYMMETRIC = DynamicActivation(qmin=-127, qmax=127, symmetric=True, rows=1, tflite=True)
+HYBRID_ASYMMETRIC = DynamicActivation(qmin=-128, qmax=127, rows=1, tflite=True)
 
 # TFLite TensorType -> (NumPy type, the integer range of its grid)
 INTEGER_TYPES = {"INT8": (np.int8, -128, 127), "UINT8": (np.uint8, 0, 255),
@@ -127,6 +134,13 @@ def subgraph_count(model: bytes) -> int:
     return len(_schema().ModelT.InitFromPackedBuf(model, 0).subgraphs)
 
 
+def hybrid_activations(op: Op) -> DynamicActivation:
+    """How the hybrid kernel of a fused LSTM op with int8 weights and a float input quantizes
+    its activations at run time: by its option ``asymmetric_quantize_inputs``."""
+    asymmetric = bool(getattr(op.options, "asymmetricQuantizeInputs", False))
+    return HYBRID_ASYMMETRIC if asymmetric else HYBRID_SYMMETRIC
+
+
 def integer_recurrent_tensors(model: bytes) -> list[str]:
     """``op:tensor(type)`` of every integer tensor an op of the recurrence reads: the fused LSTM
     ops' inputs, and every op of a loop's body (the subgraphs past the first)."""
@@ -174,7 +188,14 @@ def quantized_model(case: Case, model: bytes, scheme: str) -> QuantizedModel:
     producer = next((op for op in flat.ops if out in op.outputs), None)
     output = (flat.grid(producer.inputs[0]) if producer is not None
               and producer.name == "DEQUANTIZE" else None)
-    return QuantizedModel(scheme, weights, grids, output)
+    activations = None
+    if scheme == "dynamic":
+        kinds = {hybrid_activations(op) for op in lstms}
+        if len(kinds) > 1:
+            raise ValueError(f"the {FUSED_LSTM} ops quantize their inputs both symmetric and "
+                             f"asymmetric (asymmetric_quantize_inputs)")
+        [activations] = kinds
+    return QuantizedModel(scheme, weights, grids, output, activations)
 
 
 def _same(a: Grid | None, b: Grid | None) -> bool:

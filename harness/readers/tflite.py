@@ -283,7 +283,8 @@ def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
     output = (flat.grid(producer.inputs[0]) if producer is not None
               and producer.name == "DEQUANTIZE" else flat.grid(out))
     return QuantizedModel(scheme if scheme != "16x8" else "int8",
-                          {k: v.copy() for k, v in tensors.items()}, layer_grids, output)
+                          {k: v.copy() for k, v in tensors.items()}, layer_grids, output,
+                          fb.hybrid_activations(op) if scheme == "dynamic" else None)
 
 
 def _gru_loop(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str

@@ -70,3 +70,8 @@ def test_the_converters_rule_holds_at_its_edge_and_a_large_lstm_is_quantized():
     r = run_pair(prepare(lstm(32, 32)), adapter)
     assert r.status == compare.PASS, (r.status, r.reason)
     assert "integer tensors in the recurrent ops: INT8" in r.reason
+    # the converter sets asymmetric_quantize_inputs (TensorFlow 2.21): the hybrid kernel's
+    # affine per-row activations, modelled to float32's rounding (docs/quantization.md)
+    assert r.outputs.quantized.activations == litert_flatbuffer.HYBRID_ASYMMETRIC
+    steps = float(r.reason.split("within ", 1)[1].split(" output steps", 1)[0])
+    assert steps < 1e-3, r.reason

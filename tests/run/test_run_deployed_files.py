@@ -8,6 +8,7 @@ schema (tests/tools/_tflite_make.py), an IR built with OpenVINO's opset and save
 from __future__ import annotations
 
 import json
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -69,21 +70,55 @@ def test_a_float_tflite_as_weights_and_shipped_passes(tmp_path) -> None:
     assert "litert-shipped" not in {a.name for a in select(None)}
 
 
-def test_a_quantized_tflite_is_judged_by_its_sqnr(tmp_path) -> None:
+@pytest.mark.parametrize("asymmetric", [False, True])
+def test_a_quantized_tflite_is_judged_by_its_sqnr(tmp_path, asymmetric) -> None:
     pytest.importorskip("ai_edge_litert.interpreter")
     w = _weights()
     scales = {k: float(np.abs(v).max()) / 127 for k, v in w.items() if k[0] in "WR"}
-    (tmp_path / "q.tflite").write_bytes(mk.lstm(w, scales=scales))
+    # dynamic range, the weights on their grids: the hybrid kernel's only other rounding is its
+    # run-time quantization of x and h, per batch row, by the op's asymmetric_quantize_inputs
+    (tmp_path / "q.tflite").write_bytes(mk.lstm(w, scales=scales, asymmetric=asymmetric))
     body = CASE + "weights: {file: q.tflite}\nshipped: {file: q.tflite}\n"
     code, pairs, _ = _run(tmp_path, body + "quantization: {}\n", "reference,litert-shipped")
     p = pairs["litert-shipped"]
     # the quantized judge's two questions: the kernel against the integer-aware reference on
     # the file's grids, and the cost (SQNR over y against an ideal quantization)
+    assert code == 0 and p["status"] == "pass", p
     assert "of the integer-aware reference (pass within 2)" in p["reason"], p
-    assert "SQNR" in p["reason"] and p["quantization"]["sqnr_db"] > 40, p
+    # the reference quantizes the activations as the kernel does: float32's rounding apart
+    # (the other scheme, symmetric for asymmetric or back, is 0.27 steps off; none, 0.17)
+    steps = float(re.search(r"within (\S+) output steps", p["reason"]).group(1))
+    assert steps < 1e-3, p
+    q = p["quantization"]  # an ideal of the same scheme: the same weights, the same kernel
+    assert q["sqnr_db"] > 40 and abs(q["sqnr_db"] - q["ideal_sqnr_db"]) < 0.1, p
+    if asymmetric:
+        return
     code, pairs, _ = _run(tmp_path, body, "reference,litert-shipped")  # no quantization:
     p = pairs["litert-shipped"]
     assert p["status"] == "not applicable" and "is quantized (dynamic)" in p["reason"], p
+
+
+def test_both_tflite_readers_declare_the_hybrid_kernels_activation_quantization() -> None:
+    """A dynamic-range file's hybrid kernel quantizes x and h per batch row at run time, by the
+    op's asymmetric_quantize_inputs: both readers (``compare``'s and ``run``'s layer reader, the
+    litert-dynamic adapter's) say so on the QuantizedModel; a float file declares nothing."""
+    from harness.frameworks import litert_flatbuffer as fb
+    from harness.models.layers import read_layers
+    from harness.spec import Case
+
+    w = _weights()
+    scales = {k: float(np.abs(v).max()) / 127 for k, v in w.items() if k[0] in "WR"}
+    case = Case(name="c", cell="lstm", input_size=I, hidden_size=H, batch=2, seq_len=5)
+    checked = 0
+    for asymmetric, want in ((False, fb.HYBRID_SYMMETRIC), (True, fb.HYBRID_ASYMMETRIC)):
+        model = mk.lstm(w, scales=scales, asymmetric=asymmetric)
+        [layer], _ = read_layers(model, "shipped")
+        assert layer.tflite.quantized.activations == want
+        assert fb.quantized_model(case, model, "dynamic").activations == want
+        checked += 1
+    assert checked == 2
+    assert (want.qmin, want.qmax, want.symmetric, want.rows) == (-128, 127, False, 1)
+    assert read_layers(mk.lstm(w), "shipped")[0][0].tflite.quantized is None
 
 
 def _ir(folder: Path, name: str = "m") -> Path:

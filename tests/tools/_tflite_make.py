@@ -56,12 +56,13 @@ def _pack(m) -> bytes:
 
 def lstm(weights: dict[str, np.ndarray], B: int = 2, T: int = 5,
          scales: dict[str, float] | None = None, declared: dict[str, float] | None = None,
-         lead: str | None = None) -> bytes:
+         lead: str | None = None, asymmetric: bool = False) -> bytes:
     """One fused LSTM op on x [B, T, I]; ``weights``: W_i..W_o [H, I], R_i..R_o [H, H],
     b_i..b_o [H] (TFLite's gate order). ``scales``: int8 weights on these grids (symmetric),
     each declared on its ``declared`` scale where given (a file whose scale was edited).
     ``lead``: a one-input elementwise op (TANH) between the model's input and the LSTM, which
-    then sits inside a larger model."""
+    then sits inside a larger model. ``asymmetric``: the op's ``asymmetric_quantize_inputs``
+    (how the hybrid kernel of int8 weights quantizes its float activations)."""
     m = _model(["UNIDIRECTIONAL_SEQUENCE_LSTM", *([lead] if lead else [])])
     H, I = weights["W_i"].shape
     F32, I8 = schema.TensorType.FLOAT32, schema.TensorType.INT8
@@ -93,6 +94,7 @@ def lstm(weights: dict[str, np.ndarray], B: int = 2, T: int = 5,
     op.opcodeIndex, op.inputs, op.outputs = 0, ins, [y]
     o = schema.UnidirectionalSequenceLSTMOptionsT()
     o.fusedActivationFunction, o.timeMajor = schema.ActivationFunctionType.TANH, False
+    o.asymmetricQuantizeInputs = asymmetric
     op.builtinOptionsType = schema.BuiltinOptions.UnidirectionalSequenceLSTMOptions
     op.builtinOptions = o
     sg = m.subgraphs[0]
