@@ -1,6 +1,6 @@
 """A ``.tflite`` file run as it is in the LiteRT interpreter, and one op of it (or a layer's
-few ops) cut out as a ``.tflite``: what the ``litert-shipped`` adapter and compare's shipped-outputs judge
-(:mod:`harness.models.tflite_run`) both run a shipped file with."""
+few ops) cut out as a ``.tflite``: what the ``litert-shipped`` adapter and compare's
+shipped-outputs judge (:mod:`harness.models.tflite_run`) both run a shipped file with."""
 
 from __future__ import annotations
 
