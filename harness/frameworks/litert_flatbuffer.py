@@ -157,12 +157,19 @@ def integer_recurrent_tensors(model: bytes) -> list[str]:
     return found
 
 
+def reversed_by(flat: Flat, op: Op) -> Op | None:
+    """The ``REVERSE_V2`` op whose output is ``op``'s input, else None: where a converted
+    bidirectional layer's fused LSTM op reads its input reversed in time, it runs the reverse
+    direction (the converter writes each direction as an op of its own)."""
+    made_by = next((o for o in flat.ops if op.inputs[0] in o.outputs), None)
+    return made_by if made_by is not None and made_by.name == "REVERSE_V2" else None
+
+
 def quantized_model(case: Case, model: bytes, scheme: str) -> QuantizedModel:
     """The weights as stored (dequantized, canonical keys) and the grids the model declares,
     read from its fused LSTM ops: one per layer and direction, in execution order, layer by
     layer; an op whose input is a ``REVERSE_V2``'s output runs the reverse direction."""
     flat = read(model)
-    made_by = {o: op.name for op in flat.ops for o in op.outputs}
     lstms = [op for op in flat.ops if op.name == FUSED_LSTM]
     D = case.num_directions
     if len(lstms) != case.num_layers * D:
@@ -173,7 +180,7 @@ def quantized_model(case: Case, model: bytes, scheme: str) -> QuantizedModel:
     H = case.hidden_size
     for n, op in enumerate(lstms):
         layer = n // D
-        d = 1 if made_by.get(op.inputs[0]) == "REVERSE_V2" else 0
+        d = 1 if reversed_by(flat, op) is not None else 0
         for prefix, indices in GATE_INPUTS.items():
             for gate, i in zip(case.gates, indices, strict=True):
                 weights[key(layer, d, f"{prefix}_{gate}")] = flat.value(op.inputs[i])

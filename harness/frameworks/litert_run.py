@@ -1,6 +1,6 @@
-"""A ``.tflite`` file run as it is in the LiteRT interpreter, and one op of it cut out as a
-one-op ``.tflite``: what the ``litert-shipped`` adapter and compare's shipped-outputs judge
-(:mod:`harness.models.tflite_run`) both run a shipped file with."""
+"""A ``.tflite`` file run as it is in the LiteRT interpreter, and one op of it (or a layer's
+few ops) cut out as a ``.tflite``: what the ``litert-shipped`` adapter and compare's
+shipped-outputs judge (:mod:`harness.models.tflite_run`) both run a shipped file with."""
 
 from __future__ import annotations
 
@@ -37,17 +37,21 @@ def interpret(model: bytes, x: np.ndarray) -> np.ndarray:
     return _from_file(out, run.get_tensor(out["index"]))
 
 
-def cut(model: bytes, index: int) -> bytes:
+def cut(model: bytes, index: int, ops: tuple[int, ...] = ()) -> bytes:
     """The op ``index`` of the main subgraph alone, as a one-op ``.tflite``: the file's own op,
-    tensors, buffers and grids; its input the op's input 0, its output the op's output 0."""
+    tensors, buffers and grids; its input the op's input 0, its output the op's output 0. With
+    ``ops`` (``index`` among them), those ops in the file's order, its input op ``index``'s
+    input 0, its output the last op's output 0 (a layer of several ops: a Keras
+    Bidirectional's two fused LSTMs, their REVERSE_V2s and CONCATENATION)."""
     import flatbuffers
 
     from harness.frameworks import litert_flatbuffer as fb
 
     m = fb._schema().ModelT.InitFromPackedBuf(model, 0)
     sg = m.subgraphs[0]
-    op = sg.operators[index]
-    sg.operators, sg.inputs, sg.outputs = [op], [op.inputs[0]], [op.outputs[0]]
+    kept = [sg.operators[n] for n in sorted(ops or (index,))]
+    x = sg.operators[index].inputs[0]
+    sg.operators, sg.inputs, sg.outputs = kept, [x], [kept[-1].outputs[0]]
     m.signatureDefs = []  # they name the whole model's inputs and outputs
     b = flatbuffers.Builder(len(model) + 1024)
     b.Finish(m.Pack(b), file_identifier=b"TFL3")

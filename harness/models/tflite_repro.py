@@ -179,10 +179,11 @@ def write_tflite_repro(p: Pairing, folder: Path, top: Path) -> str:
     if why:
         return why
     # a loop cannot be cut to one op; the outputs verdict ran it only where it is the file
-    model = op.model if op.op == "WHILE" else cut(op.model, op.index)
+    model = op.model if op.op == "WHILE" else cut(op.model, op.index, op.ops)
     arrays, figures = _arrays(p, p.outputs.figures.inputs)
     what = "WHILE loop (the whole file: a loop cannot be cut to one op)" if op.op == "WHILE" \
-        else f"{op.op} op {op.index} (cut out as a one-op .tflite)"
+        else f"{op.op} op {op.index} (cut out as a one-op .tflite)" if not op.ops \
+        else f"bidirectional layer's ops {list(op.ops)} (cut out together as a .tflite)"
     script = script_text(f"{p.title()}: {s.where or s.path}",
                          ABOUT.format(what=doc_text(what), file=doc_text(s.source)),
                          [(name, figures[k], said) for name, k, said in FIGURES],

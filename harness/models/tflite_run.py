@@ -10,7 +10,10 @@ reference of LiteRT's 8x8->16 LSTM kernel models (:mod:`harness.reference.litert
 also checked against it to the bit (:func:`harness.reference.litert_int8_exact.bit_exact`).
 
 The file runs as it is where it is the layer (its one input feeds the op, directly or through
-one QUANTIZE; its one output is the op's y, directly or through one DEQUANTIZE). Where the op
+one QUANTIZE; its one output is the op's y, directly or through one DEQUANTIZE). A Keras
+Bidirectional layer is several ops (two fused LSTMs, two REVERSE_V2s, a CONCATENATION:
+:func:`harness.readers.tflite._bidirectional_pairs`): the file runs as it is where its input
+feeds them and its output is the CONCATENATION's, else those ops are cut out together. Where the op
 sits inside a larger model, the op is cut out (:func:`harness.frameworks.litert_run.cut`: a
 one-op ``.tflite`` holding the file's own op, constants, grids and state variables, its input
 and output the op's own, integer in an integer file) and run on generated inputs; with
@@ -82,7 +85,8 @@ class ShippedTflite(Adapter):
     def __init__(self, op: TfliteOp) -> None:
         self.op = op
         # the file itself where it is the layer, else its op cut out
-        self.model = op.model if op.whole or op.op == "WHILE" else cut(op.model, op.index)
+        self.model = (op.model if op.whole or op.op == "WHILE"
+                      else cut(op.model, op.index, op.ops))
 
     def check_available(self) -> None:
         from harness.frameworks.litert import import_litert
@@ -91,7 +95,8 @@ class ShippedTflite(Adapter):
 
     def route_note(self, case: Case) -> str | None:
         return ("ran the shipped file itself" if self.op.whole
-                else "ran the shipped file's op cut out as a one-op .tflite")
+                else f"ran the shipped file's ops {list(self.op.ops)} cut out as a .tflite"
+                if self.op.ops else "ran the shipped file's op cut out as a one-op .tflite")
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
         y = interpret(self.model, inputs.x)

@@ -22,7 +22,7 @@ projection, layer normalization, CIFG).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,9 @@ class TfliteOp:
     # each canonical block's tensor among the main subgraph's (a fused op's; a loop's are in
     # its body): the same in the op cut out (harness.frameworks.litert_run.cut)
     indices: dict[str, int] = field(default_factory=dict, repr=False)
+    # a layer of several ops, a Keras Bidirectional's (:func:`_bidirectional_pairs`): forward,
+    # REVERSE_V2, backward, REVERSE_V2, CONCATENATION, ``index`` the first; empty: one op
+    ops: tuple[int, ...] = ()
 
 
 def is_tflite(source: Any) -> bool:
@@ -111,8 +114,11 @@ def read_tflite(source: Any, role: str, limit: int) -> list[dict[str, Any]]:
     except Exception as exc:  # a damaged flatbuffer: the schema's own words
         raise WeightsError(f"the flatbuffer cannot be read ({type(exc).__name__}: "
                            f"{(str(exc).splitlines() or [''])[0][:200]})", file=label) from None
-    layers = [_layer(flat, n, op, data, label, role) for n, op in enumerate(flat.ops)
-              if op.name in (UNI, BIDI)]
+    pairs = _bidirectional_pairs(flat, label)
+    paired = {n for ops in pairs.values() for n in ops}
+    layers = [_pair_layer(flat, pairs[n], data, label, role) if n in pairs
+              else _layer(flat, n, op, data, label, role) for n, op in enumerate(flat.ops)
+              if op.name in (UNI, BIDI) and (n in pairs or n not in paired)]
     if not layers:
         layers = [layer for n, op in enumerate(flat.ops) if op.name == "WHILE"
                   for layer in [_gru_loop(flat, n, op, data, label, role)] if layer]
@@ -287,6 +293,110 @@ def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
                           fb.hybrid_activations(op) if scheme == "dynamic" else None)
 
 
+def _bidirectional_pairs(flat: fb.Flat, label: str) -> dict[int, tuple[int, ...]]:
+    """Keras ``Bidirectional(LSTM)`` as the converter writes it (TensorFlow 2.21): two fused
+    LSTM ops on one input, the backward one reading it through a ``REVERSE_V2`` on the time
+    axis (:func:`~harness.frameworks.litert_flatbuffer.reversed_by`), its output reversed back
+    by another, both joined by ``CONCATENATION`` on the last axis (merge_mode concat), forward
+    first. By forward op: (forward, reverse in, backward, reverse out, concatenation). A pair
+    merged otherwise (sum, mul, ave) or shaped otherwise is named, not read; a reversed op with
+    no forward sibling on its input (Keras ``go_backwards``) is left to be read alone."""
+    readers: dict[int, list[int]] = {}
+    for n, o in enumerate(flat.ops):
+        for i in o.inputs:
+            readers.setdefault(i, []).append(n)
+    pairs = {}
+    for b, bwd in enumerate(flat.ops):
+        rin = fb.reversed_by(flat, bwd) if bwd.name == UNI else None
+        fwds = [n for n in readers.get(rin.inputs[0], []) if flat.ops[n].name == UNI] \
+            if rin is not None else []
+        if not fwds:
+            continue
+        f, r = fwds[0], flat.ops.index(rin)
+        fwd = flat.ops[f]
+        outs = readers.get(bwd.outputs[0], [])
+        r2 = outs[0] if len(outs) == 1 and flat.ops[outs[0]].name == "REVERSE_V2" else -1
+        joins = readers.get(fwd.outputs[0], [])
+        j = joins[0] if len(joins) == 1 else -1
+        problem = _pair_problem(flat, fwd, bwd, r, r2, j)
+        if problem:
+            names = ", ".join(f"{flat.ops[n].name} (op {n})" for n in joins) or "no op"
+            raise WeightsError(
+                f"op {f} {UNI} and op {b} {UNI} (on a REVERSE_V2, op {r}, of its input) form a "
+                f"bidirectional layer whose directions are read by {names}: {problem}; "
+                f"rnn-harness reads the converter's merge_mode concat (the backward output "
+                f"reversed back, CONCATENATION on the last axis)", file=label)
+        pairs[f] = (f, r, b, r2, j)
+    return pairs
+
+
+def _pair_problem(flat: fb.Flat, fwd: fb.Op, bwd: fb.Op, r: int, r2: int, j: int) -> str:
+    """What keeps two fused LSTM ops from being a Keras concat bidirectional layer, or ''."""
+    major = [bool(getattr(o.options, "timeMajor", False)) for o in (fwd, bwd)]
+    clips = [float(getattr(o.options, "cellClip", 0.0) or 0.0) for o in (fwd, bwd)]
+    axis = 0 if major[0] else 1
+    if major[0] != major[1] or clips[0] != clips[1]:
+        return "the two ops' options (time major, cell clip) differ"
+    if r2 < 0:
+        return "the backward output is not reversed back by one REVERSE_V2"
+    if any(_constant(flat, flat.ops[k].inputs[1]) not in ([axis], [axis - 3])
+           for k in (r, r2)):
+        return f"a REVERSE_V2 is not on the time axis ({axis})"
+    if j < 0 or flat.ops[j].name != "CONCATENATION":
+        return "not joined by one CONCATENATION"
+    join = flat.ops[j]
+    if join.inputs != [fwd.outputs[0], flat.ops[r2].outputs[0]] \
+            or getattr(join.options, "axis", None) not in (2, -1):
+        return "the CONCATENATION is not forward then backward on the last axis"
+    return ""
+
+
+def _constant(flat: fb.Flat, i: int) -> list[int] | None:
+    """A small constant integer tensor's values, None where it holds none."""
+    try:
+        return [int(v) for v in flat.stored(i).ravel()]
+    except Exception:  # not a constant: no data in its buffer
+        return None
+
+
+def _pair_layer(flat: fb.Flat, ops: tuple[int, ...], data: bytes, label: str, role: str
+                ) -> dict[str, Any]:
+    """The bidirectional layer of a pair of fused LSTM ops (:func:`_bidirectional_pairs`):
+    each op's weights its direction's, its grids its direction's."""
+    f, _, b, _, j = ops
+    fwd, bwd = flat.ops[f], flat.ops[b]
+    where = f"ops {f} and {b} {UNI}"
+    ats = [_inputs_at(fwd, 1), _inputs_at(bwd, 1)]
+    for n, one in ((f, ats[0]), (b, ats[1])):
+        _refuse_forms(one, 1, f"op {n} {UNI}", label)
+
+    def at(d: int, what: str, g: int = 0) -> int:
+        return ats[d](0, what, g)
+
+    case = _lstm_case(flat, fwd, ats[0], where, label, role).model_copy(
+        update={"direction": "bidirectional"})
+    weights = _weights(flat, at, 2, case, where, label)
+    tensors, grids = weights.tensors, weights.grids
+    scheme = ("float" if not grids else "16x8" if flat.tensor_type(fwd.inputs[0]) == "INT16"
+              else "int8" if flat.grid(fwd.inputs[0]) is not None else "dynamic")
+    quantized = None
+    if grids:  # each op's grids its direction's
+        q = [_quantized(flat, o, one, 1, scheme, tensors) for o, one in zip((fwd, bwd), ats,
+                                                                              strict=True)]
+        quantized = replace(q[0], grids={"0/0": q[0].grids["0/0"], "0/1": q[1].grids["0/0"]})
+    float32 = all(np.array_equal(v.astype(np.float32), v) for v in tensors.values())
+    whole = _whole_between(flat, fwd.inputs[0], flat.ops[j].outputs[0])
+    return {"source": label, "name": where, "path": where, "case": case,
+            "layout": "canonical", "canonical": Canonical(tensors), "native": dict(tensors),
+            "dtype": "float32" if grids or float32 else "float64", "adapter": None,
+            "where": f"the {UNI} ops {f} (forward) and {b} (backward: between the REVERSE_V2 "
+                     f"ops {ops[1]} and {ops[3]}) joined by the CONCATENATION op {j} of the "
+                     f"main subgraph (a Keras Bidirectional layer)",
+            "file_names": weights.file_names,
+            "tflite": TfliteOp(data, f, UNI, scheme, grids, quantized, whole, weights.indices,
+                               ops)}
+
+
 def _gru_loop(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
               ) -> dict[str, Any] | None:
     """The GRU layer of a WHILE loop whose body is a Keras GRU's cell, else None."""
@@ -331,22 +441,29 @@ def _gru_loop(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: s
 def _whole(flat: fb.Flat, op: fb.Op) -> bool:
     """Whether the model's one input feeds the op (directly or through one QUANTIZE) and its
     one output is the op's y (directly or through one DEQUANTIZE)."""
+    return _whole_between(flat, op.inputs[0], op.outputs[0])
+
+
+def _whole_between(flat: fb.Flat, x: int, layer_y: int) -> bool:
+    """Whether the model's one input is ``x`` (or its one QUANTIZE's input) and its one output
+    ``layer_y`` (or its one DEQUANTIZE's output)."""
     made_by = {o: p for p in flat.ops for o in p.outputs}
     ins, outs = list(flat.subgraph.inputs), list(flat.subgraph.outputs)
     if len(ins) != 1 or len(outs) != 1:
         return False
-    x = op.inputs[0]
     feeder = made_by.get(x)
     fed = x == ins[0] or (feeder is not None and feeder.name == "QUANTIZE"
                           and feeder.inputs[0] == ins[0])
     y = outs[0]
     writer = made_by.get(y)
-    read = y == op.outputs[0] or (writer is not None and writer.name == "DEQUANTIZE"
-                                  and writer.inputs[0] == op.outputs[0])
+    read = y == layer_y or (writer is not None and writer.name == "DEQUANTIZE"
+                            and writer.inputs[0] == layer_y)
     return fed and read
 
 
 def describe(layer: Any) -> str:
-    """The layer in words, for its reason: the op and its scheme."""
+    """The layer in words, for its reason: the op (or ops) and its scheme."""
     t = layer.tflite
+    if t is not None and t.ops:
+        return f"{t.op} ops {t.index} and {t.ops[2]}, bidirectional ({t.scheme})"
     return f"{t.op} op {t.index} ({t.scheme})" if t is not None else layer.path

@@ -196,3 +196,66 @@ def converted_in_child(script: str, folder: Path) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", script, str(folder)], check=True, capture_output=True)
     return time.perf_counter() - start
+
+
+def _lstm_op(m, x: int, weights: dict[str, np.ndarray], B: int, T: int):
+    """A float fused LSTM op (opcode 0) on tensor ``x``, added to ``m``'s tensors; the op."""
+    H = weights["W_i"].shape[0]
+    F32 = schema.TensorType.FLOAT32
+    ins = [x] + [_tensor(m, weights[f"{p}_{g}"].shape, F32,
+                         weights[f"{p}_{g}"].astype(np.float32), name=f"{p}_{g}")
+                 for p in "WR" for g in "ifgo"]
+    ins += [-1, -1, -1]
+    ins += [_tensor(m, (H,), F32, weights[f"b_{g}"].astype(np.float32), name=f"b_{g}")
+            for g in "ifgo"]
+    ins += [-1, -1, _tensor(m, (B, H), F32, name="h", variable=True),
+            _tensor(m, (B, H), F32, name="c", variable=True), -1, -1, -1, -1]
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, ins, [_tensor(m, (B, T, H), F32, name="y")]
+    o = schema.UnidirectionalSequenceLSTMOptionsT()
+    o.fusedActivationFunction, o.timeMajor = schema.ActivationFunctionType.TANH, False
+    o.cellClip = 10.0
+    op.builtinOptionsType = schema.BuiltinOptions.UnidirectionalSequenceLSTMOptions
+    op.builtinOptions = o
+    return op
+
+
+def bidirectional(forward: dict[str, np.ndarray], backward: dict[str, np.ndarray],
+                  B: int = 2, T: int = 5, merge: str = "CONCATENATION", lead: bool = False
+                  ) -> bytes:
+    """A Keras Bidirectional(LSTM) as the converter writes it (TensorFlow 2.21, measured):
+    REVERSE_V2 of x on the time axis, the backward fused LSTM on it, REVERSE_V2 of its y, the
+    forward fused LSTM on x, ``merge`` (CONCATENATION on the last axis, forward first; ADD:
+    Keras's merge_mode sum) of the two. Weights as :func:`lstm`'s. ``lead``: a TANH between
+    the model's input and the layer, which then sits inside a larger model."""
+    m = _model(["UNIDIRECTIONAL_SEQUENCE_LSTM", "REVERSE_V2", merge, "TANH"])
+    H, I = forward["W_i"].shape
+    F32, I32 = schema.TensorType.FLOAT32, schema.TensorType.INT32
+    x = model_input = _tensor(m, (B, T, I), F32, name="x")
+    if lead:
+        x = _tensor(m, (B, T, I), F32, name="tanh")
+    axis = _tensor(m, (1,), I32, np.array([1], np.int32), name="axis")
+
+    def op(code, ins, out):
+        o = schema.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = code, ins, [out]
+        return o
+
+    x_rev = _tensor(m, (B, T, I), F32, name="x_reversed")
+    bwd = _lstm_op(m, x_rev, backward, B, T)
+    y_back = _tensor(m, (B, T, H), F32, name="y_backward")
+    fwd = _lstm_op(m, x, forward, B, T)
+    joined = (B, T, 2 * H) if merge == "CONCATENATION" else (B, T, H)
+    y = _tensor(m, joined, F32, name="y")
+    join = op(2, [fwd.outputs[0], y_back], y)
+    if merge == "CONCATENATION":
+        o = schema.ConcatenationOptionsT()
+        o.axis = 2
+        join.builtinOptionsType, join.builtinOptions = schema.BuiltinOptions.ConcatenationOptions, o
+    sg = m.subgraphs[0]
+    sg.operators = [op(1, [x, axis], x_rev), bwd, op(1, [bwd.outputs[0], axis], y_back), fwd,
+                    join]
+    if lead:
+        sg.operators.insert(0, op(3, [model_input], x))
+    sg.inputs, sg.outputs = [model_input], [y]
+    return _pack(m)

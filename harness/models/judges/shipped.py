@@ -195,7 +195,10 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     adapter = ShippedTflite(op)
     if not op.whole and inputs is None:
         note = (f"the {op.op} op sits inside a larger model: cut out as a one-op .tflite (the "
-                "file's own op, constants and grids) and run on generated inputs")
+                "file's own op, constants and grids) and run on generated inputs"
+                if not op.ops else f"the bidirectional layer's ops {list(op.ops)} sit inside a "
+                "larger model: cut out together as a .tflite (the file's own ops, constants "
+                "and grids) and run on generated inputs")
     inputs = zero_states(inputs if inputs is not None else generate(shipped.case))
     x_grid = op.quantized.grids["0/0"].x if op.quantized is not None else None
     if not op.whole and x_grid is not None:  # what the cut op reads: x on its input grid
