@@ -281,9 +281,12 @@ def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str)
 def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
                tensors: dict[str, np.ndarray]) -> QuantizedModel:
     """The file's weights and activation grids as the integer-aware reference reads them."""
-    states = [at(0, "state")] if D == 1 else list(BIDI_STATES)
-    layer_grids = {f"0/{d}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(s),
-                                        c=flat.grid(s + 1)) for d, s in enumerate(states)}
+    # each direction's h and c states sit side by side among the op's inputs, not among the
+    # file's tensors: their tensor numbers are whatever the converter gave them
+    states = [UNI_INPUTS["state"]] if D == 1 else list(BIDI_STATES)
+    layer_grids = {f"0/{d}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(op.inputs[s]),
+                                        c=flat.grid(op.inputs[s + 1]))
+                   for d, s in enumerate(states)}
     out = flat.subgraph.outputs[0]
     producer = next((o for o in flat.ops if out in o.outputs), None)
     output = (flat.grid(producer.inputs[0]) if producer is not None

@@ -111,3 +111,28 @@ def test_keras_bidirectional_pairs_with_its_tflite_and_an_edited_backward_weight
     out = capsys.readouterr().out
     assert "1 of 32 blocks differ (backward/W_f;" in out
     assert "first diverges at y L0 d1" in out  # the backward direction's output
+
+
+def test_the_state_grids_come_from_the_ops_own_state_inputs() -> None:
+    """An op's h and c states are inputs 18 and 19 of a fused LSTM (35-38 of a bidirectional
+    one); their tensors are numbered however the converter numbered them. A file whose c state
+    is not the tensor after the h state still gets each state's own grid."""
+    from harness.models.layers import read_layers
+
+    w = {**{f"W_{g}": np.full((4, 3), 0.25) for g in "ifgo"},
+         **{f"R_{g}": np.full((4, 4), 0.5) for g in "ifgo"},
+         **{f"b_{g}": np.zeros(4) for g in "ifgo"}}
+    model = mk.schema.ModelT.InitFromPackedBuf(
+        mk.lstm(w, scales={k: 0.01 for k in w if k[0] in "WR"}), 0)
+    sg = model.subgraphs[0]
+    op = sg.operators[0]
+    h, c = int(op.inputs[18]), int(op.inputs[19])
+    op.inputs = [*op.inputs[:18], c, h, *op.inputs[20:]]  # h the later tensor: no c after it
+    for t, scale, kind in ((c, 0.5, "INT8"), (h, 2.0 ** -11, "INT16")):  # h's grid, c's grid
+        q = mk.schema.QuantizationParametersT()
+        q.scale, q.zeroPoint = [scale], [0]
+        sg.tensors[t].quantization = q
+        sg.tensors[t].type = getattr(mk.schema.TensorType, kind)
+    [layer], _ = read_layers(mk._pack(model), "shipped")
+    grids = layer.tflite.quantized.grids["0/0"]
+    assert (grids.h.scale, grids.c.scale) == (0.5, 2.0 ** -11)
