@@ -81,4 +81,6 @@ def test_the_script_of_a_scale_edited_int8_weight_exits_1_and_of_the_clean_file_
         assert run.returncode == (0 if name == "clean" else 1), run.stdout + run.stderr
         assert p.same == (name == "clean")
     assert "scale 1.25x what its values need  DIFFERS" in run.stdout
-    assert "quantization costs 13.5 dB more than an ideal quantization" in run.stdout
+    cost = figures.ideal_sqnr_db - figures.sqnr_db  # the edited file's, as the verdict has it
+    assert cost > 6
+    assert f"quantization costs {cost:.1f} dB more than an ideal quantization" in run.stdout
