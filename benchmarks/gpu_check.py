@@ -294,7 +294,7 @@ def summary(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "reports" / "gpu-check"),
                     help="folder for gpu_check.json and gpu_check.txt (default: $OUT, else "
@@ -305,35 +305,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=32, help=argparse.SUPPRESS)
     ap.add_argument("--seq-len", type=int, default=1000, help=argparse.SUPPRESS)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.phase == "gpu":
-        phase_gpu()
-        return 0
-    if args.phase == "timing":
-        phase_timing(args.batch, args.seq_len, args.device)
-        return 0
+    return ap.parse_args(argv)
 
-    check = Check(Path(args.out), args.budget)
-    py, me = sys.executable, str(Path(__file__).resolve())
-    probe = check.run("gpu", [py, me, "--phase", "gpu"])
-    gpu = _json_lines(probe["output_tail"])
-    check.doc["gpu"] = gpu
-    if not gpu.get("torch_cuda_available") and not gpu.get("cupy_devices"):
-        why = "; ".join(str(gpu[k]) for k in ("torch_error", "cupy_error") if k in gpu)
-        torch_said = (f"torch {gpu['torch']} (CUDA build: {gpu['torch_cuda_build']}) sees no "
-                      f"CUDA device" if "torch" in gpu else "")
-        message = "no GPU: " + "; ".join(filter(None, [torch_said, why])) + \
-                  " - this check needs a CUDA GPU runner"
-        check.doc["verdict"] = message
-        check.write()
-        print(message, file=sys.stderr)
-        return NO_GPU_EXIT
 
-    problems: list[str] = []
-    adapters = check.run("adapters", [py, "-m", "harness", "adapters"])
-    if adapters["rc"] != 0:
-        problems.append(f"adapters exited {adapters['rc']}")
+def _no_gpu(gpu: dict) -> str | None:
+    """The verdict where the probe saw no CUDA device (neither torch nor CuPy), else None."""
+    if gpu.get("torch_cuda_available") or gpu.get("cupy_devices"):
+        return None
+    why = "; ".join(str(gpu[k]) for k in ("torch_error", "cupy_error") if k in gpu)
+    torch_said = (f"torch {gpu['torch']} (CUDA build: {gpu['torch_cuda_build']}) sees no "
+                  f"CUDA device" if "torch" in gpu else "")
+    return "no GPU: " + "; ".join(filter(None, [torch_said, why])) + \
+           " - this check needs a CUDA GPU runner"
 
+
+def _suite_phases(check: Check, py: str, problems: list[str]) -> None:
+    """The cases on the GPU (with 64 GiB where the default run was refused before running),
+    and seed000's full size alone where the suite did not record it."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "suite"
         suite = check.run("suite", [py, "-m", "harness", "run", "cases", "cases-gpu",
@@ -364,12 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         check.doc["seed000_full"] = full
         check.write()
 
-    timing = check.run("timing", [py, me, "--phase", "timing", "--batch", str(args.batch),
-                                  "--seq-len", str(args.seq_len)])
-    check.doc["timing"] = _json_lines(timing["output_tail"])
-    if timing["rc"] != 0:
-        problems.append(f"timing exited {timing['rc']}")
 
+def _pytest_phase(check: Check, py: str, problems: list[str]) -> None:
+    """The harness's own tests with --require-gpu, in the time left."""
     cores = usable_cores()
     tests = check.run("pytest", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                  *(["-n", str(cores)] if cores > 1 else []), "--require-gpu",
@@ -379,12 +364,45 @@ def main(argv: list[str] | None = None) -> int:
     if tests["rc"] != 0:
         problems.append(f"pytest exited {tests['rc']}" + (" (timed out)"
                                                          if tests["timed_out"] else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    if args.phase == "gpu":
+        phase_gpu()
+        return 0
+    if args.phase == "timing":
+        phase_timing(args.batch, args.seq_len, args.device)
+        return 0
+
+    check = Check(Path(args.out), args.budget)
+    py, me = sys.executable, str(Path(__file__).resolve())
+    probe = check.run("gpu", [py, me, "--phase", "gpu"])
+    gpu = _json_lines(probe["output_tail"])
+    check.doc["gpu"] = gpu
+    message = _no_gpu(gpu)
+    if message is not None:
+        check.doc["verdict"] = message
+        check.write()
+        print(message, file=sys.stderr)
+        return NO_GPU_EXIT
+
+    problems: list[str] = []
+    adapters = check.run("adapters", [py, "-m", "harness", "adapters"])
+    if adapters["rc"] != 0:
+        problems.append(f"adapters exited {adapters['rc']}")
+    _suite_phases(check, py, problems)
+    timing = check.run("timing", [py, me, "--phase", "timing", "--batch", str(args.batch),
+                                  "--seq-len", str(args.seq_len)])
+    check.doc["timing"] = _json_lines(timing["output_tail"])
+    if timing["rc"] != 0:
+        problems.append(f"timing exited {timing['rc']}")
+    _pytest_phase(check, py, problems)
     check.doc["verdict"] = "passed" if not problems else "FAILED: " + "; ".join(problems)
     check.write()
     print("\n" + summary(check.doc), end="")
     print(f"figures in {check.out / 'gpu_check.json'}")
     return 0 if not problems else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

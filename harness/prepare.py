@@ -54,7 +54,7 @@ def _cast_itemsize(case: Case) -> int:
 
 
 # Python object overheads, measured (peak RSS over a range of shapes,
-# tests/inputs/test_bad_inputs.py): per layer and direction of a reference pass (its blocks,
+# tests/inputs/test_memory_guard.py): per layer and direction of a reference pass (its blocks,
 # transposes, tape, list entries), per timestep of one (the step's small arrays), per timestep
 # of a backward pass, and once
 _PER_LAYER_BYTES = 2500

@@ -3,7 +3,7 @@
 Inductor's C++ compile costs tens of seconds a case on 2 cores, so these tests keep dynamo (the
 part that decides whether the RNN is compiled at all) and replace only Inductor's code
 generation by the captured graph itself (``compile_graph``); the side-effect test
-(tests/inputs/test_untrusted_inputs.py) runs the real adapter, Inductor included.
+(tests/inputs/test_untrusted_side_effects.py) runs the real adapter, Inductor included.
 
 - pytorch#158007 (open; torch 2.13): without ``allow_rnn`` dynamo leaves ``nn.LSTM`` to eager
   PyTorch. Reproduced: the adapter with ``allow_rnn`` off is an error row naming the eager run,

@@ -124,7 +124,7 @@ def test_ulp_and_relative_error_at_zero_are_finite():
 
 def test_non_finite_outputs_never_pass():
     """NaN compares as beyond any tolerance, Inf as infinitely far (the runner turns both into
-    an error row before comparing: ``test_faults.py``)."""
+    an error row before comparing: ``test_adapter_faults.py``)."""
     c, ref = one_layer()
     nan = Outputs(y=ref.y.copy(), h_n=ref.h_n, c_n=ref.c_n)
     nan.y[0, 2, 1] = np.nan

@@ -5,6 +5,7 @@ what it changes, ``make(cell="gru", num_layers=2)``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from harness.spec import Case
@@ -23,3 +24,14 @@ def case_maker(**defaults: Any) -> Callable[..., Case]:
         return Case(**{**base, **kw})
 
     return make
+
+
+def case_file(path: Path, case: Case) -> Path:
+    """``case`` written as a case file at ``path`` (its sizes and flags: no weights, inputs or
+    tolerances)."""
+    import yaml
+
+    d = case.model_dump(exclude={"source", "weights", "inputs", "tolerance", "adapters",
+                                 "exclude", "description"}, exclude_none=True)
+    path.write_text(yaml.safe_dump(d))
+    return path

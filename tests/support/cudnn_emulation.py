@@ -22,6 +22,7 @@ on this emulation, so that the ``tf-cudnn`` and ``keras-cudnn`` adapters (and tf
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,17 +171,35 @@ def patch_tf(monkeypatch: Any, *, broken_bias_regions: bool = False) -> Recorder
     import tensorflow as tf
 
     rec = Recorder()
+    fakes = {
+        "CudnnRNNParamsSize": _fake_params_size(tf),
+        "CudnnRNNParamsToCanonicalV2": _fake_params_to_canonical(tf, broken_bias_regions),
+        "CudnnRNNCanonicalToParamsV2": _fake_canonical_to_params(tf, rec, broken_bias_regions),
+        "CudnnRNNV3": _fake_cudnn_rnn_v3(tf, rec),
+    }
+    modules = {id(m): m for m in (tf.raw_ops, tf.compat.v2.raw_ops, tf.compat.v1.raw_ops)}
+    for m in modules.values():
+        for name, fake in fakes.items():
+            monkeypatch.setattr(m, name, fake)
+    return rec
 
-    def dims_from(num_layers, num_units, input_size, rnn_mode, direction, num_proj) -> Dims:
-        return Dims(rnn_mode, int(_np(input_size)), int(_np(num_units)), int(num_proj),
-                    int(_np(num_layers)), 2 if direction == "bidirectional" else 1)
 
+def _dims_from(num_layers, num_units, input_size, rnn_mode, direction, num_proj) -> Dims:
+    return Dims(rnn_mode, int(_np(input_size)), int(_np(num_units)), int(num_proj),
+                int(_np(num_layers)), 2 if direction == "bidirectional" else 1)
+
+
+def _fake_params_size(tf: Any) -> Callable[..., Any]:
     def fake_params_size(num_layers, num_units, input_size, T, S, rnn_mode="lstm",
                          input_mode="linear_input", direction="unidirectional", dropout=0,
                          seed=0, seed2=0, num_proj=0, name=None):
-        dims = dims_from(num_layers, num_units, input_size, rnn_mode, direction, num_proj)
+        dims = _dims_from(num_layers, num_units, input_size, rnn_mode, direction, num_proj)
         return tf.constant([buffer_size(dims)], S)
 
+    return fake_params_size
+
+
+def _fake_params_to_canonical(tf: Any, broken_bias_regions: bool) -> Callable[..., Any]:
     def fake_params_to_canonical(num_layers, num_units, input_size, params, num_params_weights,
                                  num_params_biases, rnn_mode="lstm", input_mode="linear_input",
                                  direction="unidirectional", dropout=0, seed=0, seed2=0,
@@ -188,13 +207,18 @@ def patch_tf(monkeypatch: Any, *, broken_bias_regions: bool = False) -> Recorder
         if broken_bias_regions:
             raise tf.errors.InvalidArgumentError(None, None, "Params size mismatch. Expected "
                                                  f"{int(_np(num_units))}, got more")
-        dims = dims_from(num_layers, num_units, input_size, rnn_mode, direction, num_proj)
+        dims = _dims_from(num_layers, num_units, input_size, rnn_mode, direction, num_proj)
         buf = _np(params)
         mats, biases = weight_regions(dims)
         assert (len(mats), len(biases)) == (num_params_weights, num_params_biases)
         return ([tf.constant(buf[o:o + r * c].reshape(r, c), params.dtype) for o, (r, c) in mats]
                 + [tf.constant(buf[o:o + n], params.dtype) for o, n in biases])
 
+    return fake_params_to_canonical
+
+
+def _fake_canonical_to_params(tf: Any, rec: Recorder,
+                              broken_bias_regions: bool) -> Callable[..., Any]:
     def fake_canonical_to_params(num_layers, num_units, input_size, weights, biases,
                                  rnn_mode="lstm", input_mode="linear_input",
                                  direction="unidirectional", dropout=0, seed=0, seed2=0,
@@ -202,11 +226,15 @@ def patch_tf(monkeypatch: Any, *, broken_bias_regions: bool = False) -> Recorder
         assert input_mode == "linear_input" and dropout == 0
         if broken_bias_regions:
             raise AssertionError("CudnnRNNCanonicalToParams would abort the process here")
-        dims = dims_from(num_layers, num_units, input_size, rnn_mode, direction, num_proj)
+        dims = _dims_from(num_layers, num_units, input_size, rnn_mode, direction, num_proj)
         ws, bs = [_np(w) for w in weights], [_np(b) for b in biases]
         rec.canonical_to_params.append(dict(dims=dims, weights=ws, biases=bs))
         return tf.constant(canonical_to_params(ws, bs, dims), dtype=weights[0].dtype)
 
+    return fake_canonical_to_params
+
+
+def _fake_cudnn_rnn_v3(tf: Any, rec: Recorder) -> Callable[..., Any]:
     def fake_cudnn_rnn_v3(input, input_h, input_c, params, sequence_lengths, rnn_mode="lstm",
                           input_mode="linear_input", direction="unidirectional", dropout=0,
                           seed=0, seed2=0, num_proj=0, is_training=True, time_major=True,
@@ -242,10 +270,4 @@ def patch_tf(monkeypatch: Any, *, broken_bias_regions: bool = False) -> Recorder
         # output, output_h, output_c, reserve_space, host_reserved
         return t(y), t(h_n), t(c_n), t(None), t(None)
 
-    modules = {id(m): m for m in (tf.raw_ops, tf.compat.v2.raw_ops, tf.compat.v1.raw_ops)}
-    for m in modules.values():
-        monkeypatch.setattr(m, "CudnnRNNParamsSize", fake_params_size)
-        monkeypatch.setattr(m, "CudnnRNNParamsToCanonicalV2", fake_params_to_canonical)
-        monkeypatch.setattr(m, "CudnnRNNCanonicalToParamsV2", fake_canonical_to_params)
-        monkeypatch.setattr(m, "CudnnRNNV3", fake_cudnn_rnn_v3)
-    return rec
+    return fake_cudnn_rnn_v3

@@ -1,4 +1,5 @@
-"""Adapters that fail on purpose, for ``test_faults.py``.
+"""Adapters that fail on purpose, and two small cases to run them on, for
+``tests/run/test_adapter_faults.py`` and ``tests/run/test_killed_runs.py``.
 
 They live in a module of their own (not in the test file) because ``--isolate`` pickles an
 adapter by reference to its class and a spawned worker process imports it by module name.
@@ -21,6 +22,12 @@ from harness.data import Inputs, Outputs
 from harness.errors import KnownUpstreamCrash, Unavailable
 from harness.params import Canonical
 from harness.spec import Case
+
+CASES = [
+    Case(name="first", cell="lstm", input_size=2, hidden_size=3, batch=2, seq_len=3),
+    Case(name="second", cell="gru", input_size=3, hidden_size=2, batch=2, seq_len=4,
+         seq_lengths=[4, 2], bidirectional=True),
+]
 
 
 class Correct(Adapter):

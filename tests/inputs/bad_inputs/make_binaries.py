@@ -1,10 +1,11 @@
 """Write the binary members of the bad-input corpus: malformed .npz files and non-text YAML.
 
 The files are committed (a few hundred bytes each) so that ``rnn-harness run
-tests/inputs/bad_inputs/X.yaml`` reproduces each error by hand; ``test_bad_inputs.py`` checks that
-this script still makes exactly those bytes. Run ``python tests/inputs/bad_inputs/make_binaries.py``
-after changing it. Every case file using these is an LSTM with input_size 2, hidden_size 3,
-batch 2, seq_len 3 (torch layout: weight_ih_l0 [12, 2], weight_hh_l0 [12, 3], biases [12]).
+tests/inputs/bad_inputs/X.yaml`` reproduces each error by hand; ``test_bad_case_files.py`` checks
+that this script still makes exactly those bytes. Run
+``python tests/inputs/bad_inputs/make_binaries.py`` after changing it. Every case file using
+these is an LSTM with input_size 2, hidden_size 3, batch 2, seq_len 3 (torch layout:
+weight_ih_l0 [12, 2], weight_hh_l0 [12, 3], biases [12]).
 """
 
 from __future__ import annotations
