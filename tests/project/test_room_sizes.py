@@ -1,6 +1,7 @@
 """Rooms of one job and short functions, counted by walking the syntax of the package, its tests
-and its benchmarks: no module over 500 lines, no function over 80. A long file or function is a sign of two jobs in one place;
-each limit is checked against a planted offender so that the walk itself is seen to count."""
+and its benchmarks: no module over 500 lines, no function over 80. A long file or function is a
+sign of two jobs in one place; each limit is checked against a planted offender so that the
+walk itself is seen to count."""
 
 from __future__ import annotations
 
