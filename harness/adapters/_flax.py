@@ -25,6 +25,7 @@ process sees 64-bit defaults.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +68,20 @@ def import_flax():
     except ImportError as exc:
         raise Unavailable(f"flax is not installed ({exc}); pip install flax") from None
     return jax, jnp, flax
+
+
+def import_api(api: str) -> Any:
+    """``flax.linen`` or ``flax.nnx``, or Unavailable. A flax release whose module does not
+    import with the installed jax is unavailable, naming both releases and the error: flax
+    0.12.9's nnx subclasses a jax class (``jax.experimental.hijax.HiPrimitive``) that neither
+    jax 0.11.2 nor 0.12.1 has, while its linen runs; 0.12.8 and 0.12.10 import."""
+    jax, _, flax = import_flax()
+    try:
+        return importlib.import_module(f"flax.{api}")
+    except (ImportError, AttributeError) as exc:
+        raise Unavailable(
+            f"flax {flax.__version__}'s flax.{api} does not import with jax {jax.__version__} "
+            f"({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 def cpu_device(jax: Any) -> Any:
@@ -224,7 +239,7 @@ class FlaxAdapter(Adapter):
         raise NotImplementedError
 
     def check_available(self) -> None:
-        import_flax()
+        import_api(self.flax_api)
 
     def versions(self) -> dict[str, str]:
         jax, _, flax = import_flax()

@@ -124,3 +124,24 @@ def test_nnx_gru_diverges_by_the_missing_b_hn_alone(tmp_path):
     assert r.status == compare.DIVERGED
     bad = r.rows[r.rows["verdict"] != compare.PASS]
     assert set(bad["output"]) == {"dbR_n"}, bad[["output", "layer", "direction", "max_abs"]]
+
+
+def test_a_flax_module_that_does_not_import_with_this_jax_is_unavailable_naming_both(
+        monkeypatch) -> None:
+    """flax 0.12.9's nnx does not import with any jax offered (it subclasses a jax class that is
+    not there): the adapter is unavailable, naming the flax and jax releases and the error, and
+    the linen adapters, whose module imports, are not."""
+    import sys
+
+    import flax
+    import jax
+
+    from harness.errors import Unavailable
+
+    monkeypatch.setitem(sys.modules, "flax.nnx", None)  # its import fails as 0.12.9's does
+    with pytest.raises(Unavailable) as caught:
+        get_adapter("flax-nnx").check_available()
+    said = str(caught.value)
+    assert said.startswith(f"flax {flax.__version__}'s flax.nnx does not import with jax "
+                           f"{jax.__version__} (")
+    get_adapter("flax-linen").check_available()
