@@ -32,7 +32,6 @@ import numpy as np
 from harness.models.repro_folder import (
     not_computed,
     original_arrays,
-    paste,
     references,
     script_text,
     write_folder,
@@ -141,11 +140,7 @@ def outputs_differ(got):
         total = float(sqnr_db(got, DATA["expected_y"]))
         ideal = float(sqnr_db(DATA["ideal_y"], DATA["expected_y"]))
         print(f"SQNR over y {total:.1f} dB; an ideal {SCHEME} quantization {ideal:.1f} dB")
-        if total < ideal - MARGIN_DB:
-            said.append(f"quantization costs {ideal - total:.1f} dB more than an ideal "
-                        f"quantization (beyond {MARGIN_DB:g} dB)")
-        if MIN_SQNR_DB is not None and total < MIN_SQNR_DB:
-            said.append(f"SQNR {total:.1f} dB below {MIN_SQNR_DB:g}")
+        said += cost_said(total, ideal, MARGIN_DB, MIN_SQNR_DB)
     return said
 
 
@@ -170,8 +165,8 @@ if __name__ == "__main__":
 def write_tflite_repro(p: Pairing, folder: Path, top: Path) -> str:
     """The reproducer folder of the ``.tflite`` pairing ``p`` (module text); a line saying
     what was written, or why not."""
+    from harness import cost_rule
     from harness.frameworks.litert_run import cut
-    from harness.quantization import sqnr_db
 
     s = p.shipped
     op = s.tflite
@@ -187,7 +182,7 @@ def write_tflite_repro(p: Pairing, folder: Path, top: Path) -> str:
     script = script_text(f"{p.title()}: {s.where or s.path}",
                          ABOUT.format(what=doc_text(what), file=doc_text(s.source)),
                          [(name, figures[k], said) for name, k, said in FIGURES],
-                         [_tensors_source(), paste(sqnr_db)], MAIN)
+                         [_tensors_source(), cost_rule.source()], MAIN)
     return write_folder(folder, top, {"model.tflite": model}, arrays, script)
 
 
