@@ -186,25 +186,20 @@ def read_case_weights(path: Path, case: Case, *, layout: str | None = None,
                       ) -> tuple[str, dict[str, np.ndarray], list[str]]:
     """A case's deployed weights file, as :func:`harness.readers.read_case_weights` reads the
     others: ``(layout, native tensors, notes)``, the file's fields checked against the case."""
-    from harness.readers.dispatch import check_fields
+    from harness.readers.dispatch import checked_read
     from harness.readers.limits import check_file, check_size
 
     path = Path(path)
     check_file(path)
     check_size(path, path.stat().st_size, max_bytes, "is")
     try:
-        fields, inferred, notes = infer(path, select, max_bytes)
+        found = infer(path, select, max_bytes)
     except WeightsError as exc:
         if exc.field == "select":
             exc.field = "weights.select"
         raise
-    check_fields(path, fields, case)
-    if layout is not None and layout != inferred:
-        raise WeightsError(f"the file holds {inferred!r} tensors, not {layout!r} (leave "
-                           "weights.layout out: the file tells it)", file=path,
-                           field="weights.layout")
-    native, more = read(path, inferred, case, select=select, max_bytes=max_bytes)
-    return inferred, native, notes + more
+    return checked_read(path, case, layout, found, lambda inferred: read(
+        path, inferred, case, select=select, max_bytes=max_bytes))
 
 
 def shipped_layer(case: Case, max_bytes: int | None = None) -> FileLayer:

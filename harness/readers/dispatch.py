@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -167,13 +168,25 @@ def read_case_weights(path: str | Path, case: Case, *, layout: str | None = None
                            f"{', '.join(torch.SUFFIXES + keras.SUFFIXES)}, .onnx or .msgpack)",
                            file=path)
     check_size(path, path.stat().st_size, max_bytes, "is")
-    fields, inferred, notes = one_line(path, lambda: fmt.infer(path, select, max_bytes))
+    found = one_line(path, lambda: fmt.infer(path, select, max_bytes))
+    return checked_read(path, case, layout, found, lambda inferred: read_native(
+        path, inferred, case, select=select, max_bytes=max_bytes))
+
+
+def checked_read(path: str | Path, case: Case, layout: str | None,
+                 found: tuple[dict, str, list[str]],
+                 read: Callable[[str], tuple[dict[str, np.ndarray], list[str]]]
+                 ) -> tuple[str, dict[str, np.ndarray], list[str]]:
+    """What a model file's reader ``found`` (its fields, its layout, notes) checked against the
+    case and the ``layout`` the case gives, then its tensors ``read`` in that layout:
+    ``(layout, native tensors, notes)``."""
+    fields, inferred, notes = found
     check_fields(path, fields, case)
     if layout is not None and layout != inferred:
         raise WeightsError(f"the file holds {inferred!r} tensors, not {layout!r} (leave "
                            "weights.layout out: the file tells it)", file=path,
                            field="weights.layout")
-    native, more = read_native(path, inferred, case, select=select, max_bytes=max_bytes)
+    native, more = read(inferred)
     return inferred, native, notes + more
 
 
