@@ -1,6 +1,7 @@
 """An OpenVINO IR's recurrent layers as ``compare`` reads and runs them.
 
-:func:`ir_layers`: each LSTMSequence/GRUSequence op of the .xml (read by
+:func:`ir_layers`: each LSTMSequence/GRUSequence op of the .xml, and each TensorIterator
+stepping one LSTMCell/GRUCell over time (read by
 :mod:`harness.readers.openvino_ir`, without OpenVINO) as a :class:`~harness.models.layers.Layer`
 in ONNX's layout (OpenVINO stores one bias per gate, the input and recurrent biases summed:
 the weights judge compares the original's sums with it, :attr:`IrOpRef.biases_summed`).
@@ -64,9 +65,11 @@ def ir_layers(path: Path, label: str, limit: int) -> list[IrRead]:
             exc.file = label
             raise
         ref = IrOpRef(str(path), seq.name, seq.op_type, seq.op_id, dict(seq.weights),
-                      seq.stored)
+                      seq.stored, loop=dict(seq.loop))
+        what = f"{seq.op_type} op {seq.name!r}" if not seq.loop else (
+            f"{seq.op_type} {seq.name!r} (one {seq.cell.upper()} cell stepped over time)")
         found.append(IrRead(seq.name, fields, onnx_native(seq),
-                            f"{seq.op_type} op {seq.name!r} of the OpenVINO IR", ref))
+                            f"{what} of the OpenVINO IR", ref))
     return found
 
 
