@@ -1,7 +1,7 @@
 """A recurrent layer written as a loop in an OpenVINO IR: a ``TensorIterator`` whose body is
-one ``LSTMCell`` (or ``GRUCell``) stepping over the time axis of its input, the form OpenVINO's
-own LSTMSequence -> TensorIterator decomposition writes (and converters of frameworks that
-loop):
+one ``LSTMCell`` (or ``GRUCell``) stepping over the time axis of its input, the form
+OpenVINO's TensorIterator API builds (``set_sliced_input``, ``set_merged_input``,
+``get_concatenated_slices``, ``get_iter_value``):
 
 - the input X sliced along the time axis (``axis`` 0 or 1 of a rank-3 X, part size 1, stride
   1 from the first step to the last, or -1 from the last to the first: ONNX's reverse);
