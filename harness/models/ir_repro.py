@@ -2,8 +2,9 @@
 :mod:`harness.models.tflite_repro`'s for a ``.tflite``; the folder, data and script head are
 :mod:`harness.models.repro_folder`'s): the folder ``DIR/repro-<k>`` holds
 
-- ``model.xml`` / ``model.bin``: the sequence op cut out of the IR as the outputs verdict ran
-  it (:func:`harness.frameworks.openvino_ir.cut_out`: the file's own op and constants, with their
+- ``model.xml`` / ``model.bin``: the sequence op (or the TensorIterator stepping one cell, its
+  W, R, B read from the cell in its body) cut out of the IR as the outputs verdict ran it
+  (:func:`harness.frameworks.openvino_ir.cut_out`: the file's own op and constants, with their
   f16 -> f32 decompression, the data inputs made parameters ``ir_X``, ``ir_H``, ``ir_C``,
   ``ir_L``), written by ``openvino.serialize`` (no compression, no transformation);
 - ``data.npz``: per run (``default``: the runtime's default inference precision; ``f32``)

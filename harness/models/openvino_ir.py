@@ -18,7 +18,7 @@ pinned to f32: two verdicts, side by side.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,9 @@ PRECISION_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
 CAPABILITIES = Capabilities(
     directions=frozenset({"forward", "reverse", "bidirectional"}),
     dtypes=frozenset({"float32", "float16", "bfloat16"}), gate_clip=True)
+# a TensorIterator steps over every step of X: it has no lengths input
+LOOP_CAPABILITIES = replace(CAPABILITIES, variable_lengths=False, reasons={
+    "variable_lengths": "a TensorIterator steps over every step of X: it has no lengths"})
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class ShippedIR(Adapter):
 
     def __init__(self, ref: IrOpRef, hint: str | None, precision: str | None) -> None:
         self.ref, self.hint, self.precision = ref, hint, precision
+        if ref.loop:
+            self.capabilities = LOOP_CAPABILITIES
         shown = precision or "?"
         self.name = (f"openvino, INFERENCE_PRECISION_HINT (default) {shown}" if hint is None
                      else f"openvino, INFERENCE_PRECISION_HINT {hint}")

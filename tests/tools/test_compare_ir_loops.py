@@ -146,3 +146,20 @@ def test_the_reproducer_of_the_edited_loop_reads_the_cells_w_and_exits_1(
     assert [line.split()[1] for line in weights if "DIFFERS" in line] == ["forward/W_f"]
     assert "W[0, 0:4]" in weights[2]  # OpenVINO's gate order f, i, c, o: f first
     assert "the shipped layer differs: weights differ in forward/W_f; " in run.stdout
+
+
+def test_the_loop_is_read_as_one_layer_without_lengths(files) -> None:
+    from harness.models.openvino_ir import ir_adapters, ir_layers
+    from harness.spec import Case
+
+    [fwd] = ir_layers(files / "fwd.xml", "fwd.xml", 10**9)
+    [rev] = ir_layers(files / "rev.xml", "rev.xml", 10**9)
+    assert (fwd.fields["direction"], rev.fields["direction"]) == ("forward", "reverse")
+    assert (fwd.fields["batch"], fwd.fields["seq_len"], fwd.fields["input_size"]) == (B, T, I)
+    assert fwd.ref.op_type == "TensorIterator" and fwd.ref.loop["x_axis"] == 1
+    assert {k: v.shape for k, v in fwd.native.items()} == {
+        "W": (1, 4 * H, I), "R": (1, 4 * H, H), "B": (1, 8 * H)}
+    adapter = ir_adapters(fwd.ref)[1]
+    assert adapter.not_applicable_reason(Case(name="c", **fwd.fields)) is None
+    assert adapter.not_applicable_reason(Case(name="c", **fwd.fields, seq_lengths=[5, 3])) == (
+        "a TensorIterator steps over every step of X: it has no lengths")
