@@ -66,7 +66,7 @@ class OpenVINOShipped(Adapter):
 
         seq = _layer(case).ir
         ref = IrOpRef(str(case.resolve(case.shipped.file)), seq.name, seq.op_type, seq.op_id,
-                      dict(seq.weights), seq.stored)
+                      dict(seq.weights), seq.stored, loop=dict(seq.loop))
         got = run_op(ref, inputs, case, "f32")
         named = {"Y0": got[0].transpose(2, 1, 0, 3), "Y_h0": got[1].transpose(1, 0, 2)}
         if case.cell_kind.has_cell_state:

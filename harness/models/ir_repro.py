@@ -2,8 +2,9 @@
 :mod:`harness.models.tflite_repro`'s for a ``.tflite``; the folder, data and script head are
 :mod:`harness.models.repro_folder`'s): the folder ``DIR/repro-<k>`` holds
 
-- ``model.xml`` / ``model.bin``: the sequence op cut out of the IR as the outputs verdict ran
-  it (:func:`harness.frameworks.openvino_ir.cut_out`: the file's own op and constants, with their
+- ``model.xml`` / ``model.bin``: the sequence op (or the TensorIterator stepping one cell, its
+  W, R, B read from the cell in its body) cut out of the IR as the outputs verdict ran it
+  (:func:`harness.frameworks.openvino_ir.cut_out`: the file's own op and constants, with their
   f16 -> f32 decompression, the data inputs made parameters ``ir_X``, ``ir_H``, ``ir_C``,
   ``ir_L``), written by ``openvino.serialize`` (no compression, no transformation);
 - ``data.npz``: per run (``default``: the runtime's default inference precision; ``f32``)
@@ -58,7 +59,12 @@ in. Needs NumPy and OpenVINO:"""
 MAIN = '''
 
 def sequence_op(model):
-    return next(n for n in model.get_ordered_ops() if n.get_type_name() == OP_TYPE)
+    """The op holding W, R, B: the sequence op, or the cell in the TensorIterator's body."""
+    op = next(n for n in model.get_ordered_ops() if n.get_type_name() == OP_TYPE)
+    if CELL_TYPE:
+        op = next(n for n in op.get_function().get_ordered_ops()
+                  if n.get_type_name() == CELL_TYPE)
+    return op
 
 
 def constants(op):
@@ -188,6 +194,7 @@ def write_ir_repro(p: Pairing, folder: Path, top: Path) -> str:
     from harness.frameworks.openvino_ir import cut_out
     from harness.models.weights_measure import compared_tensors, float_ratio, rounding
     from harness.readers.openvino_ir import WEIGHT_PORTS
+    from harness.readers.openvino_loop import CELL_PORTS
 
     why = not_computed(p)
     if why:
@@ -216,10 +223,15 @@ def write_ir_repro(p: Pairing, folder: Path, top: Path) -> str:
             if want is not None:
                 arrays[f"{run}/expected_{name}"] = np.asarray(want, np.float64)
                 arrays[f"{run}/floor_{name}"] = np.asarray(floor.named()[name], np.float64)
+    cell_type, ports, lead = "", WEIGHT_PORTS[s.case.cell], 0
+    if s.ir.loop:  # the cell in the TensorIterator's body holds them, without the dirs axis
+        cell_type = {"lstm": "LSTMCell", "gru": "GRUCell"}[s.case.cell]
+        ports, lead = {k: CELL_PORTS[s.case.cell][k] for k in ("W", "R", "B")}, 1
     figures: list[tuple[str, Any, str]] = [
         ("OP_TYPE", s.ir.op_type, ""),
-        ("WEIGHT_PORTS", WEIGHT_PORTS[s.case.cell], "the op's input ports of W, R, B"),
-        ("SHAPES", {k: list(v.shape) for k, v in s.ir.weights.items()}, ""),
+        ("CELL_TYPE", cell_type, "the cell in a TensorIterator's body that holds W, R, B"),
+        ("WEIGHT_PORTS", ports, "the op's input ports of W, R, B"),
+        ("SHAPES", {k: list(v.shape[lead:]) for k, v in s.ir.weights.items()}, ""),
         ("EPS", rounding(o, s), "a weight's rounding: epsilon of the coarser stored format"),
         ("HIDDEN", s.case.hidden_size, ""), ("DIRECTIONS", list(s.case.directions), ""),
         ("FEEDS", feeds, "model.xml's parameters, fed <run>/feed/<name>"),

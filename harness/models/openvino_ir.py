@@ -1,6 +1,7 @@
 """An OpenVINO IR's recurrent layers as ``compare`` reads and runs them.
 
-:func:`ir_layers`: each LSTMSequence/GRUSequence op of the .xml (read by
+:func:`ir_layers`: each LSTMSequence/GRUSequence op of the .xml, and each TensorIterator
+stepping one LSTMCell/GRUCell over time (read by
 :mod:`harness.readers.openvino_ir`, without OpenVINO) as a :class:`~harness.models.layers.Layer`
 in ONNX's layout (OpenVINO stores one bias per gate, the input and recurrent biases summed:
 the weights judge compares the original's sums with it, :attr:`IrOpRef.biases_summed`).
@@ -17,7 +18,7 @@ pinned to f32: two verdicts, side by side.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,9 @@ PRECISION_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
 CAPABILITIES = Capabilities(
     directions=frozenset({"forward", "reverse", "bidirectional"}),
     dtypes=frozenset({"float32", "float16", "bfloat16"}), gate_clip=True)
+# a TensorIterator steps over every step of X: it has no lengths input
+LOOP_CAPABILITIES = replace(CAPABILITIES, variable_lengths=False, reasons={
+    "variable_lengths": "a TensorIterator steps over every step of X: it has no lengths"})
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,11 @@ def ir_layers(path: Path, label: str, limit: int) -> list[IrRead]:
             exc.file = label
             raise
         ref = IrOpRef(str(path), seq.name, seq.op_type, seq.op_id, dict(seq.weights),
-                      seq.stored)
+                      seq.stored, loop=dict(seq.loop))
+        what = f"{seq.op_type} op {seq.name!r}" if not seq.loop else (
+            f"{seq.op_type} {seq.name!r} (one {seq.cell.upper()} cell stepped over time)")
         found.append(IrRead(seq.name, fields, onnx_native(seq),
-                            f"{seq.op_type} op {seq.name!r} of the OpenVINO IR", ref))
+                            f"{what} of the OpenVINO IR", ref))
     return found
 
 
@@ -93,6 +99,8 @@ class ShippedIR(Adapter):
 
     def __init__(self, ref: IrOpRef, hint: str | None, precision: str | None) -> None:
         self.ref, self.hint, self.precision = ref, hint, precision
+        if ref.loop:
+            self.capabilities = LOOP_CAPABILITIES
         shown = precision or "?"
         self.name = (f"openvino, INFERENCE_PRECISION_HINT (default) {shown}" if hint is None
                      else f"openvino, INFERENCE_PRECISION_HINT {hint}")

@@ -21,8 +21,9 @@ OpenVINO's sequence ops (docs.openvino.ai, LSTMSequence-5 / GRUSequence-5):
 
 :func:`onnx_native` turns an op's tensors into ONNX's ``W``, ``R``, ``B`` (gates i, o, f, c; B
 = [Wb | Rb]) with each summed bias in ``Wb`` and zeros in ``Rb``: the layout the rest of the
-harness reads. The cells inside a ``TensorIterator`` or ``Loop`` body are not read: such a file
-is named as not readable, with the body's ops.
+harness reads. A ``TensorIterator`` stepping one ``LSTMCell``/``GRUCell`` over time is read as
+one such layer (:mod:`harness.readers.openvino_loop`); the cells inside other loop bodies are
+not read: such a file is named as not readable, with the body's ops.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from xml.parsers import expat
 
 import numpy as np
@@ -37,6 +39,7 @@ import numpy as np
 from harness.cells import cell_named
 from harness.errors import WeightsError
 from harness.readers.limits import check_file, check_size
+from harness.readers.openvino_loop import CELL_PORTS, LoopCell, recognize
 
 SUFFIXES = (".xml",)
 SEQUENCE_OPS = {"LSTMSequence": "lstm", "GRUSequence": "gru"}
@@ -55,9 +58,10 @@ STORED = {"f32": "float32", "f16": "float16", "f64": "float64", "bf16": "bfloat1
 
 @dataclass
 class IrOp:
-    """One top-level op of the IR: its ``id``, ``name``, ``type``, ``version``, the ``data``
-    attributes, the dims of its input ports (None: dynamic), and the types of the ops in its
-    body (a TensorIterator's or Loop's)."""
+    """One op of the IR (or of a loop's body): its ``id``, ``name``, ``type``, ``version``, the
+    ``data`` attributes, the dims of its input ports (None: dynamic), the ids of its output
+    ports, and, for a TensorIterator or Loop, the types of the ops anywhere in its body, its
+    body's own ops and edges (``graph``), ``port_map`` and ``back_edges``."""
 
     id: str
     name: str
@@ -66,6 +70,11 @@ class IrOp:
     data: dict[str, str] = field(default_factory=dict)
     inputs: dict[int, list[int | None]] = field(default_factory=dict)
     body: list[str] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)  # output port ids, in order
+    # a TensorIterator's or Loop's body (its top-level ops and edges), port map and back edges
+    graph: IrGraph | None = None
+    port_map: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    back_edges: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,8 @@ class IrSequence:
     stored: str = "float32"
     problem: str | None = None
     op_id: str = ""
+    # a TensorIterator's: its input index of X, H, C, output index of Y, Ho, Co, the axes
+    loop: dict[str, int] = field(default_factory=dict)
 
     @property
     def num_directions(self) -> int:
@@ -119,10 +130,11 @@ def parse_xml(path: Path, max_bytes: int | None) -> IrGraph:
     check_file(path)
     size = path.stat().st_size
     check_size(path, size, max_bytes, "is")
-    ops: dict[str, IrOp] = {}
-    edges: dict[tuple[str, int], tuple[str, int]] = {}
+    graph = IrGraph({}, {})
     stack: list[str] = []
-    state: dict[str, object] = {"op": None, "port": None}
+    # the op whose attributes and ports are being read, the depth of its <layer>, and the
+    # top-level op around it (a loop's body op is read into the loop's graph)
+    state: dict[str, Any] = {"op": None, "base": 0, "top": None, "port": None, "dim": False}
 
     def refuse(*_: object) -> None:
         raise WeightsError("the .xml declares a DOCTYPE or entities: refused (an OpenVINO IR "
@@ -132,39 +144,39 @@ def parse_xml(path: Path, max_bytes: int | None) -> IrGraph:
     def start(tag: str, attrs: dict[str, str]) -> None:
         stack.append(tag)
         depth = len(stack)
-        op = state["op"]
+        top = state["top"]
         if tag == "layer" and depth == 3 and stack[:2] == ["net", "layers"]:
-            op = IrOp(attrs.get("id", ""), attrs.get("name", ""), attrs.get("type", ""),
-                      attrs.get("version", ""))
-            if op.id in ops:
-                raise WeightsError(f"two layers with id {op.id!r}", file=path)
-            ops[op.id] = op
-            state["op"] = op
-        elif isinstance(op, IrOp) and depth > 3:
-            if tag == "layer" and "body" in stack:
-                op.body.append(attrs.get("type", ""))
-            elif depth == 4 and tag == "data":
-                op.data = dict(attrs)
-            elif depth == 5 and stack[3] == "input" and tag == "port":
-                port = _int(path, attrs.get("id"), "a port id")
-                op.inputs[port] = []
-                state["port"] = port
-            elif depth == 6 and stack[3] == "input" and tag == "dim":
-                state["dim"] = True
-        elif tag == "edge" and stack[:2] == ["net", "edges"] and depth == 3:
-            to = (attrs.get("to-layer", ""), _int(path, attrs.get("to-port"), "an edge's port"))
-            edges[to] = (attrs.get("from-layer", ""),
-                         _int(path, attrs.get("from-port"), "an edge's port"))
+            state.update(op=_layer(path, graph, attrs), base=3, top=None)
+            state["top"] = state["op"]
+        elif tag == "edge" and depth == 3 and stack[:2] == ["net", "edges"]:
+            _edge(path, graph, attrs)
+        elif isinstance(top, IrOp) and depth > 3:
+            if "body" in stack and tag == "layer":
+                top.body.append(attrs.get("type", ""))
+            if stack[3:5] == ["body", "layers"] and tag == "layer" and depth == 6:
+                top.graph = top.graph or IrGraph({}, {})
+                state.update(op=_layer(path, top.graph, attrs), base=6)
+            elif stack[3:5] == ["body", "edges"] and tag == "edge" and depth == 6:
+                top.graph = top.graph or IrGraph({}, {})
+                _edge(path, top.graph, attrs)
+            elif depth == 5 and stack[3] == "port_map":
+                top.port_map.append((tag, dict(attrs)))
+            elif depth == 5 and stack[3] == "back_edges" and tag == "edge":
+                top.back_edges.append(dict(attrs))
+            else:
+                _detail(path, state, stack, tag, attrs)
 
     def end(tag: str) -> None:
         stack.pop()
         if tag == "layer" and len(stack) == 2:
-            state["op"] = None
+            state.update(op=None, top=None, base=0)
+        elif tag == "layer" and len(stack) == 5 and state["base"] == 6:
+            state.update(op=state["top"], base=3)
         state["dim"] = False
 
     def text(data: str) -> None:
         op, port = state["op"], state["port"]
-        if state.get("dim") and isinstance(op, IrOp) and isinstance(port, int) and data.strip():
+        if state["dim"] and isinstance(op, IrOp) and isinstance(port, int) and data.strip():
             d = data.strip()
             op.inputs[port].append(None if d in ("-1", "?") else _int(path, d, "a dim"))
 
@@ -181,9 +193,43 @@ def parse_xml(path: Path, max_bytes: int | None) -> IrGraph:
             parser.ParseFile(f)
     except expat.ExpatError as exc:
         raise WeightsError(f"not a readable OpenVINO IR .xml ({exc})", file=path) from None
-    if not ops:
+    if not graph.ops:
         raise WeightsError("not an OpenVINO IR: no <net><layers><layer> elements", file=path)
-    return IrGraph(ops, edges)
+    return graph
+
+
+def _layer(path: Path, graph: IrGraph, attrs: dict[str, str]) -> IrOp:
+    op = IrOp(attrs.get("id", ""), attrs.get("name", ""), attrs.get("type", ""),
+              attrs.get("version", ""))
+    if op.id in graph.ops:
+        raise WeightsError(f"two layers with id {op.id!r}", file=path)
+    graph.ops[op.id] = op
+    return op
+
+
+def _edge(path: Path, graph: IrGraph, attrs: dict[str, str]) -> None:
+    to = (attrs.get("to-layer", ""), _int(path, attrs.get("to-port"), "an edge's port"))
+    graph.edges[to] = (attrs.get("from-layer", ""),
+                       _int(path, attrs.get("from-port"), "an edge's port"))
+
+
+def _detail(path: Path, state: dict[str, Any], stack: list[str], tag: str,
+            attrs: dict[str, str]) -> None:
+    """An attribute, input port or dim of the op being read (its <layer> at ``base``)."""
+    op, base = state["op"], state["base"]
+    if not isinstance(op, IrOp):
+        return
+    rel = len(stack) - base
+    if rel == 1 and tag == "data":
+        op.data = dict(attrs)
+    elif rel == 2 and stack[base] == "input" and tag == "port":
+        port = _int(path, attrs.get("id"), "a port id")
+        op.inputs[port] = []
+        state["port"] = port
+    elif rel == 2 and stack[base] == "output" and tag == "port":
+        op.outputs.append(_int(path, attrs.get("id"), "a port id"))
+    elif rel == 3 and stack[base] == "input" and tag == "dim":
+        state["dim"] = True
 
 
 def _int(path: Path, value: str | None, what: str) -> int:
@@ -194,20 +240,25 @@ def _int(path: Path, value: str | None, what: str) -> int:
 
 
 def read_sequences(path: Path, max_bytes: int | None) -> list[IrSequence]:
-    """Every LSTMSequence/GRUSequence op of the IR ``path`` (with its .bin), in file order. A
-    file with TensorIterator/Loop bodies holding cells and no sequence op is refused naming
-    them; so is one with no recurrent op at all."""
+    """Every LSTMSequence/GRUSequence op of the IR ``path`` (with its .bin), and every
+    TensorIterator stepping one cell over time (:mod:`harness.readers.openvino_loop`), in file
+    order. A file whose TensorIterator/Loop bodies hold cells that are not read and with no
+    layer read is refused naming them; so is one with no recurrent op at all."""
     graph = parse_xml(path, max_bytes)
     bin_path = path.with_suffix(".bin")
     found = []
+    loops = []
     for op in graph.ops.values():
         cell = SEQUENCE_OPS.get(op.type)
         if cell is not None:
             found.append(_sequence(path, bin_path, graph, op, cell, max_bytes))
+        elif op.type in LOOP_OPS and any(t in CELL_OPS for t in op.body):
+            got = recognize(op)
+            if isinstance(got, str):
+                loops.append(got)
+            else:
+                found.append(_loop_sequence(path, bin_path, op, got, max_bytes))
     if not found:
-        loops = [f"{op.type} {op.name!r} (body: {', '.join(sorted(set(op.body)))})"
-                 for op in graph.ops.values() if op.type in LOOP_OPS
-                 and any(t in CELL_OPS for t in op.body)]
         if loops:
             raise WeightsError("no LSTMSequence or GRUSequence op; recurrent cells inside a "
                                f"loop are not read: {'; '.join(loops[:4])}", file=path)
@@ -241,20 +292,58 @@ def _sequence(path: Path, bin_path: Path, graph: IrGraph, op: IrOp, cell: str,
             continue
         weights[name], fmt = got
         stored.add(fmt)
-    dirs = 2 if direction == "bidirectional" else 1
-    gates = len(cell_named(cell).gates)
     seq = IrSequence(f"{op.name}", op.name, op.type, cell, direction, hidden, int(x[2]),
                      x[0] or None, x[1] or None, dict(op.data), weights,
                      min(stored, key=list(STORED.values()).index) if stored else "float32",
                      problem, op.id)
     if problem is None:
-        lbr = len(cell_named(cell).separate_biases(seq.linear_before_reset))
-        want = {"W": (dirs, gates * hidden, seq.input_size), "R": (dirs, gates * hidden, hidden),
-                "B": (dirs, (gates + lbr) * hidden)}
-        for name, shape in want.items():
-            if weights[name].shape != shape:
-                raise WeightsError(f"{where}: {name} is shaped {list(weights[name].shape)}; "
-                                   f"expected {list(shape)}", file=path)
+        _check_shapes(path, seq, where)
+    return seq
+
+
+def _check_shapes(path: Path, seq: IrSequence, where: str) -> None:
+    hidden, gates = seq.hidden_size, len(cell_named(seq.cell).gates)
+    lbr = len(cell_named(seq.cell).separate_biases(seq.linear_before_reset))
+    dirs = seq.num_directions
+    want = {"W": (dirs, gates * hidden, seq.input_size), "R": (dirs, gates * hidden, hidden),
+            "B": (dirs, (gates + lbr) * hidden)}
+    for name, shape in want.items():
+        if seq.weights[name].shape != shape:
+            raise WeightsError(f"{where}: {name} is shaped {list(seq.weights[name].shape)}; "
+                               f"expected {list(shape)}", file=path)
+
+
+def _loop_sequence(path: Path, bin_path: Path, op: IrOp, loop: LoopCell,
+                   max_bytes: int | None) -> IrSequence:
+    """The TensorIterator ``op`` stepping ``loop``'s cell over time as one layer: the cell's
+    attributes and W, R, B constants given a leading direction axis (the sequence op's layout,
+    so that :func:`onnx_native` maps its gates), the sizes from the loop's X."""
+    cell_op, where = loop.cell_op, f"{loop.cell_op.type} in TensorIterator {op.name!r}"
+    try:
+        hidden = int(cell_op.data.get("hidden_size", ""))
+    except ValueError:
+        raise WeightsError(f"{where}: hidden_size {cell_op.data.get('hidden_size')!r} is not "
+                           "an integer", file=path) from None
+    x = op.inputs.get(loop.roles["X"], [])
+    if len(x) != 3 or x[2] is None:
+        raise WeightsError(f"{where}: X has dims {x}; expected 3 with the input size last and "
+                           "fixed", file=path)
+    weights, stored, problem = {}, set(), None
+    for name in ("W", "R", "B"):
+        got = _constant(path, bin_path, op.graph, cell_op, CELL_PORTS[loop.cell][name], name,
+                        max_bytes)
+        if isinstance(got, str):
+            problem = problem or got
+            continue
+        weights[name], fmt = got[0][None], got[1]
+        stored.add(fmt)
+    seq = IrSequence(op.name, op.name, op.type, loop.cell, loop.direction, hidden, int(x[2]),
+                     x[1 - loop.x_axis] or None, x[loop.x_axis] or None, dict(cell_op.data),
+                     weights,
+                     min(stored, key=list(STORED.values()).index) if stored else "float32",
+                     problem, op.id, dict(loop.roles, x_axis=loop.x_axis))
+    if problem is None:
+        _check_shapes(path, seq, where)
     return seq
 
 
