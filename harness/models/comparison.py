@@ -161,7 +161,7 @@ def pair_layers(original: list[Layer], shipped: list[Layer]
         if not candidates:
             have = "; ".join(f"{shown(o.path)!r}: {o.sizes}" for o in original[:8])
             raise WeightsError(f"layer {shown(s.path)!r} ({s.sizes}) has no layer of the same "
-                               f"cell and sizes in {original[0].source} (its layers: {have})",
+                               f"cell, sizes and direction in {original[0].source} (its layers: {have})",
                                file=s.source)
         agreeing = tuple(o for o in candidates if agree(o, s))
         if agreeing:
@@ -174,8 +174,10 @@ def pair_layers(original: list[Layer], shipped: list[Layer]
 
 def _pairable(o: Layer, s: Layer) -> bool:
     a, b = o.case, s.case
-    return (a.cell, a.input_size, a.hidden_size, a.proj_size, a.num_directions) == (
-        b.cell, b.input_size, b.hidden_size, b.proj_size, b.num_directions)
+    # the direction too: a reverse layer's weights are the reverse direction's, and a forward
+    # original has none to compare them with
+    return (a.cell, a.input_size, a.hidden_size, a.proj_size, a.dir_mode) == (
+        b.cell, b.input_size, b.hidden_size, b.proj_size, b.dir_mode)
 
 
 def _selected(original: list[Layer], shipped: list[Layer], select: str

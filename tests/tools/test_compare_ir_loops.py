@@ -163,3 +163,13 @@ def test_the_loop_is_read_as_one_layer_without_lengths(files) -> None:
     assert adapter.not_applicable_reason(Case(name="c", **fwd.fields)) is None
     assert adapter.not_applicable_reason(Case(name="c", **fwd.fields, seq_lengths=[5, 3])) == (
         "a TensorIterator steps over every step of X: it has no lengths")
+
+
+def test_a_reverse_layer_against_a_forward_original_is_one_line_naming_the_direction(
+        files, capsys) -> None:
+    """A forward original has no weights of the reverse direction to compare with: exit 2 and
+    one line naming both layers' directions, not a traceback."""
+    code, out, err = _cli(capsys, files / "fwd.onnx", files / "rev.onnx")
+    assert (code, out) == (2, "")
+    assert "(LSTM I=3 H=4 reverse) has no layer of the same cell, sizes and direction" in err
+    assert "LSTM I=3 H=4 forward" in err and err.count("\n") == 1, err

@@ -170,9 +170,9 @@ def test_a_mistake_in_a_stacked_layer_is_named_in_the_files_terms(torch_files, t
 @pytest.mark.parametrize("shipped, says", [
     ("linear", "linear.pt: no recurrent layer (LSTM or GRU) in the file"),
     ("lstm", "lstm.pt: layer 'state_dict' (LSTM I=3 H=4 forward) has no layer of the same "
-             "cell and sizes in "),
+             "cell, sizes and direction in "),
     ("gru5", "gru5.pt: layer 'state_dict' (GRU I=3 H=5 forward) has no layer of the same "
-             "cell and sizes in "),
+             "cell, sizes and direction in "),
     ("damaged", "damaged.pt: a damaged torch.save file"),
 ])
 def test_bad_input_is_one_line_naming_the_file(torch_files, capsys, shipped: str,
