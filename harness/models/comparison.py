@@ -161,8 +161,8 @@ def pair_layers(original: list[Layer], shipped: list[Layer]
         if not candidates:
             have = "; ".join(f"{shown(o.path)!r}: {o.sizes}" for o in original[:8])
             raise WeightsError(f"layer {shown(s.path)!r} ({s.sizes}) has no layer of the same "
-                               f"cell, sizes and direction in {original[0].source} (its layers: {have})",
-                               file=s.source)
+                               f"cell, sizes and direction in {original[0].source} (its "
+                               f"layers: {have})", file=s.source)
         agreeing = tuple(o for o in candidates if agree(o, s))
         if agreeing:
             out.append((s, agreeing, True))
