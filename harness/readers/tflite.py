@@ -10,7 +10,8 @@ g, o): unidirectional 0 the input, 1-4 input-to-gate weights [H, I], 5-8 recurre
 weights [H, P or H], 9-11 peepholes (cell-to-input, -forget, -output), 12-15 gate biases, 16-17
 projection weights and bias, 18-19 the h and c states, 20-23 layer-norm coefficients.
 Bidirectional: 1-17 forward, 18-34 backward in the same order, 35-38 the states. A gate's one
-bias is canonical ``bW``; ``bR`` is zero.
+bias is canonical ``bW``; ``bR`` is zero. A lone op reading its input through a ``REVERSE_V2``
+on the time axis (Keras ``go_backwards``: :func:`_reversal`) is direction reverse.
 
 The converter emits a ``WHILE`` loop, not a fused op, for a Keras GRU and for an LSTM traced
 with its final states as outputs. A float Keras ``GRU(reset_after=True)``'s loop is read as a
@@ -81,6 +82,23 @@ class TfliteOp:
     # a layer of several ops, a Keras Bidirectional's (:func:`_bidirectional_pairs`): forward,
     # REVERSE_V2, backward, REVERSE_V2, CONCATENATION, ``index`` the first; empty: one op
     ops: tuple[int, ...] = ()
+    # a lone op reading its input through a REVERSE_V2 on the time axis (Keras go_backwards,
+    # :func:`_reversal`): that REVERSE_V2, then the one reversing its y back where there is one;
+    # the layer is then direction reverse
+    reversed_in: tuple[int, ...] = ()
+
+    def feed(self, x: np.ndarray) -> np.ndarray:
+        """What the run model takes for the layer's input ``x`` [B, T, I]: ``x`` itself, or
+        for a reversed op cut out alone (its REVERSE_V2 left behind) ``x`` reversed in time."""
+        return np.ascontiguousarray(np.flip(x, axis=1)) if self.reversed_in and not self.whole \
+            else x
+
+    def in_time_order(self, y: np.ndarray) -> np.ndarray:
+        """The run model's output as the layer's y in input time order (the harness's reverse
+        direction: docs/cases.md): a reversed op's y is in its reading order unless the file
+        reverses it back (and runs as it is)."""
+        flip = self.reversed_in and (not self.whole or len(self.reversed_in) == 1)
+        return np.ascontiguousarray(np.flip(y, axis=1)) if flip else y
 
 
 def is_tflite(source: Any) -> bool:
@@ -173,19 +191,61 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
     at = _inputs_at(op, D)
     _refuse_forms(at, D, where, label)
     case = _lstm_case(flat, op, at, where, label, role)
-    weights = _weights(flat, at, D, case, where, label)
+    reversal = _reversal(flat, n, op, label) if op.name == UNI else ()
+    first = 1 if reversal else 0  # a reversed op's weights and grids are the reverse direction's
+    if reversal:
+        case = case.model_copy(update={"direction": "reverse"})
+    weights = _weights(flat, at, D, case, where, label, first)
     tensors, grids = weights.tensors, weights.grids
     scheme = ("float" if not grids else "16x8" if flat.tensor_type(op.inputs[0]) == "INT16"
               else "int8" if flat.grid(op.inputs[0]) is not None else "dynamic")
-    quantized = _quantized(flat, op, at, D, scheme, tensors) if grids else None
+    quantized = _quantized(flat, op, at, D, scheme, tensors, first) if grids else None
     float32 = all(np.array_equal(v.astype(np.float32), v) for v in tensors.values())
+    whole = _whole(flat, op)
+    place = f"the {op.name} op {n} of the main subgraph"
+    if reversal:
+        last = flat.ops[reversal[-1]] if len(reversal) == 2 else op
+        whole = _whole_between(flat, flat.ops[reversal[0]].inputs[0], last.outputs[0])
+        place += (f", reading its input through the REVERSE_V2 op {reversal[0]} on the time "
+                  f"axis (a Keras go_backwards layer: direction reverse"
+                  + (f"; its y reversed back by the REVERSE_V2 op {reversal[1]})"
+                     if len(reversal) == 2 else "; its y in reading order)"))
     return {"source": label, "name": where, "path": where, "case": case,
             "layout": "canonical", "canonical": Canonical(tensors), "native": dict(tensors),
             "dtype": "float32" if grids or float32 else "float64", "adapter": None,
-            "where": f"the {op.name} op {n} of the main subgraph",
-            "file_names": weights.file_names,
-            "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, _whole(flat, op),
-                               weights.indices)}
+            "where": place, "file_names": weights.file_names,
+            "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, whole,
+                               weights.indices, reversed_in=reversal)}
+
+
+def _reversal(flat: fb.Flat, n: int, op: fb.Op, label: str) -> tuple[int, ...]:
+    """Keras ``go_backwards`` as the converter writes it: a lone fused LSTM op reading its input
+    through a ``REVERSE_V2`` on the time axis (:func:`~harness.frameworks.litert_flatbuffer.
+    reversed_by`), its y in reading order, or reversed back by one more ``REVERSE_V2`` that is
+    its only reader. (that REVERSE_V2[, the one reversing y back]); () for an op that reads its
+    input as it is. Any other reversal is named, not read (it would pair wrongly)."""
+    rin = fb.reversed_by(flat, op)
+    if rin is None:
+        return ()
+    r = flat.ops.index(rin)
+    readers = [k for k, o in enumerate(flat.ops) if op.outputs[0] in o.inputs]
+    back = [k for k in readers if flat.ops[k].name == "REVERSE_V2"]
+    problem = ""
+    if getattr(op.options, "timeMajor", False):
+        problem = "the op is time major"
+    elif _constant(flat, rin.inputs[1]) not in ([1], [-2]):
+        problem = f"the REVERSE_V2 op {r} is not on the time axis (1)"
+    elif back and (len(readers) != 1 or _constant(flat, flat.ops[back[0]].inputs[1])
+                   not in ([1], [-2])):
+        names = ", ".join(f"{flat.ops[k].name} (op {k})" for k in readers)
+        problem = (f"its y is read by {names}, not by one REVERSE_V2 on the time axis (1) "
+                   f"alone")
+    if problem:
+        raise WeightsError(f"op {n} {UNI} reads its input through the REVERSE_V2 op {r}: "
+                           f"{problem}; rnn-harness reads a Keras go_backwards layer (batch "
+                           f"major, its input reversed on the time axis, its y reversed back "
+                           f"by one REVERSE_V2 or not)", file=label)
+    return (r, back[0]) if back else (r,)
 
 
 def _inputs_at(op: fb.Op, D: int) -> Any:
@@ -251,7 +311,9 @@ class _Weights:
     indices: dict[str, int] = field(default_factory=dict)
 
 
-def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str) -> _Weights:
+def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str,
+             first: int = 0) -> _Weights:
+    """``first``: the canonical direction of the op's first (1: a reversed op's, reverse)."""
     H, I = case.hidden_size, case.input_size
     out = _Weights()
     for d in range(D):
@@ -260,7 +322,7 @@ def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str)
                               ("bW", "{}_gate_bias")):
             for g, gate in enumerate(GATES):
                 i = at(d, prefix, g)
-                k = key(0, d, f"{prefix}_{gate}")
+                k = key(0, d + first, f"{prefix}_{gate}")
                 value = flat.value(i)
                 want = (H, I) if prefix == "W" else (H, H) if prefix == "R" else (H,)
                 if value.shape != want:
@@ -274,17 +336,17 @@ def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str)
                 if grid is not None:
                     out.grids[k.split("/", 1)[1]] = grid
         for g in GATES:
-            out.tensors[key(0, d, f"bR_{g}")] = np.zeros(H)
+            out.tensors[key(0, d + first, f"bR_{g}")] = np.zeros(H)
     return out
 
 
 def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
-               tensors: dict[str, np.ndarray]) -> QuantizedModel:
+               tensors: dict[str, np.ndarray], first: int = 0) -> QuantizedModel:
     """The file's weights and activation grids as the integer-aware reference reads them."""
     # each direction's h and c states sit side by side among the op's inputs, not among the
     # file's tensors: their tensor numbers are whatever the converter gave them
     states = [UNI_INPUTS["state"]] if D == 1 else list(BIDI_STATES)
-    layer_grids = {f"0/{d}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(op.inputs[s]),
+    layer_grids = {f"0/{d + first}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(op.inputs[s]),
                                         c=flat.grid(op.inputs[s + 1]))
                    for d, s in enumerate(states)}
     out = flat.subgraph.outputs[0]
@@ -469,4 +531,6 @@ def describe(layer: Any) -> str:
     t = layer.tflite
     if t is not None and t.ops:
         return f"{t.op} ops {t.index} and {t.ops[2]}, bidirectional ({t.scheme})"
+    if t is not None and t.reversed_in:
+        return f"{t.op} op {t.index}, reverse ({t.scheme})"
     return f"{t.op} op {t.index} ({t.scheme})" if t is not None else layer.path
