@@ -11,15 +11,15 @@ also checked against it to the bit (:func:`harness.reference.litert_int8_exact.b
 
 The file runs as it is where it is the layer (its one input feeds the op, directly or through
 one QUANTIZE; its one output is the op's y, directly or through one DEQUANTIZE). A Keras
-``go_backwards`` layer (a lone op reading its input through a ``REVERSE_V2`` on the time axis:
-:func:`harness.readers.tflite._reversal`) runs as the file is where the model's input feeds that
-``REVERSE_V2`` and its output is the op's y (or the y reversed back), else the op alone is cut
-out and fed its input reversed in time; its y is taken back to input time order either way
-(:meth:`~harness.readers.tflite.TfliteOp.in_time_order`), the harness's reverse direction. A Keras
-Bidirectional layer is several ops (two fused LSTMs, two REVERSE_V2s, a CONCATENATION:
-:func:`harness.readers.tflite._bidirectional_pairs`): the file runs as it is where its input
-feeds them and its output is the CONCATENATION's, else those ops are cut out together. Where the op
-sits inside a larger model, the op is cut out (:func:`harness.frameworks.litert_run.cut`: a
+``go_backwards`` layer (a lone op reading its input through a ``REVERSE_V2`` on the time
+axis: :func:`harness.readers.tflite_reversals.reversal_of`) runs as the file is where the
+model's input feeds that ``REVERSE_V2`` and its output is the op's y (or the y reversed back),
+else the op alone is cut out and fed its input reversed in time; its y is taken back to input
+time order either way (:meth:`~harness.readers.tflite.TfliteOp.in_time_order`), the harness's
+reverse direction. A Keras Bidirectional layer is several ops (two fused LSTMs, two
+REVERSE_V2s, a CONCATENATION: :func:`harness.readers.tflite_reversals.bidirectional_pairs`): the
+file runs as it is where its input feeds them and its output is the CONCATENATION's, else
+those ops are cut out together. Where the op sits inside a larger model, the op is cut out (:func:`harness.frameworks.litert_run.cut`: a
 one-op ``.tflite`` holding the file's own op, constants, grids and state variables, its input
 and output the op's own, integer in an integer file) and run on generated inputs; with
 ``--inputs`` the user's data runs through the whole file with its intermediate tensors

@@ -11,7 +11,8 @@ weights [H, P or H], 9-11 peepholes (cell-to-input, -forget, -output), 12-15 gat
 projection weights and bias, 18-19 the h and c states, 20-23 layer-norm coefficients.
 Bidirectional: 1-17 forward, 18-34 backward in the same order, 35-38 the states. A gate's one
 bias is canonical ``bW``; ``bR`` is zero. A lone op reading its input through a ``REVERSE_V2``
-on the time axis (Keras ``go_backwards``: :func:`_reversal`) is direction reverse.
+on the time axis (Keras ``go_backwards``:
+:func:`harness.readers.tflite_reversals.reversal_of`) is direction reverse.
 
 The converter emits a ``WHILE`` loop, not a fused op, for a Keras GRU and for an LSTM traced
 with its final states as outputs. A float Keras ``GRU(reset_after=True)``'s loop is read as a
@@ -33,10 +34,11 @@ from harness.errors import WeightsError
 from harness.frameworks import litert_flatbuffer as fb
 from harness.grids import LayerGrids, QuantizedModel
 from harness.params import Canonical, key
+from harness.readers.tflite_reversals import UNI, bidirectional_pairs, reversal_of
 from harness.spec import Case
 
 SUFFIXES = (".tflite",)
-UNI, BIDI = fb.FUSED_LSTM, "BIDIRECTIONAL_SEQUENCE_LSTM"
+BIDI = "BIDIRECTIONAL_SEQUENCE_LSTM"
 GATES = ("i", "f", "g", "o")
 SCHEMA_GATES = {"i": "input", "f": "forget", "g": "cell", "o": "output"}
 # per direction: where each kind of tensor starts among the op's inputs (one per gate)
@@ -79,12 +81,12 @@ class TfliteOp:
     # each canonical block's tensor among the main subgraph's (a fused op's; a loop's are in
     # its body): the same in the op cut out (harness.frameworks.litert_run.cut)
     indices: dict[str, int] = field(default_factory=dict, repr=False)
-    # a layer of several ops, a Keras Bidirectional's (:func:`_bidirectional_pairs`): forward,
-    # REVERSE_V2, backward, REVERSE_V2, CONCATENATION, ``index`` the first; empty: one op
+    # a layer of several ops, a Keras Bidirectional's (tflite_reversals.bidirectional_pairs):
+    # forward, REVERSE_V2, backward, REVERSE_V2, CONCATENATION, ``index`` the first; empty: one op
     ops: tuple[int, ...] = ()
     # a lone op reading its input through a REVERSE_V2 on the time axis (Keras go_backwards,
-    # :func:`_reversal`): that REVERSE_V2, then the one reversing its y back where there is one;
-    # the layer is then direction reverse
+    # tflite_reversals.reversal_of): that REVERSE_V2, then the one reversing its y back where
+    # there is one; the layer is then direction reverse
     reversed_in: tuple[int, ...] = ()
 
     def feed(self, x: np.ndarray) -> np.ndarray:
@@ -132,7 +134,7 @@ def read_tflite(source: Any, role: str, limit: int) -> list[dict[str, Any]]:
     except Exception as exc:  # a damaged flatbuffer: the schema's own words
         raise WeightsError(f"the flatbuffer cannot be read ({type(exc).__name__}: "
                            f"{(str(exc).splitlines() or [''])[0][:200]})", file=label) from None
-    pairs = _bidirectional_pairs(flat, label)
+    pairs = bidirectional_pairs(flat, label)
     paired = {n for ops in pairs.values() for n in ops}
     layers = [_pair_layer(flat, pairs[n], data, label, role) if n in pairs
               else _layer(flat, n, op, data, label, role) for n, op in enumerate(flat.ops)
@@ -191,7 +193,7 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
     at = _inputs_at(op, D)
     _refuse_forms(at, D, where, label)
     case = _lstm_case(flat, op, at, where, label, role)
-    reversal = _reversal(flat, n, op, label) if op.name == UNI else ()
+    reversal = reversal_of(flat, n, op, label) if op.name == UNI else ()
     first = 1 if reversal else 0  # a reversed op's weights and grids are the reverse direction's
     if reversal:
         case = case.model_copy(update={"direction": "reverse"})
@@ -216,36 +218,6 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
             "where": place, "file_names": weights.file_names,
             "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, whole,
                                weights.indices, reversed_in=reversal)}
-
-
-def _reversal(flat: fb.Flat, n: int, op: fb.Op, label: str) -> tuple[int, ...]:
-    """Keras ``go_backwards`` as the converter writes it: a lone fused LSTM op reading its input
-    through a ``REVERSE_V2`` on the time axis (:func:`~harness.frameworks.litert_flatbuffer.
-    reversed_by`), its y in reading order, or reversed back by one more ``REVERSE_V2`` that is
-    its only reader. (that REVERSE_V2[, the one reversing y back]); () for an op that reads its
-    input as it is. Any other reversal is named, not read (it would pair wrongly)."""
-    rin = fb.reversed_by(flat, op)
-    if rin is None:
-        return ()
-    r = flat.ops.index(rin)
-    readers = [k for k, o in enumerate(flat.ops) if op.outputs[0] in o.inputs]
-    back = [k for k in readers if flat.ops[k].name == "REVERSE_V2"]
-    problem = ""
-    if getattr(op.options, "timeMajor", False):
-        problem = "the op is time major"
-    elif _constant(flat, rin.inputs[1]) not in ([1], [-2]):
-        problem = f"the REVERSE_V2 op {r} is not on the time axis (1)"
-    elif back and (len(readers) != 1 or _constant(flat, flat.ops[back[0]].inputs[1])
-                   not in ([1], [-2])):
-        names = ", ".join(f"{flat.ops[k].name} (op {k})" for k in readers)
-        problem = (f"its y is read by {names}, not by one REVERSE_V2 on the time axis (1) "
-                   f"alone")
-    if problem:
-        raise WeightsError(f"op {n} {UNI} reads its input through the REVERSE_V2 op {r}: "
-                           f"{problem}; rnn-harness reads a Keras go_backwards layer (batch "
-                           f"major, its input reversed on the time axis, its y reversed back "
-                           f"by one REVERSE_V2 or not)", file=label)
-    return (r, back[0]) if back else (r,)
 
 
 def _inputs_at(op: fb.Op, D: int) -> Any:
@@ -346,8 +318,9 @@ def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
     # each direction's h and c states sit side by side among the op's inputs, not among the
     # file's tensors: their tensor numbers are whatever the converter gave them
     states = [UNI_INPUTS["state"]] if D == 1 else list(BIDI_STATES)
-    layer_grids = {f"0/{d + first}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(op.inputs[s]),
-                                        c=flat.grid(op.inputs[s + 1]))
+    layer_grids = {f"0/{d + first}": LayerGrids(x=flat.grid(op.inputs[0]),
+                                                h=flat.grid(op.inputs[s]),
+                                                c=flat.grid(op.inputs[s + 1]))
                    for d, s in enumerate(states)}
     out = flat.subgraph.outputs[0]
     producer = next((o for o in flat.ops if out in o.outputs), None)
@@ -358,75 +331,10 @@ def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
                           fb.hybrid_activations(op) if scheme == "dynamic" else None)
 
 
-def _bidirectional_pairs(flat: fb.Flat, label: str) -> dict[int, tuple[int, ...]]:
-    """Keras ``Bidirectional(LSTM)`` as the converter writes it (TensorFlow 2.21): two fused
-    LSTM ops on one input, the backward one reading it through a ``REVERSE_V2`` on the time
-    axis (:func:`~harness.frameworks.litert_flatbuffer.reversed_by`), its output reversed back
-    by another, both joined by ``CONCATENATION`` on the last axis (merge_mode concat), forward
-    first. By forward op: (forward, reverse in, backward, reverse out, concatenation). A pair
-    merged otherwise (sum, mul, ave) or shaped otherwise is named, not read; a reversed op with
-    no forward sibling on its input (Keras ``go_backwards``) is left to be read alone."""
-    readers: dict[int, list[int]] = {}
-    for n, o in enumerate(flat.ops):
-        for i in o.inputs:
-            readers.setdefault(i, []).append(n)
-    pairs = {}
-    for b, bwd in enumerate(flat.ops):
-        rin = fb.reversed_by(flat, bwd) if bwd.name == UNI else None
-        fwds = [n for n in readers.get(rin.inputs[0], []) if flat.ops[n].name == UNI] \
-            if rin is not None else []
-        if not fwds:
-            continue
-        f, r = fwds[0], flat.ops.index(rin)
-        fwd = flat.ops[f]
-        outs = readers.get(bwd.outputs[0], [])
-        r2 = outs[0] if len(outs) == 1 and flat.ops[outs[0]].name == "REVERSE_V2" else -1
-        joins = readers.get(fwd.outputs[0], [])
-        j = joins[0] if len(joins) == 1 else -1
-        problem = _pair_problem(flat, fwd, bwd, r, r2, j)
-        if problem:
-            names = ", ".join(f"{flat.ops[n].name} (op {n})" for n in joins) or "no op"
-            raise WeightsError(
-                f"op {f} {UNI} and op {b} {UNI} (on a REVERSE_V2, op {r}, of its input) form a "
-                f"bidirectional layer whose directions are read by {names}: {problem}; "
-                f"rnn-harness reads the converter's merge_mode concat (the backward output "
-                f"reversed back, CONCATENATION on the last axis)", file=label)
-        pairs[f] = (f, r, b, r2, j)
-    return pairs
-
-
-def _pair_problem(flat: fb.Flat, fwd: fb.Op, bwd: fb.Op, r: int, r2: int, j: int) -> str:
-    """What keeps two fused LSTM ops from being a Keras concat bidirectional layer, or ''."""
-    major = [bool(getattr(o.options, "timeMajor", False)) for o in (fwd, bwd)]
-    clips = [float(getattr(o.options, "cellClip", 0.0) or 0.0) for o in (fwd, bwd)]
-    axis = 0 if major[0] else 1
-    if major[0] != major[1] or clips[0] != clips[1]:
-        return "the two ops' options (time major, cell clip) differ"
-    if r2 < 0:
-        return "the backward output is not reversed back by one REVERSE_V2"
-    if any(_constant(flat, flat.ops[k].inputs[1]) not in ([axis], [axis - 3])
-           for k in (r, r2)):
-        return f"a REVERSE_V2 is not on the time axis ({axis})"
-    if j < 0 or flat.ops[j].name != "CONCATENATION":
-        return "not joined by one CONCATENATION"
-    join = flat.ops[j]
-    if join.inputs != [fwd.outputs[0], flat.ops[r2].outputs[0]] \
-            or getattr(join.options, "axis", None) not in (2, -1):
-        return "the CONCATENATION is not forward then backward on the last axis"
-    return ""
-
-
-def _constant(flat: fb.Flat, i: int) -> list[int] | None:
-    """A small constant integer tensor's values, None where it holds none."""
-    try:
-        return [int(v) for v in flat.stored(i).ravel()]
-    except Exception:  # not a constant: no data in its buffer
-        return None
-
-
 def _pair_layer(flat: fb.Flat, ops: tuple[int, ...], data: bytes, label: str, role: str
                 ) -> dict[str, Any]:
-    """The bidirectional layer of a pair of fused LSTM ops (:func:`_bidirectional_pairs`):
+    """The bidirectional layer of a pair of fused LSTM ops
+    (:func:`~harness.readers.tflite_reversals.bidirectional_pairs`):
     each op's weights its direction's, its grids its direction's."""
     f, _, b, _, j = ops
     fwd, bwd = flat.ops[f], flat.ops[b]
