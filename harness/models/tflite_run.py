@@ -19,13 +19,13 @@ time order either way (:meth:`~harness.readers.tflite.TfliteOp.in_time_order`), 
 reverse direction. A Keras Bidirectional layer is several ops (two fused LSTMs, two
 REVERSE_V2s, a CONCATENATION: :func:`harness.readers.tflite_reversals.bidirectional_pairs`): the
 file runs as it is where its input feeds them and its output is the CONCATENATION's, else
-those ops are cut out together. Where the op sits inside a larger model, the op is cut out (:func:`harness.frameworks.litert_run.cut`: a
-one-op ``.tflite`` holding the file's own op, constants, grids and state variables, its input
-and output the op's own, integer in an integer file) and run on generated inputs; with
-``--inputs`` the user's data runs through the whole file with its intermediate tensors
-preserved (:func:`activations`) and the op's input activations are the layer's inputs. Zero
-initial states either way (the op's state tensors are variables, zero when the interpreter
-starts)."""
+those ops are cut out together. Where the op sits inside a larger model, the op is cut out
+(:func:`harness.frameworks.litert_run.cut`: a one-op ``.tflite`` holding the file's own op,
+constants, grids and state variables, its input and output the op's own, integer in an integer file)
+and run on generated inputs; with ``--inputs`` the user's data runs through the whole file with its
+intermediate tensors preserved (:func:`activations`) and the op's input activations are the layer's
+inputs. Zero initial states either way (the op's state tensors are variables, zero when the
+interpreter starts)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ class ShippedTflite(Adapter):
     name = "litert"
     title = "the shipped .tflite in the LiteRT interpreter"
     requires = ("ai_edge_litert",)
-    capabilities = Capabilities()
+    # a go_backwards op is read as direction reverse (harness.readers.tflite_reversals)
+    capabilities = Capabilities(directions=frozenset({"forward", "reverse", "bidirectional"}))
 
     def __init__(self, op: TfliteOp) -> None:
         self.op = op

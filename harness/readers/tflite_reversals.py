@@ -14,10 +14,11 @@ UNI = fb.FUSED_LSTM
 
 def reversal_of(flat: fb.Flat, n: int, op: fb.Op, label: str) -> tuple[int, ...]:
     """Keras ``go_backwards`` as the converter writes it: a lone fused LSTM op reading its input
-    through a ``REVERSE_V2`` on the time axis (:func:`~harness.frameworks.litert_flatbuffer.
-    reversed_by`), its y in reading order, or reversed back by one more ``REVERSE_V2`` that is
-    its only reader. (that REVERSE_V2[, the one reversing y back]); () for an op that reads its
-    input as it is. Any other reversal is named, not read (it would pair wrongly)."""
+    through a ``REVERSE_V2`` on the time axis
+    (:func:`~harness.frameworks.litert_flatbuffer.reversed_by`), its y in reading order, or
+    reversed back by one more ``REVERSE_V2`` that is its only reader. The index of that first
+    ``REVERSE_V2``, then of the one reversing y back where there is one; () for an op that
+    reads its input as it is. Any other reversal is named, not read (it would pair wrongly)."""
     rin = fb.reversed_by(flat, op)
     if rin is None:
         return ()

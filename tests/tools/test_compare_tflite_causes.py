@@ -40,7 +40,8 @@ def _scales(w: dict[str, np.ndarray]) -> dict[str, float]:
 
 # -- a go_backwards LSTM -------------------------------------------------------------------
 
-def test_a_go_backwards_lstm_is_read_as_reverse_and_run_in_input_time_order() -> None:
+def test_a_go_backwards_lstm_is_read_as_reverse_and_run_in_input_time_order(tmp_path,
+                                                                            capsys) -> None:
     pytest.importorskip("ai_edge_litert.interpreter")
     w = _weights()
     files = {(back, lead): mk.go_backwards(w, back=back, lead=lead)
@@ -59,9 +60,13 @@ def test_a_go_backwards_lstm_is_read_as_reverse_and_run_in_input_time_order() ->
             (back, lead, p.outputs.reason)
         checked += 1
     assert checked == 4
-    # a forward LSTM of the same weights is another layer: its outputs differ
-    [p] = harness.compare_models(mk.lstm(w), plain).pairings
-    assert not p.agreed
+    # a forward LSTM of the same weights is another layer: not paired with it
+    (tmp_path / "forward.tflite").write_bytes(mk.lstm(w))
+    (tmp_path / "back.tflite").write_bytes(plain)
+    assert main(["compare", str(tmp_path / "forward.tflite"), str(tmp_path / "back.tflite")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "(LSTM I=3 H=4 reverse) has no layer of the same cell" in err[0]
+    assert "LSTM I=3 H=4 forward" in err[0]
 
 
 def test_a_reverse_v2_off_the_time_axis_is_bad_input_naming_the_ops(tmp_path, capsys) -> None:
@@ -155,7 +160,7 @@ def _with_hidden_intermediate(model: bytes, scale: float) -> bytes:
     return mk._pack(m)
 
 
-def test_the_files_grid_conflicts_are_named_in_the_outputs_reason(tmp_path, capsys) -> None:
+def test_the_files_grid_conflicts_are_named_in_the_outputs_reason(tmp_path) -> None:
     pytest.importorskip("ai_edge_litert.interpreter")
     from harness.frameworks.litert_flatbuffer import grid_conflict_words
 
@@ -169,8 +174,11 @@ def test_the_files_grid_conflicts_are_named_in_the_outputs_reason(tmp_path, caps
     assert words in p.outputs.reason, p.outputs.reason
     (tmp_path / "a.tflite").write_bytes(mk.lstm(w))
     (tmp_path / "b.tflite").write_bytes(shipped)
-    main(["compare", str(tmp_path / "a.tflite"), str(tmp_path / "b.tflite")])
-    assert words in capsys.readouterr().out  # the report's outputs line
+    main(["compare", str(tmp_path / "a.tflite"), str(tmp_path / "b.tflite"), "--out",
+          str(tmp_path / "r")])
+    [line] = [ln for ln in (tmp_path / "r" / "compare.md").read_text().splitlines()
+              if ln.startswith("- outputs (litert): ")]
+    assert words in line  # the report's outputs line
     # a file without them says nothing of them
     [p] = harness.compare_models(mk.lstm(w), mk.lstm(w, scales=_scales(w))).pairings
     assert "two grids" not in p.outputs.reason
