@@ -108,7 +108,7 @@ def _c_reach(w: dict[str, np.ndarray], x: np.ndarray) -> float:
 
 def test_a_cell_state_grid_the_kernel_saturates_or_cannot_compute_on_is_named() -> None:
     from harness.data import generate
-    from harness.models.tflite_causes import cell_state_causes
+    from harness.models.judges.tflite_causes import cell_state_causes
     from harness.models.tflite_run import zero_states
 
     w = _driven_weights()

@@ -6,7 +6,7 @@ OpenVINO: one verdict each. A .tflite layer runs as the file is in the LiteRT in
 (:func:`tflite_verdict`); a quantized one is judged as a quantized run is, SQNR and ideal in dB,
 its reason naming what in the file explains a difference: the grids it declares for one set of
 integers (:func:`harness.frameworks.litert_flatbuffer.grid_conflict_words`) and a cell state
-grid the int8 kernel saturates or cannot compute on (:mod:`harness.models.tflite_causes`).
+grid the int8 kernel saturates or cannot compute on (:mod:`harness.models.judges.tflite_causes`).
 Running it is :mod:`harness.models.shipped_run`'s; the verdict and
 its words are decided here alone."""
 
@@ -183,7 +183,7 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     from harness.frameworks.litert import import_litert
     from harness.frameworks.litert_flatbuffer import grid_conflict_words
     from harness.frameworks.litert_run import interpret
-    from harness.models.tflite_causes import cell_state_causes
+    from harness.models.judges.tflite_causes import cell_state_causes
     from harness.models.tflite_run import ShippedTflite, zero_states
     from harness.prepare import reference_and_floor
     from harness.reference.litert_int8_exact import bit_exact
