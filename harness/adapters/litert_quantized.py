@@ -23,7 +23,7 @@ The pair is judged by :func:`harness.quantization.judge` (docs/quantization.md),
 ``litert-int8-ref``'s LSTM pairs to the bit against the integer reference
 (:mod:`harness.judges.bit_exact`, reading the converted model from ``Outputs.models``); where the
 converted model declares two grids for one set of integers
-(:func:`harness.frameworks.litert_flatbuffer.grid_conflicts`), the pair's reason says where.
+(:func:`harness.frameworks.litert_flatbuffer.grid_conflict_words`), the pair's reason says where.
 """
 
 from __future__ import annotations
@@ -192,10 +192,9 @@ class QuantizedLiteRT(DeployedTfKeras):
         kinds = sorted({t.rsplit("(", 1)[1].rstrip(")") for t in integer})
         note = (f"{ops_note(ops)} under the {self.op_resolver or 'default'} op resolver; "
                 f"integer tensors in the recurrent ops: {', '.join(kinds)}")
-        conflicts = litert_flatbuffer.grid_conflicts(model)
+        conflicts = litert_flatbuffer.grid_conflict_words(model)
         if conflicts:  # the converter's file, not the kernel (docs/quantization.md)
-            note += (f"; the converter declared two grids for one set of integers where no op "
-                     f"requantizes: {'; '.join(conflicts)}")
+            note += f"; {conflicts}"
         if self.beside is not None and quantized.output is not None:
             other = invoke(Interpreter, ran, fed, op_resolver=self.resolver(self.beside))
             apart = float(np.max(np.abs(y - other))) / quantized.output.scale

@@ -92,14 +92,15 @@ class LiteRTShipped(Adapter):
         op = _layer(case).tflite
         model = op.model if op.whole or op.op == "WHILE" else cut(op.model, op.index)
         try:
-            y = interpret(model, inputs.x)
+            raw = interpret(model, op.feed(inputs.x))
         except ValueError as exc:  # the interpreter's words on a shape it cannot take
             raise NotApplicable(f"{self.name}: the shipped .tflite does not take the case's "
                                 f"input ({str(exc).splitlines()[0][:200]})") from None
+        y = op.in_time_order(raw)  # a go_backwards op's y in input time order
         absent = {"h_n": Y_ONLY, **({"c_n": Y_ONLY} if case.cell_kind.has_cell_state else {})}
         note = f"the shipped {op.op} op {op.index} ({op.scheme})"
         if op.quantized is not None:
-            said = bit_exact(op.model, inputs.x, y) if op.whole else ""
+            said = bit_exact(op.model, inputs.x, raw) if op.whole else ""
             note += f"; {said}" if said else ""
         return Outputs(y=y, h_n=None, c_n=None, absent=absent, note=note,
                        quantized=op.quantized)

@@ -13,6 +13,7 @@ recurrent weights, 9-11 peepholes, 12-15 the gate biases, 16-17 projection, 18 t
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,16 +216,19 @@ def _words(g: Grid | None) -> str:
     return "float" if g is None else f"scale {g.scale:.5g} zero point {g.zero_point}"
 
 
-def grid_conflicts(model: bytes) -> list[str]:
+def grid_conflicts(model: bytes, ops: Collection[int] | None = None) -> list[str]:
     """Where the converted model declares two grids for one set of integers, at ops that do not
     requantize between them, in words: a fused LSTM whose hidden state is written on one grid
     (its hidden-scale intermediate's), read back on another (its h-state input's) or read
     downstream on a third (its output's; the integer kernel writes h's integers to the output
     unchanged), and a byte-copying op (:data:`BYTE_COPYING`) whose output declares a grid
-    other than its input's. Empty for a float model or consistent grids."""
+    other than its input's. Empty for a float model or consistent grids. ``ops``: only those
+    ops (by index in the main subgraph; default: all)."""
     flat = read(model)
     found = []
     for n, op in enumerate(flat.ops):
+        if ops is not None and n not in ops:
+            continue
         if op.name == FUSED_LSTM and len(op.intermediates) > HIDDEN_INTERMEDIATE:
             written = flat.grid(op.intermediates[HIDDEN_INTERMEDIATE])
             read_back = flat.grid(op.inputs[H_STATE])
@@ -239,3 +243,13 @@ def grid_conflicts(model: bytes) -> list[str]:
                 found.append(f"op {n} {op.name} copies bytes of {_words(a)} into an output "
                              f"that declares {_words(b)}")
     return found
+
+
+def grid_conflict_words(model: bytes, ops: Collection[int] | None = None) -> str:
+    """:func:`grid_conflicts` as a reason's words ("" where there are none): what the LiteRT
+    adapters and compare's outputs verdict of a shipped ``.tflite`` both say."""
+    conflicts = grid_conflicts(model, ops)
+    if not conflicts:
+        return ""
+    return (f"the converter declared two grids for one set of integers where no op "
+            f"requantizes: {'; '.join(conflicts)}")

@@ -173,9 +173,9 @@ def pair_layers(original: list[Layer], shipped: list[Layer]
 
 
 def _pairable(o: Layer, s: Layer) -> bool:
+    # the directions themselves: a reverse layer (a .tflite go_backwards op) holds the reverse
+    # direction's weights, which a forward layer's do not pair with
     a, b = o.case, s.case
-    # the direction too: a reverse layer's weights are the reverse direction's, and a forward
-    # original has none to compare them with
     return (a.cell, a.input_size, a.hidden_size, a.proj_size, a.dir_mode) == (
         b.cell, b.input_size, b.hidden_size, b.proj_size, b.dir_mode)
 

@@ -173,6 +173,9 @@ def write_tflite_repro(p: Pairing, folder: Path, top: Path) -> str:
     why = not_computed(p)
     if why:
         return why
+    if op.reversed_in:  # the script runs the cut op on x as it is, in its own time order
+        return (f"no reproducer for {s.path!r}: a go_backwards layer (behind the REVERSE_V2 "
+                f"op {op.reversed_in[0]}) is not written as one yet")
     # a loop cannot be cut to one op; the outputs verdict ran it only where it is the file
     model = op.model if op.op == "WHILE" else cut(op.model, op.index, op.ops)
     arrays, figures = _arrays(p, p.outputs.figures.inputs)

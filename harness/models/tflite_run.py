@@ -11,16 +11,21 @@ also checked against it to the bit (:func:`harness.reference.litert_int8_exact.b
 
 The file runs as it is where it is the layer (its one input feeds the op, directly or through
 one QUANTIZE; its one output is the op's y, directly or through one DEQUANTIZE). A Keras
-Bidirectional layer is several ops (two fused LSTMs, two REVERSE_V2s, a CONCATENATION:
-:func:`harness.readers.tflite._bidirectional_pairs`): the file runs as it is where its input
-feeds them and its output is the CONCATENATION's, else those ops are cut out together. Where the op
-sits inside a larger model, the op is cut out (:func:`harness.frameworks.litert_run.cut`: a
-one-op ``.tflite`` holding the file's own op, constants, grids and state variables, its input
-and output the op's own, integer in an integer file) and run on generated inputs; with
-``--inputs`` the user's data runs through the whole file with its intermediate tensors
-preserved (:func:`activations`) and the op's input activations are the layer's inputs. Zero
-initial states either way (the op's state tensors are variables, zero when the interpreter
-starts)."""
+``go_backwards`` layer (a lone op reading its input through a ``REVERSE_V2`` on the time
+axis: :func:`harness.readers.tflite_reversals.reversal_of`) runs as the file is where the
+model's input feeds that ``REVERSE_V2`` and its output is the op's y (or the y reversed back),
+else the op alone is cut out and fed its input reversed in time; its y is taken back to input
+time order either way (:meth:`~harness.readers.tflite.TfliteOp.in_time_order`), the harness's
+reverse direction. A Keras Bidirectional layer is several ops (two fused LSTMs, two
+REVERSE_V2s, a CONCATENATION: :func:`harness.readers.tflite_reversals.bidirectional_pairs`): the
+file runs as it is where its input feeds them and its output is the CONCATENATION's, else
+those ops are cut out together. Where the op sits inside a larger model, the op is cut out
+(:func:`harness.frameworks.litert_run.cut`: a one-op ``.tflite`` holding the file's own op,
+constants, grids and state variables, its input and output the op's own, integer in an integer file)
+and run on generated inputs; with ``--inputs`` the user's data runs through the whole file with its
+intermediate tensors preserved (:func:`activations`) and the op's input activations are the layer's
+inputs. Zero initial states either way (the op's state tensors are variables, zero when the
+interpreter starts)."""
 
 from __future__ import annotations
 
@@ -66,7 +71,9 @@ def activations(op: TfliteOp, data: np.ndarray) -> np.ndarray:
     interpreter.invoke()
     from harness.frameworks import litert_flatbuffer as fb
 
-    index = fb.read(op.model).ops[op.index].inputs[0]
+    ops = fb.read(op.model).ops
+    # a reversed op's layer input is its REVERSE_V2's (the reversal is the layer's own)
+    index = ops[op.reversed_in[0] if op.reversed_in else op.index].inputs[0]
     [detail] = [d for d in interpreter.get_tensor_details() if d["index"] == index]
     return _from_file(detail, interpreter.get_tensor(index))
 
@@ -80,7 +87,8 @@ class ShippedTflite(Adapter):
     name = "litert"
     title = "the shipped .tflite in the LiteRT interpreter"
     requires = ("ai_edge_litert",)
-    capabilities = Capabilities()
+    # a go_backwards op is read as direction reverse (harness.readers.tflite_reversals)
+    capabilities = Capabilities(directions=frozenset({"forward", "reverse", "bidirectional"}))
 
     def __init__(self, op: TfliteOp) -> None:
         self.op = op
@@ -96,10 +104,11 @@ class ShippedTflite(Adapter):
     def route_note(self, case: Case) -> str | None:
         return ("ran the shipped file itself" if self.op.whole
                 else f"ran the shipped file's ops {list(self.op.ops)} cut out as a .tflite"
-                if self.op.ops else "ran the shipped file's op cut out as a one-op .tflite")
+                if self.op.ops else "ran the shipped file's op cut out as a one-op .tflite"
+                + (" on its input reversed in time" if self.op.reversed_in else ""))
 
     def _run(self, case: Case, native: dict[str, np.ndarray], inputs: Inputs) -> Outputs:
-        y = interpret(self.model, inputs.x)
+        y = self.op.in_time_order(interpret(self.model, self.op.feed(inputs.x)))
         absent = {"h_n": ABSENT, **({"c_n": ABSENT} if case.cell_kind.has_cell_state else {})}
         return Outputs(y=y, h_n=None, c_n=None, absent=absent, models={"tflite": self.model})
 

@@ -10,7 +10,9 @@ g, o): unidirectional 0 the input, 1-4 input-to-gate weights [H, I], 5-8 recurre
 weights [H, P or H], 9-11 peepholes (cell-to-input, -forget, -output), 12-15 gate biases, 16-17
 projection weights and bias, 18-19 the h and c states, 20-23 layer-norm coefficients.
 Bidirectional: 1-17 forward, 18-34 backward in the same order, 35-38 the states. A gate's one
-bias is canonical ``bW``; ``bR`` is zero.
+bias is canonical ``bW``; ``bR`` is zero. A lone op reading its input through a ``REVERSE_V2``
+on the time axis (Keras ``go_backwards``:
+:func:`harness.readers.tflite_reversals.reversal_of`) is direction reverse.
 
 The converter emits a ``WHILE`` loop, not a fused op, for a Keras GRU and for an LSTM traced
 with its final states as outputs. A float Keras ``GRU(reset_after=True)``'s loop is read as a
@@ -32,10 +34,11 @@ from harness.errors import WeightsError
 from harness.frameworks import litert_flatbuffer as fb
 from harness.grids import LayerGrids, QuantizedModel
 from harness.params import Canonical, key
+from harness.readers.tflite_reversals import UNI, bidirectional_pairs, reversal_of
 from harness.spec import Case
 
 SUFFIXES = (".tflite",)
-UNI, BIDI = fb.FUSED_LSTM, "BIDIRECTIONAL_SEQUENCE_LSTM"
+BIDI = "BIDIRECTIONAL_SEQUENCE_LSTM"
 GATES = ("i", "f", "g", "o")
 SCHEMA_GATES = {"i": "input", "f": "forget", "g": "cell", "o": "output"}
 # per direction: where each kind of tensor starts among the op's inputs (one per gate)
@@ -78,9 +81,26 @@ class TfliteOp:
     # each canonical block's tensor among the main subgraph's (a fused op's; a loop's are in
     # its body): the same in the op cut out (harness.frameworks.litert_run.cut)
     indices: dict[str, int] = field(default_factory=dict, repr=False)
-    # a layer of several ops, a Keras Bidirectional's (:func:`_bidirectional_pairs`): forward,
-    # REVERSE_V2, backward, REVERSE_V2, CONCATENATION, ``index`` the first; empty: one op
+    # a layer of several ops, a Keras Bidirectional's (tflite_reversals.bidirectional_pairs):
+    # forward, REVERSE_V2, backward, REVERSE_V2, CONCATENATION, ``index`` the first; empty: one op
     ops: tuple[int, ...] = ()
+    # a lone op reading its input through a REVERSE_V2 on the time axis (Keras go_backwards,
+    # tflite_reversals.reversal_of): that REVERSE_V2, then the one reversing its y back where
+    # there is one; the layer is then direction reverse
+    reversed_in: tuple[int, ...] = ()
+
+    def feed(self, x: np.ndarray) -> np.ndarray:
+        """What the run model takes for the layer's input ``x`` [B, T, I]: ``x`` itself, or
+        for a reversed op cut out alone (its REVERSE_V2 left behind) ``x`` reversed in time."""
+        return np.ascontiguousarray(np.flip(x, axis=1)) if self.reversed_in and not self.whole \
+            else x
+
+    def in_time_order(self, y: np.ndarray) -> np.ndarray:
+        """The run model's output as the layer's y in input time order (the harness's reverse
+        direction: docs/cases.md): a reversed op's y is in its reading order unless the file
+        reverses it back (and runs as it is)."""
+        flip = self.reversed_in and (not self.whole or len(self.reversed_in) == 1)
+        return np.ascontiguousarray(np.flip(y, axis=1)) if flip else y
 
 
 def is_tflite(source: Any) -> bool:
@@ -114,7 +134,7 @@ def read_tflite(source: Any, role: str, limit: int) -> list[dict[str, Any]]:
     except Exception as exc:  # a damaged flatbuffer: the schema's own words
         raise WeightsError(f"the flatbuffer cannot be read ({type(exc).__name__}: "
                            f"{(str(exc).splitlines() or [''])[0][:200]})", file=label) from None
-    pairs = _bidirectional_pairs(flat, label)
+    pairs = bidirectional_pairs(flat, label)
     paired = {n for ops in pairs.values() for n in ops}
     layers = [_pair_layer(flat, pairs[n], data, label, role) if n in pairs
               else _layer(flat, n, op, data, label, role) for n, op in enumerate(flat.ops)
@@ -173,19 +193,31 @@ def _layer(flat: fb.Flat, n: int, op: fb.Op, data: bytes, label: str, role: str
     at = _inputs_at(op, D)
     _refuse_forms(at, D, where, label)
     case = _lstm_case(flat, op, at, where, label, role)
-    weights = _weights(flat, at, D, case, where, label)
+    reversal = reversal_of(flat, n, op, label) if op.name == UNI else ()
+    first = 1 if reversal else 0  # a reversed op's weights and grids are the reverse direction's
+    if reversal:
+        case = case.model_copy(update={"direction": "reverse"})
+    weights = _weights(flat, at, D, case, where, label, first)
     tensors, grids = weights.tensors, weights.grids
     scheme = ("float" if not grids else "16x8" if flat.tensor_type(op.inputs[0]) == "INT16"
               else "int8" if flat.grid(op.inputs[0]) is not None else "dynamic")
-    quantized = _quantized(flat, op, at, D, scheme, tensors) if grids else None
+    quantized = _quantized(flat, op, at, D, scheme, tensors, first) if grids else None
     float32 = all(np.array_equal(v.astype(np.float32), v) for v in tensors.values())
+    whole = _whole(flat, op)
+    place = f"the {op.name} op {n} of the main subgraph"
+    if reversal:
+        last = flat.ops[reversal[-1]] if len(reversal) == 2 else op
+        whole = _whole_between(flat, flat.ops[reversal[0]].inputs[0], last.outputs[0])
+        place += (f", reading its input through the REVERSE_V2 op {reversal[0]} on the time "
+                  f"axis (a Keras go_backwards layer: direction reverse"
+                  + (f"; its y reversed back by the REVERSE_V2 op {reversal[1]})"
+                     if len(reversal) == 2 else "; its y in reading order)"))
     return {"source": label, "name": where, "path": where, "case": case,
             "layout": "canonical", "canonical": Canonical(tensors), "native": dict(tensors),
             "dtype": "float32" if grids or float32 else "float64", "adapter": None,
-            "where": f"the {op.name} op {n} of the main subgraph",
-            "file_names": weights.file_names,
-            "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, _whole(flat, op),
-                               weights.indices)}
+            "where": place, "file_names": weights.file_names,
+            "tflite": TfliteOp(data, n, op.name, scheme, grids, quantized, whole,
+                               weights.indices, reversed_in=reversal)}
 
 
 def _inputs_at(op: fb.Op, D: int) -> Any:
@@ -251,7 +283,9 @@ class _Weights:
     indices: dict[str, int] = field(default_factory=dict)
 
 
-def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str) -> _Weights:
+def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str,
+             first: int = 0) -> _Weights:
+    """``first``: the canonical direction of the op's first (1: a reversed op's, reverse)."""
     H, I = case.hidden_size, case.input_size
     out = _Weights()
     for d in range(D):
@@ -260,7 +294,7 @@ def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str)
                               ("bW", "{}_gate_bias")):
             for g, gate in enumerate(GATES):
                 i = at(d, prefix, g)
-                k = key(0, d, f"{prefix}_{gate}")
+                k = key(0, d + first, f"{prefix}_{gate}")
                 value = flat.value(i)
                 want = (H, I) if prefix == "W" else (H, H) if prefix == "R" else (H,)
                 if value.shape != want:
@@ -274,18 +308,19 @@ def _weights(flat: fb.Flat, at: Any, D: int, case: Case, where: str, label: str)
                 if grid is not None:
                     out.grids[k.split("/", 1)[1]] = grid
         for g in GATES:
-            out.tensors[key(0, d, f"bR_{g}")] = np.zeros(H)
+            out.tensors[key(0, d + first, f"bR_{g}")] = np.zeros(H)
     return out
 
 
 def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
-               tensors: dict[str, np.ndarray]) -> QuantizedModel:
+               tensors: dict[str, np.ndarray], first: int = 0) -> QuantizedModel:
     """The file's weights and activation grids as the integer-aware reference reads them."""
     # each direction's h and c states sit side by side among the op's inputs, not among the
     # file's tensors: their tensor numbers are whatever the converter gave them
     states = [UNI_INPUTS["state"]] if D == 1 else list(BIDI_STATES)
-    layer_grids = {f"0/{d}": LayerGrids(x=flat.grid(op.inputs[0]), h=flat.grid(op.inputs[s]),
-                                        c=flat.grid(op.inputs[s + 1]))
+    layer_grids = {f"0/{d + first}": LayerGrids(x=flat.grid(op.inputs[0]),
+                                                h=flat.grid(op.inputs[s]),
+                                                c=flat.grid(op.inputs[s + 1]))
                    for d, s in enumerate(states)}
     out = flat.subgraph.outputs[0]
     producer = next((o for o in flat.ops if out in o.outputs), None)
@@ -296,75 +331,10 @@ def _quantized(flat: fb.Flat, op: fb.Op, at: Any, D: int, scheme: str,
                           fb.hybrid_activations(op) if scheme == "dynamic" else None)
 
 
-def _bidirectional_pairs(flat: fb.Flat, label: str) -> dict[int, tuple[int, ...]]:
-    """Keras ``Bidirectional(LSTM)`` as the converter writes it (TensorFlow 2.21): two fused
-    LSTM ops on one input, the backward one reading it through a ``REVERSE_V2`` on the time
-    axis (:func:`~harness.frameworks.litert_flatbuffer.reversed_by`), its output reversed back
-    by another, both joined by ``CONCATENATION`` on the last axis (merge_mode concat), forward
-    first. By forward op: (forward, reverse in, backward, reverse out, concatenation). A pair
-    merged otherwise (sum, mul, ave) or shaped otherwise is named, not read; a reversed op with
-    no forward sibling on its input (Keras ``go_backwards``) is left to be read alone."""
-    readers: dict[int, list[int]] = {}
-    for n, o in enumerate(flat.ops):
-        for i in o.inputs:
-            readers.setdefault(i, []).append(n)
-    pairs = {}
-    for b, bwd in enumerate(flat.ops):
-        rin = fb.reversed_by(flat, bwd) if bwd.name == UNI else None
-        fwds = [n for n in readers.get(rin.inputs[0], []) if flat.ops[n].name == UNI] \
-            if rin is not None else []
-        if not fwds:
-            continue
-        f, r = fwds[0], flat.ops.index(rin)
-        fwd = flat.ops[f]
-        outs = readers.get(bwd.outputs[0], [])
-        r2 = outs[0] if len(outs) == 1 and flat.ops[outs[0]].name == "REVERSE_V2" else -1
-        joins = readers.get(fwd.outputs[0], [])
-        j = joins[0] if len(joins) == 1 else -1
-        problem = _pair_problem(flat, fwd, bwd, r, r2, j)
-        if problem:
-            names = ", ".join(f"{flat.ops[n].name} (op {n})" for n in joins) or "no op"
-            raise WeightsError(
-                f"op {f} {UNI} and op {b} {UNI} (on a REVERSE_V2, op {r}, of its input) form a "
-                f"bidirectional layer whose directions are read by {names}: {problem}; "
-                f"rnn-harness reads the converter's merge_mode concat (the backward output "
-                f"reversed back, CONCATENATION on the last axis)", file=label)
-        pairs[f] = (f, r, b, r2, j)
-    return pairs
-
-
-def _pair_problem(flat: fb.Flat, fwd: fb.Op, bwd: fb.Op, r: int, r2: int, j: int) -> str:
-    """What keeps two fused LSTM ops from being a Keras concat bidirectional layer, or ''."""
-    major = [bool(getattr(o.options, "timeMajor", False)) for o in (fwd, bwd)]
-    clips = [float(getattr(o.options, "cellClip", 0.0) or 0.0) for o in (fwd, bwd)]
-    axis = 0 if major[0] else 1
-    if major[0] != major[1] or clips[0] != clips[1]:
-        return "the two ops' options (time major, cell clip) differ"
-    if r2 < 0:
-        return "the backward output is not reversed back by one REVERSE_V2"
-    if any(_constant(flat, flat.ops[k].inputs[1]) not in ([axis], [axis - 3])
-           for k in (r, r2)):
-        return f"a REVERSE_V2 is not on the time axis ({axis})"
-    if j < 0 or flat.ops[j].name != "CONCATENATION":
-        return "not joined by one CONCATENATION"
-    join = flat.ops[j]
-    if join.inputs != [fwd.outputs[0], flat.ops[r2].outputs[0]] \
-            or getattr(join.options, "axis", None) not in (2, -1):
-        return "the CONCATENATION is not forward then backward on the last axis"
-    return ""
-
-
-def _constant(flat: fb.Flat, i: int) -> list[int] | None:
-    """A small constant integer tensor's values, None where it holds none."""
-    try:
-        return [int(v) for v in flat.stored(i).ravel()]
-    except Exception:  # not a constant: no data in its buffer
-        return None
-
-
 def _pair_layer(flat: fb.Flat, ops: tuple[int, ...], data: bytes, label: str, role: str
                 ) -> dict[str, Any]:
-    """The bidirectional layer of a pair of fused LSTM ops (:func:`_bidirectional_pairs`):
+    """The bidirectional layer of a pair of fused LSTM ops
+    (:func:`~harness.readers.tflite_reversals.bidirectional_pairs`):
     each op's weights its direction's, its grids its direction's."""
     f, _, b, _, j = ops
     fwd, bwd = flat.ops[f], flat.ops[b]
@@ -469,4 +439,6 @@ def describe(layer: Any) -> str:
     t = layer.tflite
     if t is not None and t.ops:
         return f"{t.op} ops {t.index} and {t.ops[2]}, bidirectional ({t.scheme})"
+    if t is not None and t.reversed_in:
+        return f"{t.op} op {t.index}, reverse ({t.scheme})"
     return f"{t.op} op {t.index} ({t.scheme})" if t is not None else layer.path

@@ -259,3 +259,36 @@ def bidirectional(forward: dict[str, np.ndarray], backward: dict[str, np.ndarray
         sg.operators.insert(0, op(3, [model_input], x))
     sg.inputs, sg.outputs = [model_input], [y]
     return _pack(m)
+
+
+def go_backwards(weights: dict[str, np.ndarray], B: int = 2, T: int = 5, back: bool = False,
+                 lead: bool = False, axis: int = 1) -> bytes:
+    """A Keras ``LSTM(go_backwards=True)`` as the converter writes it: REVERSE_V2 of x on
+    ``axis`` (the time axis: 1), the fused LSTM on it, its y in reading order, or reversed back
+    by another REVERSE_V2 (``back``). Weights as :func:`lstm`'s. ``lead``: a TANH between the
+    model's input and the layer, which then sits inside a larger model."""
+    m = _model(["UNIDIRECTIONAL_SEQUENCE_LSTM", "REVERSE_V2", "TANH"])
+    H, I = weights["W_i"].shape
+    F32, I32 = schema.TensorType.FLOAT32, schema.TensorType.INT32
+    x = model_input = _tensor(m, (B, T, I), F32, name="x")
+    if lead:
+        x = _tensor(m, (B, T, I), F32, name="tanh")
+    axes = _tensor(m, (1,), I32, np.array([axis], np.int32), name="axis")
+
+    def op(code, ins, out):
+        o = schema.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = code, ins, [out]
+        return o
+
+    x_rev = _tensor(m, (B, T, I), F32, name="x_reversed")
+    lstm_op = _lstm_op(m, x_rev, weights, B, T)
+    ops = [op(1, [x, axes], x_rev), lstm_op]
+    y = lstm_op.outputs[0]
+    if back:
+        y = _tensor(m, (B, T, H), F32, name="y_back")
+        ops.append(op(1, [lstm_op.outputs[0], axes], y))
+    if lead:
+        ops.insert(0, op(2, [model_input], x))
+    sg = m.subgraphs[0]
+    sg.operators, sg.inputs, sg.outputs = ops, [model_input], [y]
+    return _pack(m)

@@ -3,7 +3,10 @@ docs/compare.md): the shipped layer run as it is, in its own runtime, per step, 
 direction, against the float64 reference on the ORIGINAL's weights, by the run's verdict rules
 (tolerance and noise floor: :mod:`harness.compare`). An .onnx layer runs in ONNX Runtime and in
 OpenVINO: one verdict each. A .tflite layer runs as the file is in the LiteRT interpreter
-(:func:`tflite_verdict`); a quantized one is judged as a quantized run is, SQNR and ideal in dB.
+(:func:`tflite_verdict`); a quantized one is judged as a quantized run is, SQNR and ideal in dB,
+its reason naming what in the file explains a difference: the grids it declares for one set of
+integers (:func:`harness.frameworks.litert_flatbuffer.grid_conflict_words`) and a cell state
+grid the int8 kernel saturates or cannot compute on (:mod:`harness.models.judges.tflite_causes`).
 Running it is :mod:`harness.models.shipped_run`'s; the verdict and
 its words are decided here alone."""
 
@@ -178,7 +181,9 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     from harness.data import generate
     from harness.errors import Unavailable
     from harness.frameworks.litert import import_litert
+    from harness.frameworks.litert_flatbuffer import grid_conflict_words
     from harness.frameworks.litert_run import interpret
+    from harness.models.judges.tflite_causes import cell_state_causes
     from harness.models.tflite_run import ShippedTflite, zero_states
     from harness.prepare import reference_and_floor
     from harness.reference.litert_int8_exact import bit_exact
@@ -200,7 +205,8 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
                 "larger model: cut out together as a .tflite (the file's own ops, constants "
                 "and grids) and run on generated inputs")
     inputs = zero_states(inputs if inputs is not None else generate(shipped.case))
-    x_grid = op.quantized.grids["0/0"].x if op.quantized is not None else None
+    x_grid = (next(iter(op.quantized.grids.values())).x if op.quantized is not None
+              else None)
     if not op.whole and x_grid is not None:  # what the cut op reads: x on its input grid
         inputs = replace(inputs, x=x_grid.round(inputs.x))
     if op.quantized is None:
@@ -209,13 +215,17 @@ def tflite_verdict(kind: str, original: Layer, shipped: Layer, inputs: Inputs | 
     case = shipped.case.model_copy(update={"batch": B, "seq_len": T})
     ref, _ = reference_and_floor(original.case.model_copy(update={"batch": B, "seq_len": T}),
                                  original.canonical, inputs)
-    y = interpret(adapter.model, inputs.x)
+    raw = interpret(adapter.model, op.feed(inputs.x))
+    y = op.in_time_order(raw)
     out = adapter._run(case, {}, inputs)
     out.y = y
     q = quantization.judge(case, adapter.name, out, op.quantized, inputs, original.canonical,
                            ref)
-    exact = bit_exact(op.model, inputs.x, y) if op.scheme == "int8" and op.whole else ""
-    reason = "; ".join(r for r in (q.reason, exact, note) if r)
+    exact = bit_exact(op.model, inputs.x, raw) if op.scheme == "int8" and op.whole else ""
+    # the file's grids where they conflict, the layer's ops only (the adapters' words)
+    conflicts = grid_conflict_words(op.model, {op.index, *op.ops, *op.reversed_in})
+    causes = cell_state_causes(op, case, inputs)
+    reason = "; ".join(r for r in (q.reason, *causes, exact, conflicts, note) if r)
     first = compare.first_divergence(q.rows)
     where = compare.where(first) if first is not None else ""
     return Verdict(kind, q.status, reason, q.rows, TfliteFigures(
