@@ -62,7 +62,23 @@ def script_text(title: str, about: str, figures: list[tuple[str, Any, str]],
              for name, value, comment in figures]
     head = HEAD.format(title=doc_text(title), about=about, figures="\n".join(lines),
                        imports="".join(f"{line}\n" for line in imports))
-    return head + "\n\n".join(pasted) + main
+    return head + "\n\n".join(pasted) + main + ENDING
+
+
+# every reproducer's last words and exit code: 1 where it found the layer differs
+ENDING = '''
+
+def verdict(said):
+    if said:
+        print("\\nthe shipped layer differs: " + "; ".join(said))
+        return 1
+    print("\\nthe shipped layer agrees with the original")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
 
 
 def paste(*objects: Any) -> str:
