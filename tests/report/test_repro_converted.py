@@ -267,15 +267,17 @@ def test_litert_torch_fixed_length_model_reproduces_1062(tmp_path):
 @pytest.mark.roads  # a full-integer conversion in a process of its own
 @pytest.mark.litert
 def test_int8_bidirectional_lstm_cost_reproduces(tmp_path):
-    """cases-quantized's bidirectional LSTM is DIVERGED under litert-int8 by its cost (SQNR far
-    below an ideal int8 quantization's): the script, run where rnn-harness is not, measures
-    the same SQNR from the model and exits 1."""
+    """cases-quantized's bidirectional LSTM diverges under litert-int8 by its cost (SQNR far
+    below an ideal int8 quantization's), a finding the case declares (its ``expected:`` entry,
+    docs/findings/tflite-bidirectional-int8-grids/): the script, run where rnn-harness is not,
+    measures the same SQNR from the model and exits 1."""
     runnable("litert-int8")
     [case] = [c for c in load_cases(ROOT / "cases-quantized" / "quantized.yaml")
               if c.cell_kind.has_cell_state and c.num_directions == 2]
     pair = _report([case], ["reference", "litert-int8"], tmp_path / "r")[
         (case.name, "litert-int8")]
-    assert pair.status == compare.DIVERGED, pair.reason
+    assert pair.status == compare.KNOWN_BUG, pair.reason
+    assert "docs/findings/tflite-bidirectional-int8-grids/" in pair.reason, pair.reason
     status, _ = quantization.cost_status(case, compare.PASS, pair.figures.record()["sqnr_db"],
                                          pair.figures.record()["ideal_sqnr_db"])
     assert status == compare.DIVERGED  # the cost question's own verdict
