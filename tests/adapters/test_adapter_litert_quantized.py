@@ -95,7 +95,9 @@ def test_every_planted_bug_is_killed_on_every_bundled_quantized_lstm_case():
     from support.quantized_mutants import kill_rate
 
     killed, planted, failed, lines = kill_rate()
-    counted = [ln for ln in lines if " clean: " in ln and ": bit-exact: every" in ln]
+    # the bidirectional case's clean pair is the finding its case declares (a known upstream
+    # bug), bit-exact against the integer reference all the same
+    counted = [ln for ln in lines if " clean: " in ln and "bit-exact: every" in ln]
     assert len(counted) * len(CATALOGUE) == planted and len(counted) == 3, lines
     assert (killed, failed) == (planted, 0), lines
 
