@@ -29,3 +29,18 @@ def initializer(name: str, a: np.ndarray) -> TensorProto:
 def constant(name: str, values, dtype=np.int64) -> onnx.NodeProto:
     return helper.make_node("Constant", [], [name], name=f"c_{name}",
                             value=numpy_helper.from_array(np.asarray(values, dtype), name))
+
+
+def lstm_model(path: Path, W: np.ndarray, R: np.ndarray, b: np.ndarray,
+               x_shape: tuple[int, int, int], direction: str = "forward") -> Path:
+    """One ONNX ``LSTM`` node (W, R, B initializers in float32, X of ``x_shape`` [T, B, I],
+    output Y), opset 17, saved to ``path``."""
+    graph = helper.make_graph(
+        [helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h", "Y_c"],
+                          hidden_size=R.shape[-1], direction=direction, name="lstm")], "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(a.astype(np.float32), n) for n, a in
+         (("W", W), ("R", R), ("B", b))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path

@@ -54,6 +54,15 @@ def _pack(m) -> bytes:
     return bytes(b.Output())
 
 
+def weights(seed: int = 0, H: int = 4, I: int = 3) -> dict[str, np.ndarray]:
+    """An LSTM's weights in TFLite's gate order (i, f, g, o), uniform in [-0.5, 0.5): W_g
+    [H, I], R_g [H, H], b_g [H], as :func:`lstm` takes them."""
+    rng = np.random.default_rng(seed)
+    return {**{f"W_{g}": rng.uniform(-.5, .5, (H, I)) for g in "ifgo"},
+            **{f"R_{g}": rng.uniform(-.5, .5, (H, H)) for g in "ifgo"},
+            **{f"b_{g}": rng.uniform(-.5, .5, H) for g in "ifgo"}}
+
+
 def lstm(weights: dict[str, np.ndarray], B: int = 2, T: int = 5,
          scales: dict[str, float] | None = None, declared: dict[str, float] | None = None,
          lead: str | None = None, asymmetric: bool = False) -> bytes:

@@ -22,18 +22,10 @@ I, H, B, T = 3, 4, 2, 5
 
 
 def _lstm_onnx(W: np.ndarray, R: np.ndarray, b: np.ndarray, path: Path) -> Path:
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
+    pytest.importorskip("onnx")
+    from support.onnx_graphs import lstm_model
 
-    graph = helper.make_graph(
-        [helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=H,
-                          name="lstm")], "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [T, B, I])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(a.astype(np.float32), n) for n, a in
-         (("W", W), ("R", R), ("B", b))])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    return lstm_model(path, W, R, b, (T, B, I))
 
 
 @pytest.fixture(scope="module")

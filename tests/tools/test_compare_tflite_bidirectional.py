@@ -26,10 +26,7 @@ H, I = 4, 3
 
 
 def _weights(seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {**{f"W_{g}": rng.uniform(-.5, .5, (H, I)) for g in "ifgo"},
-            **{f"R_{g}": rng.uniform(-.5, .5, (H, H)) for g in "ifgo"},
-            **{f"b_{g}": rng.uniform(-.5, .5, H) for g in "ifgo"}}
+    return mk.weights(seed, H, I)
 
 
 def test_two_fused_lstms_around_reverse_v2_are_one_bidirectional_layer_run_in_litert() -> None:

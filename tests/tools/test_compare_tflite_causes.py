@@ -28,10 +28,7 @@ H, I = 4, 3
 
 
 def _weights(seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {**{f"W_{g}": rng.uniform(-.5, .5, (H, I)) for g in "ifgo"},
-            **{f"R_{g}": rng.uniform(-.5, .5, (H, H)) for g in "ifgo"},
-            **{f"b_{g}": rng.uniform(-.5, .5, H) for g in "ifgo"}}
+    return mk.weights(seed, H, I)
 
 
 def _scales(w: dict[str, np.ndarray]) -> dict[str, float]:

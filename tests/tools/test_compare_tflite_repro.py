@@ -26,10 +26,7 @@ H, I = 4, 3
 
 
 def _weights() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {**{f"W_{g}": rng.uniform(-.5, .5, (H, I)) for g in "ifgo"},
-            **{f"R_{g}": rng.uniform(-.5, .5, (H, H)) for g in "ifgo"},
-            **{f"b_{g}": rng.uniform(-.5, .5, H) for g in "ifgo"}}
+    return mk.weights(0, H, I)
 
 
 def _run_script(folder: Path) -> subprocess.CompletedProcess:
