@@ -113,26 +113,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.workeroutput[WORKER_OUTPUT] = counts
     if drop:
         config.hook.pytest_deselected(items=drop)
-    items[:] = slow_files_first(keep)
-
-
-# The test files that cost the most (``--durations`` on the 2-core machine), started first:
-# pytest-xdist's workers take one file at a time (``--dist loadfile``), so that the run ends on
-# short files together rather than one worker waiting out the other's long file.
-SLOW_FIRST = (
-    "tests/run/test_adapter_faults.py", "tests/adapters/test_capability_contract.py",
-    "tests/inputs/test_untrusted_side_effects.py", "tests/tools/test_probe.py",
-    "tests/report/test_shard_merge.py", "tests/report/test_repro.py", "tests/run/test_jobs.py",
-    "tests/run/test_killed_runs.py", "tests/project/test_pytest_plugin.py",
-    "tests/report/test_shard_partition.py", "tests/inputs/test_lengths.py",
-    "tests/compare/test_mutation.py", "tests/inputs/test_memory_guard.py")
-
-
-def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """``items`` with the files of :data:`SLOW_FIRST` first, in its order; the rest as they
-    were collected."""
-    rank = {path: n for n, path in enumerate(SLOW_FIRST)}
-    return sorted(items, key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+        items[:] = keep
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -30,19 +30,3 @@ def test_without_a_gpu_require_gpu_fails_the_gpu_tests_rather_than_skip_them() -
     assert out.returncode == 1, out.stdout[-2000:]
     assert last.startswith("2 failed") and "skipped" not in last, last
     assert "--require-gpu: a GPU test may not skip" in out.stdout
-
-
-def test_the_slow_files_named_to_start_first_exist_and_start_first() -> None:
-    """A renamed or split slow file would silently lose its place: each one named is there, and
-    the ordering puts their tests first, keeping the rest in collection order."""
-    from types import SimpleNamespace
-
-    from conftest import SLOW_FIRST, slow_files_first
-
-    root = Path(__file__).parents[2]
-    assert [p for p in SLOW_FIRST if not (root / p).is_file()] == []
-    items = [SimpleNamespace(nodeid=n) for n in (
-        "tests/a/test_x.py::t1", f"{SLOW_FIRST[1]}::t2", "tests/a/test_x.py::t3",
-        f"{SLOW_FIRST[0]}::t4", f"{SLOW_FIRST[1]}::t5")]
-    assert [i.nodeid.rpartition("::")[2] for i in slow_files_first(items)] == [
-        "t4", "t2", "t5", "t1", "t3"]
